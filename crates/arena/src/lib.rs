@@ -1,0 +1,1 @@
+//! Ferrofabric arena (work in progress).

@@ -1,0 +1,2 @@
+//! The `ferrofabric` command.
+fn main() {}

@@ -1,0 +1,379 @@
+//! The versioned world state of one channel (FastFabric §III-B, "Opt P-I": state in an in-memory hash table).
+//!
+//! Fabric keeps `(namespace, key) -> (value, metadata, version)` in LevelDB or CouchDB
+//! (`core/ledger/kvledger/txmgmt/statedb`). Ferrofabric keeps it in memory:
+//!
+//! * point reads go to a [`dashmap::DashMap`] (sharded, so validation threads read in parallel);
+//! * range queries and phantom-read checks walk an ordered key index per namespace and collection;
+//! * one block's updates are applied atomically ([`WorldState::apply`]): a reader holding a [`StateView`] never sees
+//!   half a block.
+//!
+//! Keys are addressed by [`StateKey`]: a namespace (chaincode name, including `_lifecycle`), a collection (empty
+//! for public data; for private data only the *hashed* state is kept, keyed by the key hash) and the key bytes.
+//! Versions are Fabric's [`Height`] (block number, transaction number).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::sync::{RwLock, RwLockReadGuard};
+
+use bytes::Bytes;
+use dashmap::DashMap;
+
+/// The version of a committed value: the block and the transaction index in it that wrote it
+/// (Fabric's `core/ledger/internal/version.Height`). Ordered by block, then transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Height {
+    /// Block number.
+    pub block_num: u64,
+    /// Index of the transaction in its block.
+    pub tx_num: u64,
+}
+
+impl Height {
+    /// A height from its two parts.
+    pub const fn new(block_num: u64, tx_num: u64) -> Self {
+        Height { block_num, tx_num }
+    }
+
+    /// Fabric's `Height.ToBytes`: the order-preserving encoding of `block_num` followed by that of `tx_num`
+    /// (see [`encode_order_preserving_varuint64`]). Used in the commit hash.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = encode_order_preserving_varuint64(self.block_num);
+        out.extend_from_slice(&encode_order_preserving_varuint64(self.tx_num));
+        out
+    }
+}
+
+impl std::fmt::Display for Height {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.block_num, self.tx_num)
+    }
+}
+
+/// Fabric's `common/ledger/util.EncodeOrderPreservingVarUint64`: one length byte (0..=8) followed by the big-endian
+/// bytes of `n` without leading zero bytes. Zero encodes as the single byte `0x00`.
+pub fn encode_order_preserving_varuint64(n: u64) -> Vec<u8> {
+    let be = n.to_be_bytes();
+    let skip = be.iter().take_while(|b| **b == 0).count();
+    let mut out = Vec::with_capacity(1 + 8 - skip);
+    // The length is at most 8, so it is its own one-byte varint.
+    out.push((8 - skip) as u8);
+    out.extend_from_slice(&be[skip..]);
+    out
+}
+
+/// Where a value lives: namespace, collection (empty for public state) and key.
+///
+/// For private data collections the key is the SHA-256 of the private key (Fabric's hashed state); the private
+/// values themselves are not kept (the private data store is out of scope, see the validator's docs).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StateKey {
+    /// Chaincode namespace, e.g. `smallbank` or `_lifecycle`.
+    pub namespace: String,
+    /// Collection name; empty for public state.
+    pub collection: String,
+    /// Key bytes (UTF-8 for public keys, a 32-byte hash for collection keys).
+    pub key: Bytes,
+}
+
+impl StateKey {
+    /// A public-state key.
+    pub fn public(namespace: &str, key: impl Into<Bytes>) -> Self {
+        StateKey { namespace: namespace.to_owned(), collection: String::new(), key: key.into() }
+    }
+
+    /// A hashed collection key.
+    pub fn hashed(namespace: &str, collection: &str, key_hash: impl Into<Bytes>) -> Self {
+        StateKey { namespace: namespace.to_owned(), collection: collection.to_owned(), key: key_hash.into() }
+    }
+}
+
+/// A committed value with its metadata and version (Fabric's `statedb.VersionedValue`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VersionedValue {
+    /// The value (for hashed collection state: the value hash).
+    pub value: Bytes,
+    /// Marshaled key metadata (Fabric's `KVMetadataWrite` entries, e.g. the key-level endorsement policy under
+    /// `VALIDATION_PARAMETER`), as a list of `(name, value)` pairs sorted by name; empty when the key has none.
+    pub metadata: Vec<(String, Bytes)>,
+    /// Height of the transaction that last wrote the value.
+    pub version: Height,
+}
+
+/// The updates of one block, in key order (deterministic: the commit hash is computed by walking it).
+/// `None` marks a delete. Built by the validator's MVCC stage, applied with [`WorldState::apply`].
+#[derive(Clone, Debug, Default)]
+pub struct UpdateBatch {
+    entries: BTreeMap<StateKey, Option<VersionedValue>>,
+}
+
+impl UpdateBatch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records a write (or, with `None`, a delete) of `key`, replacing an earlier update of the same key.
+    pub fn put(&mut self, key: StateKey, value: Option<VersionedValue>) {
+        self.entries.insert(key, value);
+    }
+
+    /// Whether an earlier transaction of this block updated `key` (Fabric's `UpdateBatch.Exists`).
+    pub fn contains(&self, key: &StateKey) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// The pending update of `key`: `Some(None)` is a pending delete.
+    pub fn get(&self, key: &StateKey) -> Option<&Option<VersionedValue>> {
+        self.entries.get(key)
+    }
+
+    /// Number of updated keys.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// All updates in key order (namespace, collection, key bytes).
+    pub fn iter(&self) -> impl Iterator<Item = (&StateKey, &Option<VersionedValue>)> {
+        self.entries.iter()
+    }
+
+    /// Pending updates of public keys of `namespace` in `[start, end)` (or `[start, end]` with `include_end`);
+    /// an empty `end` means "to the end of the namespace".
+    pub fn range<'a>(
+        &'a self,
+        namespace: &str,
+        start: &[u8],
+        end: &[u8],
+        include_end: bool,
+    ) -> impl Iterator<Item = (&'a StateKey, &'a Option<VersionedValue>)> + 'a {
+        let lo = StateKey::public(namespace, Bytes::copy_from_slice(start));
+        let hi = upper_bound(namespace, "", end, include_end);
+        self.entries.range((Bound::Included(lo), hi))
+    }
+}
+
+fn upper_bound(namespace: &str, collection: &str, end: &[u8], include_end: bool) -> Bound<StateKey> {
+    if end.is_empty() {
+        // Everything of this namespace/collection: bound at the next collection name.
+        let mut next = collection.to_owned();
+        next.push('\0');
+        return Bound::Excluded(StateKey {
+            namespace: namespace.to_owned(),
+            collection: next,
+            key: Bytes::new(),
+        });
+    }
+    let key = StateKey {
+        namespace: namespace.to_owned(),
+        collection: collection.to_owned(),
+        key: Bytes::copy_from_slice(end),
+    };
+    if include_end {
+        Bound::Included(key)
+    } else {
+        Bound::Excluded(key)
+    }
+}
+
+/// The world state of one channel: concurrent point reads, ordered scans, atomic block application.
+#[derive(Debug, Default)]
+pub struct WorldState {
+    values: DashMap<StateKey, VersionedValue>,
+    /// Ordered index of every present key plus the last committed height, behind the commit gate: `apply` holds it
+    /// for writing, [`StateView`]s for reading, so a view is always a whole number of blocks.
+    gate: RwLock<Ordered>,
+}
+
+#[derive(Debug, Default)]
+struct Ordered {
+    keys: BTreeSet<StateKey>,
+    height: Option<u64>,
+}
+
+impl WorldState {
+    /// An empty state (a channel before its genesis block is committed).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A consistent read view: blocks applied while it is held wait until it is dropped.
+    pub fn view(&self) -> StateView<'_> {
+        let guard = match self.gate.read() {
+            Ok(g) => g,
+            // A panicking writer cannot leave the index half-updated in a way readers could misuse: `apply`
+            // never panics between its first and last mutation, so recovering the guard is sound.
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        StateView { state: self, ordered: guard }
+    }
+
+    /// Applies one block's updates atomically and records `block_num` as the committed height.
+    pub fn apply(&self, block_num: u64, batch: &UpdateBatch) {
+        let mut ordered = match self.gate.write() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        for (key, update) in batch.iter() {
+            match update {
+                Some(v) => {
+                    if self.values.insert(key.clone(), v.clone()).is_none() {
+                        ordered.keys.insert(key.clone());
+                    }
+                }
+                None => {
+                    if self.values.remove(key).is_some() {
+                        ordered.keys.remove(key);
+                    }
+                }
+            }
+        }
+        ordered.height = Some(block_num);
+    }
+
+    /// Number of keys present (public and hashed).
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether no key is present.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
+/// A consistent, read-only view of a [`WorldState`] (see [`WorldState::view`]). Cheap to create; `Sync`, so one view
+/// can be shared by all validation threads of a block.
+pub struct StateView<'a> {
+    state: &'a WorldState,
+    ordered: RwLockReadGuard<'a, Ordered>,
+}
+
+impl StateView<'_> {
+    /// The committed value of `key`, if present.
+    pub fn get(&self, key: &StateKey) -> Option<VersionedValue> {
+        self.state.values.get(key).map(|v| v.value().clone())
+    }
+
+    /// The committed version of `key`, if present (Fabric's `GetVersion`).
+    pub fn version(&self, key: &StateKey) -> Option<Height> {
+        self.state.values.get(key).map(|v| v.value().version)
+    }
+
+    /// Number of the last block applied, `None` before the first.
+    pub fn height(&self) -> Option<u64> {
+        self.ordered.height
+    }
+
+    /// Committed public keys of `namespace` in `[start, end)` (`[start, end]` with `include_end`; an empty `end` means
+    /// "to the end of the namespace"), in key order with their values — Fabric's range scan
+    /// (`GetStateRangeScanIterator`).
+    pub fn range(&self, namespace: &str, start: &[u8], end: &[u8], include_end: bool) -> Vec<(StateKey, VersionedValue)> {
+        let lo = StateKey::public(namespace, Bytes::copy_from_slice(start));
+        let hi = upper_bound(namespace, "", end, include_end);
+        self.ordered
+            .keys
+            .range((Bound::Included(lo), hi))
+            .filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v.value().clone())))
+            .collect()
+    }
+
+    /// Every present entry in key order (namespace, collection, key).
+    pub fn entries(&self) -> Vec<(StateKey, VersionedValue)> {
+        self.ordered
+            .keys
+            .iter()
+            .filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v.value().clone())))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn vv(v: &str, b: u64, t: u64) -> Option<VersionedValue> {
+        Some(VersionedValue { value: Bytes::copy_from_slice(v.as_bytes()), metadata: vec![], version: Height::new(b, t) })
+    }
+
+    #[test]
+    fn order_preserving_encoding_matches_fabric_examples() {
+        assert_eq!(encode_order_preserving_varuint64(0), vec![0]);
+        assert_eq!(encode_order_preserving_varuint64(1), vec![1, 1]);
+        assert_eq!(encode_order_preserving_varuint64(256), vec![2, 1, 0]);
+        assert_eq!(encode_order_preserving_varuint64(u64::MAX), vec![8, 255, 255, 255, 255, 255, 255, 255, 255]);
+        assert_eq!(Height::new(5, 0).to_bytes(), vec![1, 5, 0]);
+    }
+
+    #[test]
+    fn order_preserving_encoding_preserves_order() {
+        let xs = [0u64, 1, 2, 255, 256, 65535, 65536, 1 << 40, u64::MAX];
+        for w in xs.windows(2) {
+            assert!(encode_order_preserving_varuint64(w[0]) < encode_order_preserving_varuint64(w[1]));
+        }
+    }
+
+    #[test]
+    fn apply_puts_and_deletes_atomically_and_records_height() {
+        let s = WorldState::new();
+        let mut b = UpdateBatch::new();
+        b.put(StateKey::public("cc", "a"), vv("1", 1, 0));
+        b.put(StateKey::public("cc", "b"), vv("2", 1, 1));
+        s.apply(1, &b);
+        assert_eq!(s.view().height(), Some(1));
+        assert_eq!(s.view().version(&StateKey::public("cc", "b")), Some(Height::new(1, 1)));
+        let mut d = UpdateBatch::new();
+        d.put(StateKey::public("cc", "a"), None);
+        s.apply(2, &d);
+        assert!(s.view().get(&StateKey::public("cc", "a")).is_none());
+        assert_eq!(s.len(), 1);
+        assert_eq!(s.view().entries().len(), 1);
+    }
+
+    #[test]
+    fn range_scans_respect_bounds_namespaces_and_collections() {
+        let s = WorldState::new();
+        let mut b = UpdateBatch::new();
+        for k in ["k1", "k2", "k3", "k4"] {
+            b.put(StateKey::public("cc", k), vv(k, 1, 0));
+        }
+        b.put(StateKey::public("cc2", "k2"), vv("x", 1, 0));
+        b.put(StateKey::hashed("cc", "coll", "k2"), vv("h", 1, 0));
+        s.apply(1, &b);
+        let v = s.view();
+        let keys = |r: Vec<(StateKey, VersionedValue)>| r.into_iter().map(|(k, _)| k.key).collect::<Vec<_>>();
+        assert_eq!(keys(v.range("cc", b"k2", b"k4", false)), vec![Bytes::from("k2"), Bytes::from("k3")]);
+        assert_eq!(keys(v.range("cc", b"k2", b"k4", true)).len(), 3);
+        assert_eq!(keys(v.range("cc", b"", b"", false)).len(), 4);
+        assert_eq!(keys(v.range("cc2", b"", b"", false)), vec![Bytes::from("k2")]);
+        // The pending-update range obeys the same bounds.
+        assert_eq!(b.range("cc", b"k3", b"", false).count(), 2);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn state_matches_a_model_map(ops in proptest::collection::vec((0u8..16, proptest::option::of(0u8..4)), 0..200)) {
+            let s = WorldState::new();
+            let mut model = BTreeMap::new();
+            for (i, chunk) in ops.chunks(7).enumerate() {
+                let mut b = UpdateBatch::new();
+                for (k, v) in chunk {
+                    let key = StateKey::public("ns", vec![*k]);
+                    let val = v.map(|v| VersionedValue { value: Bytes::from(vec![v]), metadata: vec![], version: Height::new(i as u64, 0) });
+                    b.put(key.clone(), val.clone());
+                }
+                for (k, v) in b.iter() { match v { Some(v) => { model.insert(k.clone(), v.clone()); } None => { model.remove(k); } } }
+                s.apply(i as u64, &b);
+            }
+            let got = s.view().entries();
+            let want: Vec<_> = model.into_iter().collect();
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+}

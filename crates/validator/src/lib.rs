@@ -1,0 +1,1 @@
+//! Ferrofabric validator (work in progress).

@@ -14,10 +14,14 @@
 //! Errors are values: a layer that fails to decode stores its [`DecodeError`], and every later request of that layer
 //! (or of a layer below it) returns the same error, naming the layer.
 
+pub mod records;
+
 use std::sync::OnceLock;
 
 use bytes::Bytes;
-use ferrofabric_protos::common::{Block, BlockHeader, BlockMetadata, ChannelHeader, Envelope, Header, Payload, SignatureHeader};
+use ferrofabric_protos::common::{
+    Block, BlockHeader, BlockMetadata, ChannelHeader, Envelope, Header, Payload, SignatureHeader,
+};
 use ferrofabric_protos::kvrwset::{HashedRwSet, KvrwSet};
 use ferrofabric_protos::peer::{
     ChaincodeAction, ChaincodeActionPayload, ChaincodeHeaderExtension, ProposalResponsePayload, Transaction,
@@ -165,7 +169,10 @@ pub struct TxArena {
 }
 
 /// Decodes `cell` once; later calls return the stored result.
-fn layer<'a, T>(cell: &'a OnceLock<Result<T, DecodeError>>, f: impl FnOnce() -> Result<T, DecodeError>) -> Layer<'a, T> {
+fn layer<'a, T>(
+    cell: &'a OnceLock<Result<T, DecodeError>>,
+    f: impl FnOnce() -> Result<T, DecodeError>,
+) -> Layer<'a, T> {
     cell.get_or_init(f).as_ref()
 }
 

@@ -79,12 +79,20 @@ pub struct StateKey {
 impl StateKey {
     /// A public-state key.
     pub fn public(namespace: &str, key: impl Into<Bytes>) -> Self {
-        StateKey { namespace: namespace.to_owned(), collection: String::new(), key: key.into() }
+        StateKey {
+            namespace: namespace.to_owned(),
+            collection: String::new(),
+            key: key.into(),
+        }
     }
 
     /// A hashed collection key.
     pub fn hashed(namespace: &str, collection: &str, key_hash: impl Into<Bytes>) -> Self {
-        StateKey { namespace: namespace.to_owned(), collection: collection.to_owned(), key: key_hash.into() }
+        StateKey {
+            namespace: namespace.to_owned(),
+            collection: collection.to_owned(),
+            key: key_hash.into(),
+        }
     }
 }
 
@@ -100,11 +108,31 @@ pub struct VersionedValue {
     pub version: Height,
 }
 
+/// One pending update of a key (Fabric's `statedb.VersionedValue` in an update batch, where a nil value is a
+/// delete): the committing height is kept for deletes too, because the commit hash covers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Update {
+    /// Write (or overwrite) the key.
+    Put(VersionedValue),
+    /// Delete the key, at this height.
+    Delete(Height),
+}
+
+impl Update {
+    /// The height of the transaction that made the update.
+    pub fn version(&self) -> Height {
+        match self {
+            Update::Put(v) => v.version,
+            Update::Delete(h) => *h,
+        }
+    }
+}
+
 /// The updates of one block, in key order (deterministic: the commit hash is computed by walking it).
-/// `None` marks a delete. Built by the validator's MVCC stage, applied with [`WorldState::apply`].
+/// Built by the validator's MVCC stage, applied with [`WorldState::apply`].
 #[derive(Clone, Debug, Default)]
 pub struct UpdateBatch {
-    entries: BTreeMap<StateKey, Option<VersionedValue>>,
+    entries: BTreeMap<StateKey, Update>,
 }
 
 impl UpdateBatch {
@@ -113,9 +141,9 @@ impl UpdateBatch {
         Self::default()
     }
 
-    /// Records a write (or, with `None`, a delete) of `key`, replacing an earlier update of the same key.
-    pub fn put(&mut self, key: StateKey, value: Option<VersionedValue>) {
-        self.entries.insert(key, value);
+    /// Records an update of `key`, replacing an earlier update of the same key.
+    pub fn put(&mut self, key: StateKey, update: Update) {
+        self.entries.insert(key, update);
     }
 
     /// Whether an earlier transaction of this block updated `key` (Fabric's `UpdateBatch.Exists`).
@@ -123,8 +151,8 @@ impl UpdateBatch {
         self.entries.contains_key(key)
     }
 
-    /// The pending update of `key`: `Some(None)` is a pending delete.
-    pub fn get(&self, key: &StateKey) -> Option<&Option<VersionedValue>> {
+    /// The pending update of `key`.
+    pub fn get(&self, key: &StateKey) -> Option<&Update> {
         self.entries.get(key)
     }
 
@@ -139,46 +167,34 @@ impl UpdateBatch {
     }
 
     /// All updates in key order (namespace, collection, key bytes).
-    pub fn iter(&self) -> impl Iterator<Item = (&StateKey, &Option<VersionedValue>)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&StateKey, &Update)> {
         self.entries.iter()
     }
 
-    /// Pending updates of public keys of `namespace` in `[start, end)` (or `[start, end]` with `include_end`);
-    /// an empty `end` means "to the end of the namespace".
+    /// Pending updates of public keys of `namespace` in `[start, end)`; an empty `end` means "to the end of the
+    /// namespace" (Fabric's `UpdateBatch.GetRangeScanIterator`).
     pub fn range<'a>(
         &'a self,
         namespace: &str,
         start: &[u8],
         end: &[u8],
-        include_end: bool,
-    ) -> impl Iterator<Item = (&'a StateKey, &'a Option<VersionedValue>)> + 'a {
+    ) -> impl Iterator<Item = (&'a StateKey, &'a Update)> + 'a {
         let lo = StateKey::public(namespace, Bytes::copy_from_slice(start));
-        let hi = upper_bound(namespace, "", end, include_end);
-        self.entries.range((Bound::Included(lo), hi))
+        self.entries
+            .range((Bound::Included(lo), upper_bound(namespace, end)))
     }
 }
 
-fn upper_bound(namespace: &str, collection: &str, end: &[u8], include_end: bool) -> Bound<StateKey> {
+fn upper_bound(namespace: &str, end: &[u8]) -> Bound<StateKey> {
     if end.is_empty() {
-        // Everything of this namespace/collection: bound at the next collection name.
-        let mut next = collection.to_owned();
-        next.push('\0');
+        // Every public key of the namespace: bound at the first possible collection name.
         return Bound::Excluded(StateKey {
             namespace: namespace.to_owned(),
-            collection: next,
+            collection: "\0".to_owned(),
             key: Bytes::new(),
         });
     }
-    let key = StateKey {
-        namespace: namespace.to_owned(),
-        collection: collection.to_owned(),
-        key: Bytes::copy_from_slice(end),
-    };
-    if include_end {
-        Bound::Included(key)
-    } else {
-        Bound::Excluded(key)
-    }
+    Bound::Excluded(StateKey::public(namespace, Bytes::copy_from_slice(end)))
 }
 
 /// The world state of one channel: concurrent point reads, ordered scans, atomic block application.
@@ -210,7 +226,10 @@ impl WorldState {
             // never panics between its first and last mutation, so recovering the guard is sound.
             Err(poisoned) => poisoned.into_inner(),
         };
-        StateView { state: self, ordered: guard }
+        StateView {
+            state: self,
+            ordered: guard,
+        }
     }
 
     /// Applies one block's updates atomically and records `block_num` as the committed height.
@@ -221,12 +240,12 @@ impl WorldState {
         };
         for (key, update) in batch.iter() {
             match update {
-                Some(v) => {
+                Update::Put(v) => {
                     if self.values.insert(key.clone(), v.clone()).is_none() {
                         ordered.keys.insert(key.clone());
                     }
                 }
-                None => {
+                Update::Delete(_) => {
                     if self.values.remove(key).is_some() {
                         ordered.keys.remove(key);
                     }
@@ -270,16 +289,25 @@ impl StateView<'_> {
         self.ordered.height
     }
 
-    /// Committed public keys of `namespace` in `[start, end)` (`[start, end]` with `include_end`; an empty `end` means
-    /// "to the end of the namespace"), in key order with their values — Fabric's range scan
-    /// (`GetStateRangeScanIterator`).
-    pub fn range(&self, namespace: &str, start: &[u8], end: &[u8], include_end: bool) -> Vec<(StateKey, VersionedValue)> {
+    /// Committed public keys of `namespace` in `[start, end)` (an empty `end` means "to the end of the namespace"),
+    /// in key order with their values — Fabric's `GetStateRangeScanIterator`.
+    pub fn range(
+        &self,
+        namespace: &str,
+        start: &[u8],
+        end: &[u8],
+    ) -> Vec<(StateKey, VersionedValue)> {
         let lo = StateKey::public(namespace, Bytes::copy_from_slice(start));
-        let hi = upper_bound(namespace, "", end, include_end);
+        let hi = upper_bound(namespace, end);
         self.ordered
             .keys
             .range((Bound::Included(lo), hi))
-            .filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v.value().clone())))
+            .filter_map(|k| {
+                self.state
+                    .values
+                    .get(k)
+                    .map(|v| (k.clone(), v.value().clone()))
+            })
             .collect()
     }
 
@@ -288,7 +316,12 @@ impl StateView<'_> {
         self.ordered
             .keys
             .iter()
-            .filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v.value().clone())))
+            .filter_map(|k| {
+                self.state
+                    .values
+                    .get(k)
+                    .map(|v| (k.clone(), v.value().clone()))
+            })
             .collect()
     }
 }
@@ -298,8 +331,12 @@ impl StateView<'_> {
 mod tests {
     use super::*;
 
-    fn vv(v: &str, b: u64, t: u64) -> Option<VersionedValue> {
-        Some(VersionedValue { value: Bytes::copy_from_slice(v.as_bytes()), metadata: vec![], version: Height::new(b, t) })
+    fn vv(v: &str, b: u64, t: u64) -> Update {
+        Update::Put(VersionedValue {
+            value: Bytes::copy_from_slice(v.as_bytes()),
+            metadata: vec![],
+            version: Height::new(b, t),
+        })
     }
 
     #[test]
@@ -307,7 +344,10 @@ mod tests {
         assert_eq!(encode_order_preserving_varuint64(0), vec![0]);
         assert_eq!(encode_order_preserving_varuint64(1), vec![1, 1]);
         assert_eq!(encode_order_preserving_varuint64(256), vec![2, 1, 0]);
-        assert_eq!(encode_order_preserving_varuint64(u64::MAX), vec![8, 255, 255, 255, 255, 255, 255, 255, 255]);
+        assert_eq!(
+            encode_order_preserving_varuint64(u64::MAX),
+            vec![8, 255, 255, 255, 255, 255, 255, 255, 255]
+        );
         assert_eq!(Height::new(5, 0).to_bytes(), vec![1, 5, 0]);
     }
 
@@ -315,7 +355,9 @@ mod tests {
     fn order_preserving_encoding_preserves_order() {
         let xs = [0u64, 1, 2, 255, 256, 65535, 65536, 1 << 40, u64::MAX];
         for w in xs.windows(2) {
-            assert!(encode_order_preserving_varuint64(w[0]) < encode_order_preserving_varuint64(w[1]));
+            assert!(
+                encode_order_preserving_varuint64(w[0]) < encode_order_preserving_varuint64(w[1])
+            );
         }
     }
 
@@ -327,9 +369,15 @@ mod tests {
         b.put(StateKey::public("cc", "b"), vv("2", 1, 1));
         s.apply(1, &b);
         assert_eq!(s.view().height(), Some(1));
-        assert_eq!(s.view().version(&StateKey::public("cc", "b")), Some(Height::new(1, 1)));
+        assert_eq!(
+            s.view().version(&StateKey::public("cc", "b")),
+            Some(Height::new(1, 1))
+        );
         let mut d = UpdateBatch::new();
-        d.put(StateKey::public("cc", "a"), None);
+        d.put(
+            StateKey::public("cc", "a"),
+            Update::Delete(Height::new(2, 0)),
+        );
         s.apply(2, &d);
         assert!(s.view().get(&StateKey::public("cc", "a")).is_none());
         assert_eq!(s.len(), 1);
@@ -347,13 +395,17 @@ mod tests {
         b.put(StateKey::hashed("cc", "coll", "k2"), vv("h", 1, 0));
         s.apply(1, &b);
         let v = s.view();
-        let keys = |r: Vec<(StateKey, VersionedValue)>| r.into_iter().map(|(k, _)| k.key).collect::<Vec<_>>();
-        assert_eq!(keys(v.range("cc", b"k2", b"k4", false)), vec![Bytes::from("k2"), Bytes::from("k3")]);
-        assert_eq!(keys(v.range("cc", b"k2", b"k4", true)).len(), 3);
-        assert_eq!(keys(v.range("cc", b"", b"", false)).len(), 4);
-        assert_eq!(keys(v.range("cc2", b"", b"", false)), vec![Bytes::from("k2")]);
+        let keys = |r: Vec<(StateKey, VersionedValue)>| {
+            r.into_iter().map(|(k, _)| k.key).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            keys(v.range("cc", b"k2", b"k4")),
+            vec![Bytes::from("k2"), Bytes::from("k3")]
+        );
+        assert_eq!(keys(v.range("cc", b"", b"")).len(), 4);
+        assert_eq!(keys(v.range("cc2", b"", b"")), vec![Bytes::from("k2")]);
         // The pending-update range obeys the same bounds.
-        assert_eq!(b.range("cc", b"k3", b"", false).count(), 2);
+        assert_eq!(b.range("cc", b"k3", b"").count(), 2);
     }
 
     proptest::proptest! {
@@ -365,10 +417,11 @@ mod tests {
                 let mut b = UpdateBatch::new();
                 for (k, v) in chunk {
                     let key = StateKey::public("ns", vec![*k]);
-                    let val = v.map(|v| VersionedValue { value: Bytes::from(vec![v]), metadata: vec![], version: Height::new(i as u64, 0) });
-                    b.put(key.clone(), val.clone());
+                    let h = Height::new(i as u64, 0);
+                    let up = match v { Some(v) => Update::Put(VersionedValue { value: Bytes::from(vec![*v]), metadata: vec![], version: h }), None => Update::Delete(h) };
+                    b.put(key.clone(), up);
                 }
-                for (k, v) in b.iter() { match v { Some(v) => { model.insert(k.clone(), v.clone()); } None => { model.remove(k); } } }
+                for (k, v) in b.iter() { match v { Update::Put(v) => { model.insert(k.clone(), v.clone()); } Update::Delete(_) => { model.remove(k); } } }
                 s.apply(i as u64, &b);
             }
             let got = s.view().entries();

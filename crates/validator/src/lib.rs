@@ -1,1 +1,323 @@
-//! Ferrofabric validator (work in progress).
+//! The embeddable Fabric 2.5 validator: give it a channel's config block, then blocks; it returns what a Fabric 2.5
+//! peer would decide for each block — every transaction's [`TxValidationCode`], the TRANSACTIONS_FILTER bytes, the
+//! state updates and the COMMIT_HASH — and keeps the world state in memory.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use ferrofabric_validator::{Validator, ValidatorOptions};
+//! let genesis = bytes::Bytes::from(std::fs::read("genesis.block")?);
+//! let mut validator = Validator::new(genesis, ValidatorOptions::default())?;
+//! # let next_block_bytes = bytes::Bytes::new();
+//! let result = validator.commit_block(next_block_bytes)?;
+//! println!("block {}: {:?} commit hash {:?}", result.number, result.codes, result.commit_hash.map(hex::encode));
+//! # Ok(()) }
+//! ```
+//!
+//! # Pipeline (Fabric's `core/committer/txvalidator/v20` + `core/ledger/kvledger`)
+//! 1. **Block checks** ([`Validator::commit_block`]): number, previous hash, data hash and the orderer signatures
+//!    against `/Channel/Orderer/BlockValidation`. A block that fails is refused as a whole ([`ValidatorError`]).
+//! 2. **Per transaction, in parallel** on a rayon pool (`txcheck`): headers, creator MSP validity and signature, txid,
+//!    proposal hash, the ledger's txids, chaincode definitions from `_lifecycle`, and VSCC — the endorsement policy,
+//!    collection policies and key-level (state-based) policies, evaluated lazily (a signature is verified only when a
+//!    policy needs it).
+//! 3. **In order** (`mvcc`): key-level policy updates made earlier in the block, duplicate txids in the block, then
+//!    MVCC (MVCC_READ_CONFLICT, PHANTOM_READ_CONFLICT) against the committed state plus the updates of earlier valid
+//!    transactions, write-set application at height (block, tx), and the commit hash.
+//!
+//! # Not supported (yet)
+//! * Private data: only the hashed read/write sets are validated and kept (as Fabric's hashed state is); the private
+//!   data store, its dissemination and private-data purges are not kept.
+//! * Idemix MSPs (the MSP crate refuses them), legacy (pre-2.0, `lscc`) chaincode definitions, and validation plugins
+//!   other than the built-in `vscc`.
+//! * Range queries whose results were summarised as Merkle hashes (more than 50 results in one range read) are
+//!   treated as phantom reads only if the hashes differ: see `mvcc`.
+
+mod lifecycle;
+mod mvcc;
+mod txcheck;
+mod vscc;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferrofabric_arena::{block_header_bytes, block_header_hash, BlockArena};
+use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
+use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, Metadata, SignatureHeader};
+use ferrofabric_state::{UpdateBatch, WorldState};
+use prost::Message;
+
+pub use ferrofabric_protos::peer::TxValidationCode;
+
+/// Tuning of a [`Validator`].
+#[derive(Clone, Debug)]
+pub struct ValidatorOptions {
+    /// Threads of the transaction-validation pool (FastFabric Fig. 7's "validation threads"); 0 = one per core.
+    pub threads: usize,
+}
+
+impl Default for ValidatorOptions {
+    fn default() -> Self {
+        ValidatorOptions { threads: 0 }
+    }
+}
+
+/// Why a block was refused as a whole (nothing of it is committed; the validator stays at the previous block).
+#[derive(Debug, thiserror::Error)]
+pub enum ValidatorError {
+    /// The bytes are not a Block.
+    #[error("block does not decode: {0}")]
+    Decode(#[from] ferrofabric_arena::DecodeError),
+    /// The block does not continue the chain (number or previous hash) or its data hash is wrong.
+    #[error("block {number}: {reason}")]
+    BadBlock {
+        /// The block's number (as it claims).
+        number: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The orderer signatures do not satisfy /Channel/Orderer/BlockValidation.
+    #[error("block {number}: orderer signature check failed: {reason}")]
+    BadSignature {
+        /// The block's number.
+        number: u64,
+        /// Why the policy was not satisfied.
+        reason: String,
+    },
+    /// The genesis/config block does not hold a usable channel configuration.
+    #[error("channel configuration: {0}")]
+    Config(#[from] ferrofabric_policy::PolicyError),
+    /// Validation could not run to completion (Fabric's "VSCC execution failure"): e.g. an unsupported validation
+    /// plugin or an unreadable chaincode definition. Fabric stops committing in this case too.
+    #[error("block {number}: validation could not complete: {reason}")]
+    Execution {
+        /// The block's number.
+        number: u64,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// The outcome of one committed block.
+#[derive(Debug)]
+pub struct BlockResult {
+    /// Block number.
+    pub number: u64,
+    /// One code per transaction, in block order.
+    pub codes: Vec<TxValidationCode>,
+    /// The commit hash (Fabric's `kvLedger.addBlockCommitHash`), `None` for the genesis block.
+    pub commit_hash: Option<[u8; 32]>,
+    /// The state updates applied (public and hashed).
+    pub updates: UpdateBatch,
+    /// Whether the block carried a valid CONFIG transaction that replaced the channel configuration.
+    pub config_updated: bool,
+}
+
+impl BlockResult {
+    /// The TRANSACTIONS_FILTER metadata bytes: one byte per transaction, its code.
+    pub fn transactions_filter(&self) -> Vec<u8> {
+        self.codes.iter().map(|c| *c as i32 as u8).collect()
+    }
+}
+
+/// A channel's validator and in-memory ledger state. See the crate docs.
+pub struct Validator {
+    config: Arc<ChannelConfig>,
+    state: Arc<WorldState>,
+    txids: HashSet<String>,
+    last_number: u64,
+    last_hash: [u8; 32],
+    commit_hash: Option<[u8; 32]>,
+    pool: rayon::ThreadPool,
+    policies: vscc::PolicyCache,
+}
+
+impl Validator {
+    /// Starts a channel from its genesis (config) block: the block is checked for a CONFIG transaction, the channel
+    /// configuration is loaded from it and it becomes block 0 of the ledger.
+    ///
+    /// Errors: the block does not decode, is not block 0, or holds no valid channel configuration.
+    pub fn new(genesis: Bytes, options: ValidatorOptions) -> Result<Validator, ValidatorError> {
+        let arena = BlockArena::decode(genesis)?;
+        if arena.number() != 0 {
+            return Err(bad(arena.number(), "a genesis block must be block 0"));
+        }
+        let config = config_from_block(&arena)?;
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.threads)
+            .thread_name(|i| format!("validate-{i}"))
+            .build()
+            .map_err(|e| ValidatorError::Execution { number: 0, reason: format!("thread pool: {e}") })?;
+        let mut txids = HashSet::new();
+        for tx in arena.txs() {
+            if let Ok(ch) = tx.channel_header() {
+                if !ch.tx_id.is_empty() {
+                    txids.insert(ch.tx_id.clone());
+                }
+            }
+        }
+        let state = Arc::new(WorldState::new());
+        state.apply(0, &UpdateBatch::new());
+        Ok(Validator {
+            config: Arc::new(config),
+            state,
+            txids,
+            last_number: 0,
+            last_hash: block_header_hash(arena.header()),
+            commit_hash: None,
+            pool,
+            policies: vscc::PolicyCache::default(),
+        })
+    }
+
+    /// The current channel configuration (replaced by each valid CONFIG block).
+    pub fn channel_config(&self) -> &Arc<ChannelConfig> {
+        &self.config
+    }
+
+    /// The world state after the last committed block.
+    pub fn state(&self) -> &Arc<WorldState> {
+        &self.state
+    }
+
+    /// Number of the last committed block.
+    pub fn height(&self) -> u64 {
+        self.last_number
+    }
+
+    /// The commit hash after the last committed block (`None` until block 1 is committed).
+    pub fn commit_hash(&self) -> Option<[u8; 32]> {
+        self.commit_hash
+    }
+
+    /// Checks, validates and commits the next block (the marshaled `common.Block` as the orderer delivered it).
+    ///
+    /// Errors ([`ValidatorError`]) refuse the whole block; an invalid *transaction* is not an error but a code.
+    pub fn commit_block(&mut self, raw: Bytes) -> Result<BlockResult, ValidatorError> {
+        let arena = BlockArena::decode(raw)?;
+        self.check_block(&arena)?;
+        let number = arena.number();
+
+        let view = self.state.view();
+        let ctx = txcheck::BlockContext {
+            config: &self.config,
+            view: &view,
+            txids: &self.txids,
+            block_number: number,
+            policies: &self.policies,
+        };
+        let verdicts = self.pool.install(|| txcheck::validate_all(&ctx, &arena));
+        let mut verdicts = verdicts
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|reason| ValidatorError::Execution { number, reason })?;
+        mvcc::apply_key_level_dependencies(&arena, &mut verdicts);
+        mvcc::mark_duplicate_txids(&mut verdicts);
+        let (codes, updates) = mvcc::validate_and_prepare(&view, &arena, &verdicts);
+        drop(view);
+
+        // A valid CONFIG transaction replaces the configuration for the blocks that follow.
+        let mut new_config = None;
+        for (v, code) in verdicts.iter().zip(&codes) {
+            if let (Some(env), TxValidationCode::Valid) = (&v.config, code) {
+                new_config = Some(config_from_envelope(self.config.channel_id(), env)?);
+            }
+        }
+
+        let filter: Vec<u8> = codes.iter().map(|c| *c as i32 as u8).collect();
+        let commit_hash = if number == 1 || self.commit_hash.is_some() {
+            Some(mvcc::commit_hash(&filter, &updates, self.commit_hash.as_ref()))
+        } else {
+            None
+        };
+
+        self.state.apply(number, &updates);
+        for tx in arena.txs() {
+            if let Ok(ch) = tx.channel_header() {
+                if !ch.tx_id.is_empty() {
+                    self.txids.insert(ch.tx_id.clone());
+                }
+            }
+        }
+        let config_updated = new_config.is_some();
+        if let Some(c) = new_config {
+            self.config = Arc::new(c);
+        }
+        self.last_number = number;
+        self.last_hash = block_header_hash(arena.header());
+        self.commit_hash = commit_hash;
+        Ok(BlockResult { number, codes, commit_hash, updates, config_updated })
+    }
+
+    /// Fabric's block checks (the peer's `mcs.VerifyBlock` plus the ledger's chain checks).
+    fn check_block(&self, arena: &BlockArena) -> Result<(), ValidatorError> {
+        let number = arena.number();
+        let header = arena.header();
+        if number != self.last_number + 1 {
+            return Err(bad(number, format!("expected block {}", self.last_number + 1)));
+        }
+        if header.previous_hash.as_ref() != self.last_hash {
+            return Err(bad(number, "previous hash does not match the hash of the last committed block"));
+        }
+        if header.data_hash.as_ref() != arena.computed_data_hash() {
+            return Err(bad(number, "data hash does not match the block's data"));
+        }
+        self.check_block_signatures(arena)
+    }
+
+    /// Verifies the SIGNATURES metadata against `/Channel/Orderer/BlockValidation`: each signature covers
+    /// `metadata.value ‖ signature_header ‖ DER(block header)` (Fabric's `protoutil.BlockSignatureVerifier`).
+    fn check_block_signatures(&self, arena: &BlockArena) -> Result<(), ValidatorError> {
+        let number = arena.number();
+        let sig_err = |reason: String| ValidatorError::BadSignature { number, reason };
+        let raw = arena
+            .metadata()
+            .metadata
+            .get(BlockMetadataIndex::Signatures as usize)
+            .ok_or_else(|| sig_err("no SIGNATURES metadata".into()))?;
+        let md = Metadata::decode(raw.clone()).map_err(|e| sig_err(format!("SIGNATURES metadata: {e}")))?;
+        let header_bytes = block_header_bytes(arena.header());
+        let mut items = Vec::with_capacity(md.signatures.len());
+        for s in &md.signatures {
+            let shdr = SignatureHeader::decode(s.signature_header.clone())
+                .map_err(|e| sig_err(format!("signature header: {e}")))?;
+            let mut data = Vec::with_capacity(md.value.len() + s.signature_header.len() + header_bytes.len());
+            data.extend_from_slice(&md.value);
+            data.extend_from_slice(&s.signature_header);
+            data.extend_from_slice(&header_bytes);
+            items.push(SignedData { data: Bytes::from(data), identity: shdr.creator, signature: s.signature.clone() });
+        }
+        let policy = self
+            .config
+            .policy("/Channel/Orderer/BlockValidation")
+            .ok_or_else(|| sig_err("the channel has no /Channel/Orderer/BlockValidation policy".into()))?;
+        let set = SignatureSet::new(items, self.config.msp_manager());
+        policy.evaluate(&set).map_err(|e| sig_err(e.to_string()))
+    }
+}
+
+fn bad(number: u64, reason: impl Into<String>) -> ValidatorError {
+    ValidatorError::BadBlock { number, reason: reason.into() }
+}
+
+/// The channel configuration carried by a config block's single CONFIG envelope.
+fn config_from_block(arena: &BlockArena) -> Result<ChannelConfig, ValidatorError> {
+    let number = arena.number();
+    let tx = arena.txs().first().ok_or_else(|| bad(number, "config block has no transaction"))?;
+    let payload = tx.payload().map_err(|e| bad(number, e.to_string()))?;
+    let env = ConfigEnvelope::decode(payload.data.clone()).map_err(|e| bad(number, format!("ConfigEnvelope: {e}")))?;
+    let channel = tx.channel_header().map_err(|e| bad(number, e.to_string()))?;
+    config_from_envelope(&channel.channel_id, &env)
+}
+
+/// A channel configuration from a CONFIG transaction's `ConfigEnvelope`; the channel is named by the transaction's
+/// channel header (a genesis config carries no `last_update` to name it).
+fn config_from_envelope(channel_id: &str, env: &ConfigEnvelope) -> Result<ChannelConfig, ValidatorError> {
+    let config = env.config.as_ref().ok_or_else(|| {
+        ValidatorError::Config(ferrofabric_policy::PolicyError::InvalidConfig {
+            path: "ConfigEnvelope.config".into(),
+            reason: "absent".into(),
+        })
+    })?;
+    Ok(ChannelConfig::from_config(channel_id, config)?)
+}

@@ -1,0 +1,35 @@
+//! Fabric policies and channel configuration for Ferrofabric.
+//!
+//! * [`SignatureSet`]: the signed items a policy is checked against (Fabric's `[]*protoutil.SignedData`),
+//!   with per-item caches so that each signature is verified at most once and only when a policy needs
+//!   it (short-circuit evaluation; verdicts identical to Fabric's verify-everything-first order).
+//! * [`Policy`]: a compiled policy. [`compile_signature_policy`] builds Fabric's cauthdsl signature policy
+//!   (`common/cauthdsl`); [`ChannelConfig::policy`] hands out the channel's policies, including implicit
+//!   meta policies (`common/policies/implicitmeta.go`), by path such as `/Channel/Application/Endorsement`.
+//! * [`ChannelConfig`]: a parsed `common.Config` (Fabric `common/channelconfig`): MSP manager, policy tree,
+//!   capabilities and typed orderer/application values.
+//!
+//! ```no_run
+//! # fn demo(block: &ferrofabric_protos::common::Block, items: Vec<ferrofabric_policy::SignedData>)
+//! # -> Result<(), ferrofabric_policy::PolicyError> {
+//! use ferrofabric_policy::{ChannelConfig, SignatureSet};
+//! let config = ChannelConfig::from_config_block(block)?;
+//! let set = SignatureSet::new(items, config.msp_manager());
+//! if let Some(policy) = config.policy("/Channel/Application/Endorsement") {
+//!     policy.evaluate(&set)?;
+//! }
+//! # Ok(()) }
+//! ```
+
+mod channel_config;
+mod duration;
+mod error;
+mod policy;
+mod signature_set;
+
+pub use channel_config::{
+    AnchorPeer, ApplicationConfig, BatchSize, Capabilities, ChannelConfig, OrdererConfig, OrganizationConfig,
+};
+pub use error::PolicyError;
+pub use policy::{compile_signature_policy, Policy};
+pub use signature_set::{SignatureSet, SignedData};

@@ -1,0 +1,184 @@
+//! VSCC: Fabric 2.x's built-in validation plugin with key-level (state-based) endorsement
+//! (`core/handlers/validation/builtin/v20`, `core/common/validation/statebased/{validator_keylevel.go, v20.go}`).
+//!
+//! For one namespace of one transaction: every written key (public writes and metadata writes, then each
+//! collection's hashed writes and hashed metadata writes) is checked against its key-level validation parameter when
+//! the committed state has one; otherwise the collection's policy (once per collection) or the chaincode's policy
+//! (once). If no policy was evaluated at all (a read-only invocation), the chaincode's policy is.
+//!
+//! The signature set is built once per transaction and verifies lazily, so a signature is checked only when a
+//! policy actually needs it, and at most once however many policies are evaluated.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use ferrofabric_arena::TxArena;
+use ferrofabric_policy::{compile_signature_policy, Policy, SignatureSet, SignedData};
+use ferrofabric_protos::peer::{application_policy, ApplicationPolicy};
+use ferrofabric_state::StateKey;
+use prost::Message;
+
+use crate::lifecycle::{self, Definition};
+use crate::txcheck::BlockContext;
+
+/// The metadata entry that holds a key's own endorsement policy.
+pub(crate) const VALIDATION_PARAMETER: &str = "VALIDATION_PARAMETER";
+
+/// Compiled signature policies, keyed by the marshaled `ApplicationPolicy` (the same few appear in every block).
+#[derive(Default)]
+pub(crate) struct PolicyCache {
+    compiled: DashMap<Bytes, Result<Arc<dyn Policy>, String>>,
+}
+
+/// Why VSCC rejected (or could not evaluate) a namespace.
+pub(crate) enum VsccError {
+    /// ENDORSEMENT_POLICY_FAILURE.
+    Policy(String),
+    /// Validation could not run (Fabric's execution failure): fails the block.
+    #[allow(dead_code)]
+    Execution(String),
+}
+
+/// The endorsements as a lazily verified signature set: each endorser signed `proposal_response_payload ‖ endorser`.
+/// `None`: the transaction has no endorsed action (cannot happen after the dispatcher's checks).
+pub(crate) fn endorsement_set<'a>(ctx: &BlockContext<'a>, tx: &TxArena) -> Option<SignatureSet<'a>> {
+    let act = tx.action().ok()?;
+    let endorsed = act.payload.action.as_ref()?;
+    let prp = &endorsed.proposal_response_payload;
+    let items = endorsed
+        .endorsements
+        .iter()
+        .map(|e| {
+            let mut data = Vec::with_capacity(prp.len() + e.endorser.len());
+            data.extend_from_slice(prp);
+            data.extend_from_slice(&e.endorser);
+            SignedData { data: Bytes::from(data), identity: e.endorser.clone(), signature: e.signature.clone() }
+        })
+        .collect();
+    Some(SignatureSet::new(items, ctx.config.msp_manager().as_ref()))
+}
+
+/// Evaluates a marshaled `ApplicationPolicy` on a signature set (Fabric's `ApplicationPolicyEvaluator`).
+pub(crate) fn evaluate(ctx: &BlockContext<'_>, policy: &Bytes, set: &SignatureSet<'_>) -> Result<(), String> {
+    let compiled = ctx.policies.compiled.entry(policy.clone()).or_insert_with(|| compile(ctx, policy)).value().clone();
+    compiled?.evaluate(set).map_err(|e| e.to_string())
+}
+
+fn compile(ctx: &BlockContext<'_>, policy: &Bytes) -> Result<Arc<dyn Policy>, String> {
+    let ap = ApplicationPolicy::decode(policy.clone()).map_err(|e| format!("bad ApplicationPolicy: {e}"))?;
+    match ap.r#type {
+        Some(application_policy::Type::SignaturePolicy(env)) => {
+            compile_signature_policy(&env).map_err(|e| e.to_string())
+        }
+        Some(application_policy::Type::ChannelConfigPolicyReference(path)) => {
+            ctx.config.policy(&path).ok_or_else(|| format!("channel policy {path} not found"))
+        }
+        None => Err("unsupported policy type".into()),
+    }
+}
+
+/// VSCC for namespace `ns` of `tx` (Fabric's `baseEvaluator.Evaluate`).
+pub(crate) fn validate_namespace(
+    ctx: &BlockContext<'_>,
+    tx: &TxArena,
+    ns: &str,
+    def: &Definition,
+    set: &SignatureSet<'_>,
+) -> Result<(), VsccError> {
+    let rwset = tx.rwset().map_err(|e| VsccError::Policy(e.to_string()))?;
+    let mut ev = Evaluator { ctx, ns, def, set, checked: HashSet::new(), some_checked: false };
+    for nsrw in rwset.iter().filter(|n| n.namespace == ns) {
+        for w in &nsrw.kv.writes {
+            ev.check_key("", w.key.as_bytes())?;
+        }
+        for w in &nsrw.kv.metadata_writes {
+            ev.check_key("", w.key.as_bytes())?;
+        }
+        for c in &nsrw.collections {
+            for w in &c.hashed.hashed_writes {
+                ev.check_key(&c.collection, &w.key_hash)?;
+            }
+        }
+        for c in &nsrw.collections {
+            for w in &c.hashed.metadata_writes {
+                ev.check_key(&c.collection, &w.key_hash)?;
+            }
+        }
+    }
+    if !ev.some_checked {
+        ev.check_chaincode_policy()?;
+    }
+    Ok(())
+}
+
+struct Evaluator<'c, 'a> {
+    ctx: &'c BlockContext<'a>,
+    ns: &'c str,
+    def: &'c Definition,
+    set: &'c SignatureSet<'a>,
+    /// Collections (and "" for the chaincode itself) whose policy already passed.
+    checked: HashSet<String>,
+    some_checked: bool,
+}
+
+impl Evaluator<'_, '_> {
+    /// Fabric's `checkSBAndCCEP`: the key's validation parameter if it has one, else the collection/chaincode policy.
+    fn check_key(&mut self, coll: &str, key: &[u8]) -> Result<(), VsccError> {
+        let skey = if coll.is_empty() {
+            StateKey::public(self.ns, Bytes::copy_from_slice(key))
+        } else {
+            StateKey::hashed(self.ns, coll, Bytes::copy_from_slice(key))
+        };
+        let vp = self
+            .ctx
+            .view
+            .get(&skey)
+            .and_then(|v| v.metadata.iter().find(|(k, _)| k == VALIDATION_PARAMETER).map(|(_, p)| p.clone()));
+        match vp {
+            Some(vp) if !vp.is_empty() => {
+                evaluate(self.ctx, &vp, self.set).map_err(|e| {
+                    VsccError::Policy(format!(
+                        "validation of key {} in namespace {} failed: {e}",
+                        String::from_utf8_lossy(key),
+                        self.ns
+                    ))
+                })?;
+                self.some_checked = true;
+                Ok(())
+            }
+            _ => self.check_collection_or_chaincode(coll),
+        }
+    }
+
+    /// Fabric's `CheckCCEPIfNotChecked`.
+    fn check_collection_or_chaincode(&mut self, coll: &str) -> Result<(), VsccError> {
+        if !coll.is_empty() {
+            if self.checked.contains(coll) {
+                return Ok(());
+            }
+            let policy = lifecycle::collection_policy(self.ctx.config, self.def, coll).map_err(VsccError::Policy)?;
+            if !policy.is_empty() {
+                evaluate(self.ctx, &policy, self.set).map_err(|e| {
+                    VsccError::Policy(format!("endorsement policy of collection {coll} of {}: {e}", self.ns))
+                })?;
+                self.checked.insert(coll.to_owned());
+                self.some_checked = true;
+                return Ok(());
+            }
+        }
+        if self.checked.contains("") {
+            return Ok(());
+        }
+        self.check_chaincode_policy()
+    }
+
+    fn check_chaincode_policy(&mut self) -> Result<(), VsccError> {
+        evaluate(self.ctx, &self.def.policy, self.set)
+            .map_err(|e| VsccError::Policy(format!("endorsement policy of chaincode {}: {e}", self.ns)))?;
+        self.checked.insert(String::new());
+        self.some_checked = true;
+        Ok(())
+    }
+}

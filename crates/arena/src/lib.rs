@@ -362,6 +362,7 @@ fn der_tlv(out: &mut Vec<u8>, tag: u8, value: &[u8]) {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

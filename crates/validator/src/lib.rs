@@ -50,16 +50,10 @@ use prost::Message;
 pub use ferrofabric_protos::peer::TxValidationCode;
 
 /// Tuning of a [`Validator`].
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ValidatorOptions {
     /// Threads of the transaction-validation pool (FastFabric Fig. 7's "validation threads"); 0 = one per core.
     pub threads: usize,
-}
-
-impl Default for ValidatorOptions {
-    fn default() -> Self {
-        ValidatorOptions { threads: 0 }
-    }
 }
 
 /// Why a block was refused as a whole (nothing of it is committed; the validator stays at the previous block).

@@ -43,9 +43,8 @@ const PROTO_FILES: &[&str] = &[
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
     let proto_root: PathBuf = manifest_dir.join("../../proto");
-    let proto_root = proto_root
-        .canonicalize()
-        .map_err(|e| format!("proto root {} not found: {e}", proto_root.display()))?;
+    let proto_root =
+        proto_root.canonicalize().map_err(|e| format!("proto root {} not found: {e}", proto_root.display()))?;
 
     println!("cargo:rerun-if-changed={}", proto_root.display());
     for file in PROTO_FILES {

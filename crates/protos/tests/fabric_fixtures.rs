@@ -21,8 +21,7 @@ use ferrofabric_protos::kvrwset::{self, KvrwSet};
 use ferrofabric_protos::msp::SerializedIdentity;
 use ferrofabric_protos::peer::{
     ChaincodeAction, ChaincodeActionPayload, ChaincodeEndorsedAction, ChaincodeHeaderExtension,
-    ChaincodeInvocationSpec, ChaincodeProposalPayload, ProposalResponsePayload, Transaction,
-    TransactionAction,
+    ChaincodeInvocationSpec, ChaincodeProposalPayload, ProposalResponsePayload, Transaction, TransactionAction,
 };
 use ferrofabric_protos::rwset::TxReadWriteSet;
 use ferrofabric_protos::{etcdraft, lifecycle, msp, orderer, peer};
@@ -61,13 +60,8 @@ fn decode_envelope(raw: &Bytes, what: &str) -> DecodedEnvelope {
     let header = payload.header.as_ref().expect("payload has header");
     // Header is a submessage, so the Payload round-trip above covers it.
     let channel_header = decode_exact(&header.channel_header, &format!("{what} ChannelHeader"));
-    let signature_header =
-        decode_exact(&header.signature_header, &format!("{what} SignatureHeader"));
-    DecodedEnvelope {
-        payload,
-        channel_header,
-        signature_header,
-    }
+    let signature_header = decode_exact(&header.signature_header, &format!("{what} SignatureHeader"));
+    DecodedEnvelope { payload, channel_header, signature_header }
 }
 
 fn creator_msp(sig: &SignatureHeader, what: &str) -> String {
@@ -86,22 +80,11 @@ fn every_ledger_block_decodes_and_reencodes_byte_exact() {
     assert_eq!(peer_blocks.len(), BLOCK_COUNT);
 
     for (i, exp) in exp_blocks.iter().enumerate() {
-        for (src, block) in [
-            ("orderer", &orderer_blocks[i].1),
-            ("peer", &peer_blocks[i].1),
-        ] {
+        for (src, block) in [("orderer", &orderer_blocks[i].1), ("peer", &peer_blocks[i].1)] {
             let header = block.header.as_ref().expect("header");
             assert_eq!(header.number, i as u64, "{src} block {i} number");
-            assert_eq!(
-                hex(&header.data_hash),
-                exp["data_hash"],
-                "{src} block {i} data_hash"
-            );
-            assert_eq!(
-                hex(&header.previous_hash),
-                exp["previous_hash"],
-                "{src} block {i} previous_hash"
-            );
+            assert_eq!(hex(&header.data_hash), exp["data_hash"], "{src} block {i} data_hash");
+            assert_eq!(hex(&header.previous_hash), exp["previous_hash"], "{src} block {i} previous_hash");
             assert_eq!(
                 block_envelopes(block).len() as u64,
                 exp["tx_count"].as_u64().unwrap(),
@@ -119,18 +102,8 @@ fn every_ledger_block_decodes_and_reencodes_byte_exact() {
         assert_eq!(orderer_blocks[i].1.data, peer_blocks[i].1.data);
 
         // The peer's metadata is what expected.json records.
-        let peer_meta = &peer_blocks[i]
-            .1
-            .metadata
-            .as_ref()
-            .expect("metadata")
-            .metadata;
-        let exp_meta: Vec<&str> = exp["metadata_hex"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap())
-            .collect();
+        let peer_meta = &peer_blocks[i].1.metadata.as_ref().expect("metadata").metadata;
+        let exp_meta: Vec<&str> = exp["metadata_hex"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
         let got_meta: Vec<String> = peer_meta.iter().map(|m| hex(m)).collect();
         assert_eq!(got_meta, exp_meta, "peer block {i} metadata");
     }
@@ -155,24 +128,17 @@ fn block_metadata_slots_decode() {
         let ord_meta = &orderer_blocks[i].1.metadata.as_ref().unwrap().metadata;
         let peer_meta = &peer_blocks[i].1.metadata.as_ref().unwrap().metadata;
         assert_eq!(ord_meta.len(), 5, "orderer block {i} metadata entries");
-        assert_eq!(
-            ord_meta[sig_slot], peer_meta[sig_slot],
-            "block {i} SIGNATURES slot"
-        );
+        assert_eq!(ord_meta[sig_slot], peer_meta[sig_slot], "block {i} SIGNATURES slot");
         for (slot, m) in ord_meta.iter().enumerate().skip(1) {
             // README: the orderer sets only SIGNATURES (the filter slot of
             // block 0 is the one exception configtxgen writes).
             if !(i == 0 && slot == filter_slot) {
-                assert!(
-                    m.is_empty(),
-                    "orderer block {i} slot {slot} should be empty"
-                );
+                assert!(m.is_empty(), "orderer block {i} slot {slot} should be empty");
             }
         }
 
         let sigs: Metadata = decode_exact(&ord_meta[sig_slot], &format!("block {i} SIGNATURES"));
-        let obm: OrdererBlockMetadata =
-            decode_exact(&sigs.value, &format!("block {i} OrdererBlockMetadata"));
+        let obm: OrdererBlockMetadata = decode_exact(&sigs.value, &format!("block {i} OrdererBlockMetadata"));
         assert_eq!(
             obm.last_config.as_ref().map_or(0, |lc| lc.index),
             exp["last_config_index"].as_u64().unwrap(),
@@ -186,20 +152,14 @@ fn block_metadata_slots_decode() {
                 creator_msp(&sh, "metadata signature")
             })
             .collect();
-        let exp_signers: Vec<String> = exp
-            .get("signature_signers")
-            .map(|v| serde_json::from_value(v.clone()).unwrap())
-            .unwrap_or_default();
+        let exp_signers: Vec<String> =
+            exp.get("signature_signers").map(|v| serde_json::from_value(v.clone()).unwrap()).unwrap_or_default();
         assert_eq!(signers, exp_signers, "block {i} signers");
         if i > 0 {
             // Raft's per-block state sits in consenter_metadata, itself
             // wrapped in a common.Metadata (value = etcdraft.BlockMetadata).
-            let wrapped: Metadata = decode_exact(
-                &obm.consenter_metadata,
-                &format!("block {i} consenter metadata"),
-            );
-            let raft: etcdraft::BlockMetadata =
-                decode_exact(&wrapped.value, &format!("block {i} raft metadata"));
+            let wrapped: Metadata = decode_exact(&obm.consenter_metadata, &format!("block {i} consenter metadata"));
+            let raft: etcdraft::BlockMetadata = decode_exact(&wrapped.value, &format!("block {i} raft metadata"));
             assert_eq!(raft.consenter_ids, vec![1], "block {i} raft consenters");
             assert_eq!(raft.next_consenter_id, 2, "block {i} next consenter id");
             assert!(raft.raft_index > 0, "block {i} raft index");
@@ -207,44 +167,28 @@ fn block_metadata_slots_decode() {
 
         // Peer-only slots: one validation code per tx and the commit hash.
         let filter = &peer_meta[filter_slot];
-        let codes: Vec<u64> = exp["txs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["validation_code_num"].as_u64().unwrap())
-            .collect();
-        assert_eq!(
-            filter.iter().map(|&c| u64::from(c)).collect::<Vec<_>>(),
-            codes,
-            "block {i} TRANSACTIONS_FILTER"
-        );
+        let codes: Vec<u64> =
+            exp["txs"].as_array().unwrap().iter().map(|t| t["validation_code_num"].as_u64().unwrap()).collect();
+        assert_eq!(filter.iter().map(|&c| u64::from(c)).collect::<Vec<_>>(), codes, "block {i} TRANSACTIONS_FILTER");
         for &c in filter.iter() {
             assert!(peer::TxValidationCode::try_from(i32::from(c)).is_ok());
         }
         match exp.get("commit_hash") {
             Some(Value::String(h)) => {
-                let ch: Metadata =
-                    decode_exact(&peer_meta[commit_slot], &format!("block {i} COMMIT_HASH"));
+                let ch: Metadata = decode_exact(&peer_meta[commit_slot], &format!("block {i} COMMIT_HASH"));
                 assert_eq!(&hex(&ch.value), h, "block {i} commit hash");
             }
-            _ => assert!(
-                peer_meta[commit_slot].is_empty(),
-                "block {i} has no commit hash"
-            ),
+            _ => assert!(peer_meta[commit_slot].is_empty(), "block {i} has no commit hash"),
         }
     }
 }
 
 fn exp_version(v: &Option<kvrwset::Version>) -> String {
-    v.as_ref()
-        .map_or_else(String::new, |v| format!("{}:{}", v.block_num, v.tx_num))
+    v.as_ref().map_or_else(String::new, |v| format!("{}:{}", v.block_num, v.tx_num))
 }
 
 fn reads_json(reads: &[kvrwset::KvRead]) -> Value {
-    reads
-        .iter()
-        .map(|r| serde_json::json!({"key": r.key, "version": exp_version(&r.version)}))
-        .collect()
+    reads.iter().map(|r| serde_json::json!({"key": r.key, "version": exp_version(&r.version)})).collect()
 }
 
 /// Renders a decoded KVRWSet in expected.json's shape so the two can be
@@ -259,9 +203,7 @@ fn kvrwset_json(ns: &str, kv: &KvrwSet, hashed: &[String]) -> Value {
             .iter()
             .map(|rq| {
                 let reads = match &rq.reads_info {
-                    Some(kvrwset::range_query_info::ReadsInfo::RawReads(q)) => {
-                        reads_json(&q.kv_reads)
-                    }
+                    Some(kvrwset::range_query_info::ReadsInfo::RawReads(q)) => reads_json(&q.kv_reads),
                     other => panic!("unexpected range query reads {other:?}"),
                 };
                 serde_json::json!({
@@ -308,36 +250,18 @@ fn walk_endorser_tx(data: &Bytes, exp: &Value, what: &str) -> Result<(), prost::
     assert_eq!(tx.encode_to_vec(), data[..], "{what} Transaction re-encode");
     assert_eq!(tx.actions.len(), 1, "{what}: one action per Fabric tx");
     let action: &TransactionAction = &tx.actions[0];
-    let action_sig: SignatureHeader =
-        decode_exact(&action.header, &format!("{what} action header"));
-    assert_eq!(
-        Some(creator_msp(&action_sig, what).as_str()),
-        exp["creator_msp"].as_str()
-    );
+    let action_sig: SignatureHeader = decode_exact(&action.header, &format!("{what} action header"));
+    assert_eq!(Some(creator_msp(&action_sig, what).as_str()), exp["creator_msp"].as_str());
 
-    let cap: ChaincodeActionPayload =
-        decode_exact(&action.payload, &format!("{what} ChaincodeActionPayload"));
+    let cap: ChaincodeActionPayload = decode_exact(&action.payload, &format!("{what} ChaincodeActionPayload"));
     // ChaincodeProposalPayload and ChaincodeInput carry maps: decode only.
-    let cpp: ChaincodeProposalPayload = decode(
-        &cap.chaincode_proposal_payload,
-        &format!("{what} ChaincodeProposalPayload"),
-    );
-    assert!(
-        cpp.transient_map.is_empty(),
-        "{what}: transient data never reaches the ledger"
-    );
+    let cpp: ChaincodeProposalPayload =
+        decode(&cap.chaincode_proposal_payload, &format!("{what} ChaincodeProposalPayload"));
+    assert!(cpp.transient_map.is_empty(), "{what}: transient data never reaches the ledger");
     let cis: ChaincodeInvocationSpec = decode(&cpp.input, &format!("{what} invocation spec"));
     let spec = cis.chaincode_spec.as_ref().expect("chaincode spec");
-    let cc_name = spec
-        .chaincode_id
-        .as_ref()
-        .map(|c| c.name.clone())
-        .unwrap_or_default();
-    assert_eq!(
-        Some(cc_name.as_str()),
-        exp["chaincode"].as_str(),
-        "{what} chaincode"
-    );
+    let cc_name = spec.chaincode_id.as_ref().map(|c| c.name.clone()).unwrap_or_default();
+    assert_eq!(Some(cc_name.as_str()), exp["chaincode"].as_str(), "{what} chaincode");
     let args: Vec<String> = spec
         .input
         .as_ref()
@@ -352,24 +276,14 @@ fn walk_endorser_tx(data: &Bytes, exp: &Value, what: &str) -> Result<(), prost::
     }
 
     let cea: &ChaincodeEndorsedAction = cap.action.as_ref().expect("endorsed action");
-    let endorsers: Vec<String> = cea
-        .endorsements
-        .iter()
-        .map(|e| decode_exact::<SerializedIdentity>(&e.endorser, "endorser").mspid)
-        .collect();
-    assert_eq!(
-        serde_json::json!(endorsers),
-        exp["endorsers"],
-        "{what} endorsers"
-    );
+    let endorsers: Vec<String> =
+        cea.endorsements.iter().map(|e| decode_exact::<SerializedIdentity>(&e.endorser, "endorser").mspid).collect();
+    assert_eq!(serde_json::json!(endorsers), exp["endorsers"], "{what} endorsers");
 
-    let prp: ProposalResponsePayload = decode_exact(
-        &cea.proposal_response_payload,
-        &format!("{what} ProposalResponsePayload"),
-    );
+    let prp: ProposalResponsePayload =
+        decode_exact(&cea.proposal_response_payload, &format!("{what} ProposalResponsePayload"));
     assert_eq!(prp.proposal_hash.len(), 32, "{what}: SHA-256 proposal hash");
-    let cc_action: ChaincodeAction =
-        decode_exact(&prp.extension, &format!("{what} ChaincodeAction"));
+    let cc_action: ChaincodeAction = decode_exact(&prp.extension, &format!("{what} ChaincodeAction"));
     let response = cc_action.response.as_ref().expect("chaincode response");
     assert_eq!(response.status, 200, "{what}: endorsed responses are OK");
     let txrw: TxReadWriteSet = decode_exact(&cc_action.results, &format!("{what} TxReadWriteSet"));
@@ -412,10 +326,7 @@ fn check_lifecycle_args(names: &[String], raw: &[Bytes], what: &str) {
         }
         "CommitChaincodeDefinition" => {
             let c: lifecycle::CommitChaincodeDefinitionArgs = decode_exact(&raw[1], what);
-            assert!(
-                ["smallbank", "transfer"].contains(&c.name.as_str()),
-                "{what}"
-            );
+            assert!(["smallbank", "transfer"].contains(&c.name.as_str()), "{what}");
             assert_eq!((c.sequence, c.version.as_str()), (1, "1.0"));
         }
         other => panic!("{what}: unexpected _lifecycle function {other}"),
@@ -438,10 +349,7 @@ fn check_lifecycle_writes(kv: &KvrwSet, what: &str) {
             ("Sequence", Some(Type::Int64(seq))) => assert_eq!(seq, 1),
             ("EndorsementInfo", Some(Type::Bytes(b))) => {
                 let info: lifecycle::ChaincodeEndorsementInfo = decode_exact(&b, what);
-                assert_eq!(
-                    (info.version.as_str(), info.endorsement_plugin.as_str()),
-                    ("1.0", "escc")
-                );
+                assert_eq!((info.version.as_str(), info.endorsement_plugin.as_str()), ("1.0", "escc"));
             }
             ("ValidationInfo", Some(Type::Bytes(b))) => {
                 let info: lifecycle::ChaincodeValidationInfo = decode_exact(&b, what);
@@ -449,19 +357,14 @@ fn check_lifecycle_writes(kv: &KvrwSet, what: &str) {
                 let pol: peer::ApplicationPolicy = decode_exact(&info.validation_parameter, what);
                 assert_eq!(
                     pol.r#type,
-                    Some(
-                        peer::application_policy::Type::ChannelConfigPolicyReference(
-                            "/Channel/Application/Endorsement".into()
-                        )
-                    )
+                    Some(peer::application_policy::Type::ChannelConfigPolicyReference(
+                        "/Channel/Application/Endorsement".into()
+                    ))
                 );
             }
             ("Collections", Some(Type::Bytes(b))) => {
                 let pkg: peer::CollectionConfigPackage = decode_exact(&b, what);
-                assert!(
-                    pkg.config.is_empty(),
-                    "{what}: no private collections defined"
-                );
+                assert!(pkg.config.is_empty(), "{what}: no private collections defined");
             }
             (f, t) => panic!("{what}: unexpected _lifecycle field {f} = {t:?}"),
         }
@@ -481,54 +384,29 @@ fn every_envelope_decodes_down_to_kv_rwsets() {
         for (t, raw) in block_envelopes(block).iter().enumerate() {
             let exp = &exp_txs[t];
             let what = format!("block {b} tx {t}");
-            assert_eq!(
-                hex(&Sha256::digest(raw)),
-                exp["envelope_sha256"],
-                "{what} sha256"
-            );
+            assert_eq!(hex(&Sha256::digest(raw)), exp["envelope_sha256"], "{what} sha256");
             let env = decode_envelope(raw, &what);
             let ch = &env.channel_header;
-            assert_eq!(
-                i64::from(ch.r#type),
-                exp["header_type_num"].as_i64().unwrap(),
-                "{what}"
-            );
-            assert_eq!(
-                HeaderType::try_from(ch.r#type).unwrap().as_str_name(),
-                exp["header_type"].as_str().unwrap()
-            );
+            assert_eq!(i64::from(ch.r#type), exp["header_type_num"].as_i64().unwrap(), "{what}");
+            assert_eq!(HeaderType::try_from(ch.r#type).unwrap().as_str_name(), exp["header_type"].as_str().unwrap());
             assert_eq!(ch.tx_id, exp["txid"].as_str().unwrap(), "{what} txid");
-            assert_eq!(
-                ch.channel_id,
-                exp["channel"].as_str().unwrap(),
-                "{what} channel"
-            );
-            assert_eq!(
-                ch.epoch,
-                exp.get("epoch").and_then(Value::as_u64).unwrap_or(0)
-            );
+            assert_eq!(ch.channel_id, exp["channel"].as_str().unwrap(), "{what} channel");
+            assert_eq!(ch.epoch, exp.get("epoch").and_then(Value::as_u64).unwrap_or(0));
             assert_eq!(
                 rfc3339_nanos(ch.timestamp.as_ref().expect("timestamp")),
                 exp["timestamp"].as_str().unwrap(),
                 "{what} timestamp"
             );
             if let Some(msp_id) = exp.get("creator_msp") {
-                assert_eq!(
-                    creator_msp(&env.signature_header, &what),
-                    msp_id.as_str().unwrap()
-                );
+                assert_eq!(creator_msp(&env.signature_header, &what), msp_id.as_str().unwrap());
             }
             if exp.get("parse_error").is_some() {
                 expected_failures.insert((b, t));
             }
 
             if ch.r#type == HeaderType::EndorserTransaction as i32 {
-                let ext: ChaincodeHeaderExtension =
-                    decode_exact(&ch.extension, &format!("{what} header extension"));
-                assert_eq!(
-                    ext.chaincode_id.as_ref().map(|c| c.name.as_str()),
-                    exp["chaincode"].as_str()
-                );
+                let ext: ChaincodeHeaderExtension = decode_exact(&ch.extension, &format!("{what} header extension"));
+                assert_eq!(ext.chaincode_id.as_ref().map(|c| c.name.as_str()), exp["chaincode"].as_str());
                 match walk_endorser_tx(&env.payload.data, exp, &what) {
                     Ok(()) => walked += 1,
                     Err(_) => {
@@ -541,10 +419,7 @@ fn every_envelope_decodes_down_to_kv_rwsets() {
     // README: exactly one deliberately unparseable Transaction (last tx of
     // block 19, validated INVALID_ENDORSER_TRANSACTION by the peer).
     assert_eq!(expected_failures, BTreeSet::from([(19, 2)]));
-    assert_eq!(
-        failures, expected_failures,
-        "unparseable endorser transactions"
-    );
+    assert_eq!(failures, expected_failures, "unparseable endorser transactions");
     assert_eq!(walked, 733 - 1, "parsed endorser transactions");
 }
 
@@ -568,18 +443,12 @@ fn config_block_decodes_channel_config() {
     assert_eq!(groups, ["Application", "Orderer"]);
 
     let value = |group: &common::ConfigGroup, key: &str| -> Bytes {
-        group
-            .values
-            .get(key)
-            .unwrap_or_else(|| panic!("config value {key} missing"))
-            .value
-            .clone()
+        group.values.get(key).unwrap_or_else(|| panic!("config value {key} missing")).value.clone()
     };
 
     let hashing: common::HashingAlgorithm = decode_exact(&value(channel, "HashingAlgorithm"), "");
     assert_eq!(hashing.name, "SHA256");
-    let width: common::BlockDataHashingStructure =
-        decode_exact(&value(channel, "BlockDataHashingStructure"), "");
+    let width: common::BlockDataHashingStructure = decode_exact(&value(channel, "BlockDataHashingStructure"), "");
     assert_eq!(width.width, u32::MAX);
     let caps: common::Capabilities = decode(&value(channel, "Capabilities"), "channel caps");
     assert!(caps.capabilities.contains_key("V2_0"));
@@ -587,25 +456,17 @@ fn config_block_decodes_channel_config() {
     let ord = &channel.groups["Orderer"];
     let batch: orderer::BatchSize = decode_exact(&value(ord, "BatchSize"), "BatchSize");
     assert_eq!(
-        (
-            batch.max_message_count,
-            batch.absolute_max_bytes,
-            batch.preferred_max_bytes
-        ),
+        (batch.max_message_count, batch.absolute_max_bytes, batch.preferred_max_bytes),
         (100, 99 * 1024 * 1024, 8 * 1024 * 1024)
     );
     let timeout: orderer::BatchTimeout = decode_exact(&value(ord, "BatchTimeout"), "BatchTimeout");
     assert_eq!(timeout.timeout, "2s");
-    let consensus: orderer::ConsensusType =
-        decode_exact(&value(ord, "ConsensusType"), "ConsensusType");
+    let consensus: orderer::ConsensusType = decode_exact(&value(ord, "ConsensusType"), "ConsensusType");
     assert_eq!(consensus.r#type, "etcdraft");
     assert_eq!(consensus.state(), orderer::consensus_type::State::Normal);
     let raft: etcdraft::ConfigMetadata = decode_exact(&consensus.metadata, "raft config");
     assert_eq!(raft.consenters.len(), 1);
-    assert_eq!(
-        (raft.consenters[0].host.as_str(), raft.consenters[0].port),
-        ("127.0.0.1", 7050)
-    );
+    assert_eq!((raft.consenters[0].host.as_str(), raft.consenters[0].port), ("127.0.0.1", 7050));
     let opts = raft.options.as_ref().expect("raft options");
     assert_eq!(opts.tick_interval, "500ms");
     assert_eq!((opts.election_tick, opts.heartbeat_tick), (10, 1));
@@ -613,10 +474,7 @@ fn config_block_decodes_channel_config() {
     // Organisations: MSP definitions and signature policies.
     let app = &channel.groups["Application"];
     for (parent, org) in [(ord, "OrdererOrg"), (app, "Org1MSP"), (app, "Org2MSP")] {
-        let group = parent
-            .groups
-            .get(org)
-            .unwrap_or_else(|| panic!("org group {org} missing"));
+        let group = parent.groups.get(org).unwrap_or_else(|| panic!("org group {org} missing"));
         let mspc: msp::MspConfig = decode_exact(&value(group, "MSP"), "MSPConfig");
         assert_eq!(mspc.r#type, 0, "X.509 MSP");
         let fab: msp::FabricMspConfig = decode_exact(&mspc.config, "FabricMSPConfig");
@@ -631,20 +489,14 @@ fn config_block_decodes_channel_config() {
         let spe: common::SignaturePolicyEnvelope = decode_exact(&pol.value, "signature policy");
         assert_eq!(spe.identities.len(), 1);
         let id = &spe.identities[0];
-        assert_eq!(
-            id.principal_classification(),
-            common::msp_principal::Classification::Role
-        );
+        assert_eq!(id.principal_classification(), common::msp_principal::Classification::Role);
         let role: common::MspRole = decode_exact(&id.principal, "MSPRole");
         assert_eq!(role.msp_identifier, fab.name);
         assert_eq!(role.role(), common::msp_role::MspRoleType::Admin);
     }
 
     let endorsement = app.policies["Endorsement"].policy.as_ref().expect("policy");
-    assert_eq!(
-        endorsement.r#type,
-        common::policy::PolicyType::ImplicitMeta as i32
-    );
+    assert_eq!(endorsement.r#type, common::policy::PolicyType::ImplicitMeta as i32);
     let imp: common::ImplicitMetaPolicy = decode_exact(&endorsement.value, "ImplicitMetaPolicy");
     assert_eq!(imp.sub_policy, "Endorsement");
     assert_eq!(imp.rule(), common::implicit_meta_policy::Rule::Majority);
@@ -660,10 +512,7 @@ fn decoding_from_bytes_is_zero_copy() {
         for raw in block_envelopes(block) {
             assert!(inside(raw), "envelope bytes were copied");
             let env: Envelope = decode(raw, "Envelope");
-            assert!(
-                inside(&env.payload) && inside(&env.signature),
-                "payload was copied"
-            );
+            assert!(inside(&env.payload) && inside(&env.signature), "payload was copied");
             let payload: Payload = decode(&env.payload, "Payload");
             assert!(inside(&payload.data), "payload data was copied");
             checked += 1;

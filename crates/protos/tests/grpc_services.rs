@@ -21,10 +21,7 @@ fn service_names_match_fabric() {
     use peer::deliver_server::DeliverServer;
     use peer::endorser_server::EndorserServer;
 
-    assert_eq!(
-        name_of::<AtomicBroadcastServer<Nothing>>(),
-        "orderer.AtomicBroadcast"
-    );
+    assert_eq!(name_of::<AtomicBroadcastServer<Nothing>>(), "orderer.AtomicBroadcast");
     assert_eq!(name_of::<ClusterServer<Nothing>>(), "orderer.Cluster");
     assert_eq!(name_of::<DeliverServer<Nothing>>(), "protos.Deliver");
     assert_eq!(name_of::<EndorserServer<Nothing>>(), "protos.Endorser");

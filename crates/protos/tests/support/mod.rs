@@ -47,17 +47,11 @@ pub fn split_ledger(file: &Bytes) -> Vec<Bytes> {
     let mut records = Vec::new();
     let mut pos = 0usize;
     while pos < file.len() {
-        assert!(
-            pos + 8 <= file.len(),
-            "truncated length prefix at offset {pos}"
-        );
+        assert!(pos + 8 <= file.len(), "truncated length prefix at offset {pos}");
         let len_bytes: [u8; 8] = file[pos..pos + 8].try_into().unwrap();
         let len = usize::try_from(u64::from_le_bytes(len_bytes)).unwrap();
         pos += 8;
-        assert!(
-            pos + len <= file.len(),
-            "truncated record at offset {pos} (len {len})"
-        );
+        assert!(pos + len <= file.len(), "truncated record at offset {pos} (len {len})");
         records.push(file.slice(pos..pos + len));
         pos += len;
     }
@@ -76,12 +70,7 @@ pub fn expected() -> serde_json::Value {
 pub fn decode_exact<M: Message + Default>(raw: &Bytes, what: &str) -> M {
     let msg = M::decode(raw.clone()).unwrap_or_else(|e| panic!("{what}: decode failed: {e}"));
     let again = msg.encode_to_vec();
-    assert!(
-        again == raw[..],
-        "{what}: re-encoding differs from the original ({} vs {} bytes)",
-        again.len(),
-        raw.len()
-    );
+    assert!(again == raw[..], "{what}: re-encoding differs from the original ({} vs {} bytes)", again.len(), raw.len());
     msg
 }
 

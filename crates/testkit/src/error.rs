@@ -1,0 +1,49 @@
+//! The testkit's single error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while generating crypto, building
+/// transactions/blocks or reading/writing ledger files.
+#[derive(Debug, thiserror::Error)]
+pub enum TestkitError {
+    /// rcgen rejected certificate parameters, or a key could not be
+    /// serialised (should not happen with the fixed profiles used here).
+    #[error("certificate generation failed: {0}")]
+    Certificate(String),
+    /// A generated certificate/key pair was rejected by the MSP crate's
+    /// `SigningIdentity` loader.
+    #[error("signing identity: {0}")]
+    Identity(String),
+    /// Writing MSP directories or ledger files failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// File or directory being accessed.
+        path: PathBuf,
+        /// Underlying OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The embedded fixture genesis block does not have the expected shape.
+    #[error("fixture genesis block: {0}")]
+    Genesis(String),
+    /// A builder was used inconsistently (e.g. no creator set).
+    #[error("builder: {0}")]
+    Builder(String),
+    /// A ledger file record is malformed; `index` is the 0-based record
+    /// number and `offset` the byte offset of its 8-byte length prefix.
+    #[error("ledger record {index} at byte offset {offset}: {reason}")]
+    Ledger {
+        /// 0-based record number.
+        index: usize,
+        /// Byte offset of the record's length prefix in the file.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+impl TestkitError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        TestkitError::Io { path: path.into(), source }
+    }
+}

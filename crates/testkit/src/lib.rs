@@ -1,0 +1,47 @@
+//! Test and benchmark kit: realistic, correctly signed Fabric 2.5
+//! transactions and blocks over a generated network.
+//!
+//! The real fixture ledger (`fixtures/fabric-2.5`) kept only User1's and the
+//! orderer's private keys, so new endorsements by `Org*MSP.peer` cannot be
+//! made with it. [`Network::generate`] instead creates cryptogen-shaped
+//! crypto for Org1MSP, Org2MSP and OrdererMSP (NodeOUs enabled) and
+//! [`Network::genesis_block`] re-keys the fixture's configtxgen block 0 to it.
+//! On top of that:
+//!
+//! - [`TxBuilder`]: one `ENDORSER_TRANSACTION` envelope, built the way
+//!   `protoutil.CreateSignedTx` assembles a proposal and its endorsements,
+//!   with knobs for every malformation the validator must catch;
+//! - [`define_chaincode`] / [`commit_definition`]: `_lifecycle` definition
+//!   commits with Fabric's state layout;
+//! - [`BlockBuilder`] / [`Chain`]: orderer-signed blocks as an etcdraft
+//!   orderer writes them; [`header_hash`] is the block-header DER hash;
+//! - [`Workload`]: deterministic transfer/smallbank transactions;
+//! - [`write_ledger`] / [`read_ledger`]: the `[u64 LE length][Block]` file
+//!   format of the fixture ledgers.
+
+mod block;
+mod error;
+mod genesis;
+mod ledger;
+mod lifecycle;
+mod network;
+mod tx;
+mod workload;
+
+pub use block::{
+    block_data_hash, header_der, header_hash, BlockBuilder, Chain, LAST_CONFIG, METADATA_SLOTS, SIGNATURES,
+};
+pub use error::TestkitError;
+/// Signing identity type used throughout (key + marshaled SerializedIdentity).
+pub use ferrofabric_msp::SigningIdentity;
+pub use ledger::{read_ledger, split_ledger, write_ledger};
+pub use lifecycle::{
+    channel_policy_reference, commit_definition, define_chaincode, definition_writes, ChaincodeDefinition,
+    DEFAULT_ENDORSEMENT_POLICY,
+};
+pub use network::{Network, CHANNEL_ID, ORDERER_ORG, PEER_ORGS};
+pub use tx::{compute_tx_id, Built, TxBuilder, LIFECYCLE_NAMESPACE};
+pub use workload::{
+    smallbank_key, transfer_key, transfer_ledger, SmallbankAccount, Workload, SMALLBANK_CHAINCODE, SMALLBANK_PREFIX,
+    TRANSFER_CHAINCODE, TRANSFER_KEYS_PER_INIT_TX,
+};

@@ -1,0 +1,49 @@
+//! Shared test helpers: fixture location, a process-wide generated network.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+use ferrofabric_protos::common::{Block, ChannelHeader, Config, ConfigEnvelope, Envelope, Payload};
+use ferrofabric_testkit::Network;
+use prost::Message;
+
+/// `fixtures/fabric-2.5`: `$FERROFABRIC_FIXTURES` (the fixtures root or the
+/// fabric-2.5 dir itself), else the repo's sibling `shared/fixtures`.
+pub fn fixture_dir() -> PathBuf {
+    let root = match std::env::var_os("FERROFABRIC_FIXTURES") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
+    };
+    for dir in [root.join("fabric-2.5"), root.clone()] {
+        if dir.join("orderer-blocks.bin").is_file() {
+            return dir;
+        }
+    }
+    panic!("Fabric 2.5 fixtures not found under {}", root.display());
+}
+
+pub fn read_fixture(name: &str) -> Bytes {
+    Bytes::from(std::fs::read(fixture_dir().join(name)).unwrap())
+}
+
+/// One network per test binary: generation signs ~30 certificates.
+pub fn network() -> &'static Network {
+    static NET: OnceLock<Network> = OnceLock::new();
+    NET.get_or_init(|| Network::generate(42).unwrap())
+}
+
+pub fn fixture_blocks() -> Vec<Block> {
+    ferrofabric_testkit::read_ledger(&fixture_dir().join("orderer-blocks.bin")).unwrap()
+}
+
+/// Channel header and config of a config block.
+pub fn block_config(block: &Block) -> (ChannelHeader, Config) {
+    let env = Envelope::decode(block.data.as_ref().unwrap().data[0].clone()).unwrap();
+    let payload = Payload::decode(env.payload).unwrap();
+    let ch = ChannelHeader::decode(payload.header.as_ref().unwrap().channel_header.clone()).unwrap();
+    let ce = ConfigEnvelope::decode(payload.data).unwrap();
+    (ch, ce.config.unwrap())
+}

@@ -79,20 +79,12 @@ pub struct StateKey {
 impl StateKey {
     /// A public-state key.
     pub fn public(namespace: &str, key: impl Into<Bytes>) -> Self {
-        StateKey {
-            namespace: namespace.to_owned(),
-            collection: String::new(),
-            key: key.into(),
-        }
+        StateKey { namespace: namespace.to_owned(), collection: String::new(), key: key.into() }
     }
 
     /// A hashed collection key.
     pub fn hashed(namespace: &str, collection: &str, key_hash: impl Into<Bytes>) -> Self {
-        StateKey {
-            namespace: namespace.to_owned(),
-            collection: collection.to_owned(),
-            key: key_hash.into(),
-        }
+        StateKey { namespace: namespace.to_owned(), collection: collection.to_owned(), key: key_hash.into() }
     }
 }
 
@@ -180,8 +172,7 @@ impl UpdateBatch {
         end: &[u8],
     ) -> impl Iterator<Item = (&'a StateKey, &'a Update)> + 'a {
         let lo = StateKey::public(namespace, Bytes::copy_from_slice(start));
-        self.entries
-            .range((Bound::Included(lo), upper_bound(namespace, end)))
+        self.entries.range((Bound::Included(lo), upper_bound(namespace, end)))
     }
 }
 
@@ -226,10 +217,7 @@ impl WorldState {
             // never panics between its first and last mutation, so recovering the guard is sound.
             Err(poisoned) => poisoned.into_inner(),
         };
-        StateView {
-            state: self,
-            ordered: guard,
-        }
+        StateView { state: self, ordered: guard }
     }
 
     /// Applies one block's updates atomically and records `block_num` as the committed height.
@@ -291,23 +279,13 @@ impl StateView<'_> {
 
     /// Committed public keys of `namespace` in `[start, end)` (an empty `end` means "to the end of the namespace"),
     /// in key order with their values — Fabric's `GetStateRangeScanIterator`.
-    pub fn range(
-        &self,
-        namespace: &str,
-        start: &[u8],
-        end: &[u8],
-    ) -> Vec<(StateKey, VersionedValue)> {
+    pub fn range(&self, namespace: &str, start: &[u8], end: &[u8]) -> Vec<(StateKey, VersionedValue)> {
         let lo = StateKey::public(namespace, Bytes::copy_from_slice(start));
         let hi = upper_bound(namespace, end);
         self.ordered
             .keys
             .range((Bound::Included(lo), hi))
-            .filter_map(|k| {
-                self.state
-                    .values
-                    .get(k)
-                    .map(|v| (k.clone(), v.value().clone()))
-            })
+            .filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v.value().clone())))
             .collect()
     }
 
@@ -316,12 +294,7 @@ impl StateView<'_> {
         self.ordered
             .keys
             .iter()
-            .filter_map(|k| {
-                self.state
-                    .values
-                    .get(k)
-                    .map(|v| (k.clone(), v.value().clone()))
-            })
+            .filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v.value().clone())))
             .collect()
     }
 }
@@ -344,10 +317,7 @@ mod tests {
         assert_eq!(encode_order_preserving_varuint64(0), vec![0]);
         assert_eq!(encode_order_preserving_varuint64(1), vec![1, 1]);
         assert_eq!(encode_order_preserving_varuint64(256), vec![2, 1, 0]);
-        assert_eq!(
-            encode_order_preserving_varuint64(u64::MAX),
-            vec![8, 255, 255, 255, 255, 255, 255, 255, 255]
-        );
+        assert_eq!(encode_order_preserving_varuint64(u64::MAX), vec![8, 255, 255, 255, 255, 255, 255, 255, 255]);
         assert_eq!(Height::new(5, 0).to_bytes(), vec![1, 5, 0]);
     }
 
@@ -355,9 +325,7 @@ mod tests {
     fn order_preserving_encoding_preserves_order() {
         let xs = [0u64, 1, 2, 255, 256, 65535, 65536, 1 << 40, u64::MAX];
         for w in xs.windows(2) {
-            assert!(
-                encode_order_preserving_varuint64(w[0]) < encode_order_preserving_varuint64(w[1])
-            );
+            assert!(encode_order_preserving_varuint64(w[0]) < encode_order_preserving_varuint64(w[1]));
         }
     }
 
@@ -369,15 +337,9 @@ mod tests {
         b.put(StateKey::public("cc", "b"), vv("2", 1, 1));
         s.apply(1, &b);
         assert_eq!(s.view().height(), Some(1));
-        assert_eq!(
-            s.view().version(&StateKey::public("cc", "b")),
-            Some(Height::new(1, 1))
-        );
+        assert_eq!(s.view().version(&StateKey::public("cc", "b")), Some(Height::new(1, 1)));
         let mut d = UpdateBatch::new();
-        d.put(
-            StateKey::public("cc", "a"),
-            Update::Delete(Height::new(2, 0)),
-        );
+        d.put(StateKey::public("cc", "a"), Update::Delete(Height::new(2, 0)));
         s.apply(2, &d);
         assert!(s.view().get(&StateKey::public("cc", "a")).is_none());
         assert_eq!(s.len(), 1);
@@ -395,13 +357,8 @@ mod tests {
         b.put(StateKey::hashed("cc", "coll", "k2"), vv("h", 1, 0));
         s.apply(1, &b);
         let v = s.view();
-        let keys = |r: Vec<(StateKey, VersionedValue)>| {
-            r.into_iter().map(|(k, _)| k.key).collect::<Vec<_>>()
-        };
-        assert_eq!(
-            keys(v.range("cc", b"k2", b"k4")),
-            vec![Bytes::from("k2"), Bytes::from("k3")]
-        );
+        let keys = |r: Vec<(StateKey, VersionedValue)>| r.into_iter().map(|(k, _)| k.key).collect::<Vec<_>>();
+        assert_eq!(keys(v.range("cc", b"k2", b"k4")), vec![Bytes::from("k2"), Bytes::from("k3")]);
         assert_eq!(keys(v.range("cc", b"", b"")).len(), 4);
         assert_eq!(keys(v.range("cc2", b"", b"")), vec![Bytes::from("k2")]);
         // The pending-update range obeys the same bounds.

@@ -62,26 +62,39 @@ pub fn run(args: &Args) -> Result<()> {
     let mut validator = Validator::new(genesis.clone(), ValidatorOptions { threads: args.threads })
         .with_context(|| format!("genesis block {}", args.genesis.display()))?;
 
-    let started = Instant::now();
-    let mut last_progress = Instant::now();
-    let mut reports = Vec::new();
-    let mut transactions = 0u64;
-    let mut failure = None;
+    // Split the file into records first: a malformed record stops the replay after the blocks before it.
     let total = blocks.len();
+    let mut records_ok = Vec::new();
+    let mut failure = None;
     for rec in records(blocks) {
-        let (offset, raw) = match rec {
-            Ok(r) => r,
+        match rec {
+            Ok(r) => records_ok.push(r),
             Err(e) => {
                 failure = Some(anyhow!("{}: {e}", args.blocks.display()));
                 break;
             }
-        };
-        if reports.is_empty() && raw == genesis {
-            let n = ferrofabric_arena::BlockArena::decode(raw).map(|a| a.txs().len()).unwrap_or(0);
-            reports.push(BlockReport { number: 0, validation_codes: vec!["VALID"; n], commit_hash: None });
-            continue;
         }
-        match validator.commit_block(raw) {
+    }
+
+    let started = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut reports = Vec::new();
+    let mut transactions = 0u64;
+    let mut to_commit = &records_ok[..];
+    if let Some(((_, first), rest)) = records_ok.split_first() {
+        if *first == genesis {
+            // Block 0 was committed when the channel was joined: every transaction VALID, no commit hash.
+            let n = ferrofabric_arena::BlockArena::decode(first.clone()).map(|a| a.txs().len()).unwrap_or(0);
+            reports.push(BlockReport { number: 0, validation_codes: vec!["VALID"; n], commit_hash: None });
+            to_commit = rest;
+        }
+    }
+    let mut next = 0usize;
+    let mut refused = None;
+    validator.commit_blocks(to_commit.iter().map(|(_, raw)| raw.clone()), |result| {
+        let offset = to_commit.get(next).map_or(0, |(o, _)| *o);
+        next += 1;
+        match result {
             Ok(r) => {
                 transactions += r.codes.len() as u64;
                 reports.push(BlockReport {
@@ -89,22 +102,26 @@ pub fn run(args: &Args) -> Result<()> {
                     validation_codes: r.codes.iter().map(|c| c.as_str_name()).collect(),
                     commit_hash: r.commit_hash.map(hex::encode),
                 });
+                if args.progress && last_progress.elapsed().as_secs_f64() >= 1.0 {
+                    last_progress = Instant::now();
+                    let secs = started.elapsed().as_secs_f64();
+                    eprintln!(
+                        "replay: block {} ({:.0}% of the file), {transactions} tx, {:.0} tx/s",
+                        r.number,
+                        100.0 * offset as f64 / total.max(1) as f64,
+                        transactions as f64 / secs.max(1e-9)
+                    );
+                }
+                true
             }
             Err(e) => {
-                failure = Some(anyhow!("{}: block record at byte offset {offset}: {e}", args.blocks.display()));
-                break;
+                refused = Some(anyhow!("{}: block record at byte offset {offset}: {e}", args.blocks.display()));
+                false
             }
         }
-        if args.progress && last_progress.elapsed().as_secs_f64() >= 1.0 {
-            last_progress = Instant::now();
-            let secs = started.elapsed().as_secs_f64();
-            eprintln!(
-                "replay: block {} ({:.0}% of the file), {transactions} tx, {:.0} tx/s",
-                validator.height(),
-                100.0 * offset as f64 / total.max(1) as f64,
-                transactions as f64 / secs.max(1e-9)
-            );
-        }
+    });
+    if refused.is_some() {
+        failure = refused;
     }
     let seconds = started.elapsed().as_secs_f64();
     let tx_per_s = transactions as f64 / seconds.max(1e-9);

@@ -96,3 +96,51 @@ fn replay_refuses_a_block_whose_bytes_were_tampered_with() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("block record at byte offset"), "stderr: {err}");
 }
+
+/// The 10,735-transaction smallbank ledger: every block's TRANSACTIONS_FILTER and COMMIT_HASH must equal the ones
+/// the Fabric 2.5.16 peer wrote into its own copy of the blocks (`*.peer.bin.zst`), pipelined over 2 threads.
+#[test]
+fn replay_of_the_10k_bench_ledger_matches_the_peer_committed_blocks() {
+    use ferrofabric_protos::common::{Block, Metadata};
+    use prost::Message;
+
+    let base = fixtures().join("../fabric-2.5-bench");
+    let (out, dir) = replay(&base.join("fabric-2.5-smallbank-10k.bin.zst"), &["--threads", "2"]);
+    assert!(out.status.success(), "replay failed: {}", String::from_utf8_lossy(&out.stderr));
+    let report = read_json(dir.path().join("report.json"));
+    let got = report["blocks"].as_array().unwrap();
+
+    let peer = zstd::decode_all(std::fs::read(base.join("fabric-2.5-smallbank-10k.peer.bin.zst")).unwrap().as_slice())
+        .unwrap();
+    let mut pos = 0;
+    let mut n = 0;
+    while pos < peer.len() {
+        let len = u64::from_le_bytes(peer[pos..pos + 8].try_into().unwrap()) as usize;
+        let block = Block::decode(&peer[pos + 8..pos + 8 + len]).unwrap();
+        pos += 8 + len;
+        let md = block.metadata.unwrap().metadata;
+        let filter: Vec<i32> = md[2].iter().map(|b| i32::from(*b)).collect();
+        let g = &got[n];
+        assert_eq!(g["number"], n as u64);
+        let codes: Vec<i32> = g["validation_codes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| ferrofabric_protos::peer::TxValidationCode::from_str_name(c.as_str().unwrap()).unwrap() as i32)
+            .collect();
+        assert_eq!(codes, filter, "TRANSACTIONS_FILTER of block {n}");
+        let want_hash = if md.len() > 4 && !md[4].is_empty() {
+            Some(hex::encode(Metadata::decode(md[4].clone()).unwrap().value))
+        } else {
+            None
+        };
+        assert_eq!(g["commit_hash"].as_str().map(str::to_owned), want_hash, "COMMIT_HASH of block {n}");
+        n += 1;
+    }
+    assert_eq!(n, 129);
+    assert_eq!(got.len(), 129);
+    assert_eq!(
+        got[128]["commit_hash"].as_str(),
+        Some("241d04473a43fa8b44bebd6d3f6bff6d346e566d930475dbc6b88b477cdba3a2")
+    );
+}

@@ -122,7 +122,7 @@ pub struct Validator {
     last_number: u64,
     last_hash: [u8; 32],
     commit_hash: Option<[u8; 32]>,
-    pool: rayon::ThreadPool,
+    pool: Arc<rayon::ThreadPool>,
     policies: vscc::PolicyCache,
 }
 
@@ -141,6 +141,7 @@ impl Validator {
             .num_threads(options.threads)
             .thread_name(|i| format!("validate-{i}"))
             .build()
+            .map(Arc::new)
             .map_err(|e| ValidatorError::Execution { number: 0, reason: format!("thread pool: {e}") })?;
         let mut txids = HashSet::new();
         for tx in arena.txs() {
@@ -188,19 +189,69 @@ impl Validator {
     ///
     /// Errors ([`ValidatorError`]) refuse the whole block; an invalid *transaction* is not an error but a code.
     pub fn commit_block(&mut self, raw: Bytes) -> Result<BlockResult, ValidatorError> {
-        let arena = BlockArena::decode(raw)?;
-        self.check_block(&arena)?;
+        let config = self.config.clone();
+        let prepared = self.pool.install(|| prepare(&config, raw));
+        self.finish_block(prepared)
+    }
+
+    /// Commits a stream of blocks, pipelined (FastFabric §III-D, "Opt P-II"): while block N's state-dependent checks,
+    /// MVCC and commit run, block N+1's stateless checks (decoding, orderer and creator signatures, txids, proposal
+    /// hashes) already run on the same pool, so both cores stay busy. Results are passed to `sink` in block order; it
+    /// returns `false` to stop. Stops at the first refused block (after passing its error to `sink`).
+    ///
+    /// The outcome is identical to calling [`Validator::commit_block`] for each block: a block validated ahead with a
+    /// configuration that a CONFIG block then replaced is validated again.
+    pub fn commit_blocks<I, F>(&mut self, blocks: I, mut sink: F)
+    where
+        I: IntoIterator<Item = Bytes>,
+        I::IntoIter: Send,
+        F: FnMut(Result<BlockResult, ValidatorError>) -> bool,
+    {
+        let mut blocks = blocks.into_iter();
+        let Some(first) = blocks.next() else { return };
+        let config = self.config.clone();
+        let mut current = self.pool.install(|| prepare(&config, first));
+        loop {
+            let config = self.config.clone();
+            let next_raw = blocks.next();
+            let pool = self.pool.clone();
+            let (next, result) = pool.install(|| {
+                let me = &mut *self;
+                rayon::join(move || next_raw.map(|raw| prepare(&config, raw)), move || me.finish_block(current))
+            });
+            let failed = result.is_err();
+            if !sink(result) || failed {
+                return;
+            }
+            current = match next {
+                // Prepared under a configuration that the block just committed replaced: prepare again.
+                Some(p) if !Arc::ptr_eq(&p.config, &self.config) => {
+                    let config = self.config.clone();
+                    self.pool.install(|| prepare(&config, p.raw))
+                }
+                Some(p) => p,
+                None => return,
+            };
+        }
+    }
+
+    /// The state-dependent stage, MVCC and commit of a prepared block.
+    fn finish_block(&mut self, prepared: Prepared) -> Result<BlockResult, ValidatorError> {
+        let Prepared { raw: _, config, checked } = prepared;
+        let Checked { arena, signatures, prechecked } = checked?;
+        self.check_chain(&arena)?;
+        signatures?;
         let number = arena.number();
 
         let view = self.state.view();
         let ctx = txcheck::BlockContext {
-            config: &self.config,
+            config: &config,
             view: &view,
             txids: &self.txids,
             block_number: number,
             policies: &self.policies,
         };
-        let verdicts = self.pool.install(|| txcheck::validate_all(&ctx, &arena));
+        let verdicts = self.pool.install(|| txcheck::finish_all(&ctx, &arena, prechecked));
         let mut verdicts = verdicts
             .into_iter()
             .collect::<Result<Vec<_>, _>>()
@@ -243,51 +294,80 @@ impl Validator {
         Ok(BlockResult { number, codes, commit_hash, updates, config_updated })
     }
 
-    /// Fabric's block checks (the peer's `mcs.VerifyBlock` plus the ledger's chain checks).
-    fn check_block(&self, arena: &BlockArena) -> Result<(), ValidatorError> {
+    /// The chain checks: the next number and the previous block's hash.
+    fn check_chain(&self, arena: &BlockArena) -> Result<(), ValidatorError> {
         let number = arena.number();
-        let header = arena.header();
         if number != self.last_number + 1 {
             return Err(bad(number, format!("expected block {}", self.last_number + 1)));
         }
-        if header.previous_hash.as_ref() != self.last_hash {
+        if arena.header().previous_hash.as_ref() != self.last_hash {
             return Err(bad(number, "previous hash does not match the hash of the last committed block"));
         }
-        if header.data_hash.as_ref() != arena.computed_data_hash() {
-            return Err(bad(number, "data hash does not match the block's data"));
-        }
-        self.check_block_signatures(arena)
+        Ok(())
     }
+}
 
-    /// Verifies the SIGNATURES metadata against `/Channel/Orderer/BlockValidation`: each signature covers
-    /// `metadata.value ‖ signature_header ‖ DER(block header)` (Fabric's `protoutil.BlockSignatureVerifier`).
-    fn check_block_signatures(&self, arena: &BlockArena) -> Result<(), ValidatorError> {
-        let number = arena.number();
-        let sig_err = |reason: String| ValidatorError::BadSignature { number, reason };
-        let raw = arena
-            .metadata()
-            .metadata
-            .get(BlockMetadataIndex::Signatures as usize)
-            .ok_or_else(|| sig_err("no SIGNATURES metadata".into()))?;
-        let md = Metadata::decode(raw.clone()).map_err(|e| sig_err(format!("SIGNATURES metadata: {e}")))?;
-        let header_bytes = block_header_bytes(arena.header());
-        let mut items = Vec::with_capacity(md.signatures.len());
-        for s in &md.signatures {
-            let shdr = SignatureHeader::decode(s.signature_header.clone())
-                .map_err(|e| sig_err(format!("signature header: {e}")))?;
-            let mut data = Vec::with_capacity(md.value.len() + s.signature_header.len() + header_bytes.len());
-            data.extend_from_slice(&md.value);
-            data.extend_from_slice(&s.signature_header);
-            data.extend_from_slice(&header_bytes);
-            items.push(SignedData { data: Bytes::from(data), identity: shdr.creator, signature: s.signature.clone() });
-        }
-        let policy = self
-            .config
-            .policy("/Channel/Orderer/BlockValidation")
-            .ok_or_else(|| sig_err("the channel has no /Channel/Orderer/BlockValidation policy".into()))?;
-        let set = SignatureSet::new(items, self.config.msp_manager());
-        policy.evaluate(&set).map_err(|e| sig_err(e.to_string()))
+/// A block after the stateless stage (decoded, data hash and orderer signatures checked, transactions prechecked),
+/// waiting for the commit of its predecessor.
+struct Prepared {
+    raw: Bytes,
+    config: Arc<ChannelConfig>,
+    checked: Result<Checked, ValidatorError>,
+}
+
+/// The stateless results of a block that decoded.
+struct Checked {
+    arena: BlockArena,
+    signatures: Result<(), ValidatorError>,
+    prechecked: Vec<txcheck::Prechecked>,
+}
+
+/// The stateless stage of a block, on the current rayon pool: the block's own checks and the transactions' prechecks
+/// run side by side.
+fn prepare(config: &Arc<ChannelConfig>, raw: Bytes) -> Prepared {
+    let checked = BlockArena::decode(raw.clone()).map_err(ValidatorError::from).map(|arena| {
+        let (signatures, prechecked) =
+            rayon::join(|| check_block(config, &arena), || txcheck::precheck_all(config, &arena));
+        Checked { arena, signatures, prechecked }
+    });
+    Prepared { raw, config: config.clone(), checked }
+}
+
+/// The block's own stateless checks: data hash and orderer signatures (Fabric's `mcs.VerifyBlock`).
+fn check_block(config: &ChannelConfig, arena: &BlockArena) -> Result<(), ValidatorError> {
+    if arena.header().data_hash.as_ref() != arena.computed_data_hash() {
+        return Err(bad(arena.number(), "data hash does not match the block's data"));
     }
+    check_block_signatures(config, arena)
+}
+
+/// Verifies the SIGNATURES metadata against `/Channel/Orderer/BlockValidation`: each signature covers
+/// `metadata.value ‖ signature_header ‖ DER(block header)` (Fabric's `protoutil.BlockSignatureVerifier`).
+fn check_block_signatures(config: &ChannelConfig, arena: &BlockArena) -> Result<(), ValidatorError> {
+    let number = arena.number();
+    let sig_err = |reason: String| ValidatorError::BadSignature { number, reason };
+    let raw = arena
+        .metadata()
+        .metadata
+        .get(BlockMetadataIndex::Signatures as usize)
+        .ok_or_else(|| sig_err("no SIGNATURES metadata".into()))?;
+    let md = Metadata::decode(raw.clone()).map_err(|e| sig_err(format!("SIGNATURES metadata: {e}")))?;
+    let header_bytes = block_header_bytes(arena.header());
+    let mut items = Vec::with_capacity(md.signatures.len());
+    for s in &md.signatures {
+        let shdr = SignatureHeader::decode(s.signature_header.clone())
+            .map_err(|e| sig_err(format!("signature header: {e}")))?;
+        let mut data = Vec::with_capacity(md.value.len() + s.signature_header.len() + header_bytes.len());
+        data.extend_from_slice(&md.value);
+        data.extend_from_slice(&s.signature_header);
+        data.extend_from_slice(&header_bytes);
+        items.push(SignedData { data: Bytes::from(data), identity: shdr.creator, signature: s.signature.clone() });
+    }
+    let policy = config
+        .policy("/Channel/Orderer/BlockValidation")
+        .ok_or_else(|| sig_err("the channel has no /Channel/Orderer/BlockValidation policy".into()))?;
+    let set = SignatureSet::new(items, config.msp_manager());
+    policy.evaluate(&set).map_err(|e| sig_err(e.to_string()))
 }
 
 fn bad(number: u64, reason: impl Into<String>) -> ValidatorError {

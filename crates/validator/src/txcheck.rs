@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{lifecycle, vscc, TxValidationCode as Code};
 
-/// What the parallel stage needs to know about the ledger, shared read-only by all threads.
+/// What the state-dependent stage needs to know about the ledger, shared read-only by all threads.
 pub(crate) struct BlockContext<'a> {
     pub config: &'a ChannelConfig,
     pub view: &'a StateView<'a>,
@@ -25,7 +25,20 @@ pub(crate) struct BlockContext<'a> {
     pub policies: &'a vscc::PolicyCache,
 }
 
-/// The outcome of the parallel stage for one transaction.
+/// The outcome of the stateless stage for one transaction: everything that depends only on the transaction's bytes
+/// and the channel's MSPs (headers, creator signature, txid, proposal hash, the structure the dispatcher checks).
+/// It can run ahead of the commit of the previous block.
+pub(crate) enum Prechecked {
+    /// Already decided (an invalid transaction).
+    Final(Code),
+    /// A CONFIG transaction, with its new configuration.
+    Config(ConfigEnvelope),
+    /// An endorser transaction: its txid, and either the namespaces VSCC must check or the code the dispatcher's
+    /// structural checks gave (reported only if the txid is not a duplicate, as in Fabric).
+    Endorser { txid: String, namespaces: Result<Vec<String>, Code> },
+}
+
+/// The outcome of both stages for one transaction.
 pub(crate) struct Verdict {
     pub code: Code,
     /// The txid of an endorser transaction that passed (for the in-block duplicate check).
@@ -38,48 +51,76 @@ pub(crate) struct Verdict {
 }
 
 impl Verdict {
-    fn code(code: Code) -> Result<Verdict, String> {
-        Ok(Verdict { code, txid: None, config: None, passed_vscc: false })
+    fn code(code: Code) -> Verdict {
+        Verdict { code, txid: None, config: None, passed_vscc: false }
     }
 }
 
-/// Validates every transaction of the block on the current rayon pool. `Err` (per transaction): validation could
+/// The stateless stage over a block, on the current rayon pool.
+pub(crate) fn precheck_all(config: &ChannelConfig, arena: &BlockArena) -> Vec<Prechecked> {
+    arena.txs().par_iter().map(|tx| precheck(config, tx)).collect()
+}
+
+/// The state-dependent stage over a block, on the current rayon pool. `Err` (per transaction): validation could
 /// not complete, which fails the whole block.
-pub(crate) fn validate_all(ctx: &BlockContext<'_>, arena: &BlockArena) -> Vec<Result<Verdict, String>> {
-    arena.txs().par_iter().map(|tx| validate_tx(ctx, tx)).collect()
+pub(crate) fn finish_all(
+    ctx: &BlockContext<'_>,
+    arena: &BlockArena,
+    prechecked: Vec<Prechecked>,
+) -> Vec<Result<Verdict, String>> {
+    arena.txs().par_iter().zip(prechecked).map(|(tx, pre)| finish(ctx, tx, pre)).collect()
 }
 
-fn validate_tx(ctx: &BlockContext<'_>, tx: &TxArena) -> Result<Verdict, String> {
+fn precheck(config: &ChannelConfig, tx: &TxArena) -> Prechecked {
     if tx.envelope().is_err() {
-        return Verdict::code(Code::InvalidOtherReason);
+        return Prechecked::Final(Code::InvalidOtherReason);
     }
-    let (htype, code) = validate_transaction(ctx, tx);
+    let (htype, code) = validate_transaction(config, tx);
     if code != Code::Valid {
-        return Verdict::code(code);
+        return Prechecked::Final(code);
     }
     // `validate_transaction` only passes envelopes whose headers decode.
-    let Ok(ch) = tx.channel_header() else { return Verdict::code(Code::InvalidOtherReason) };
+    let Ok(ch) = tx.channel_header() else { return Prechecked::Final(Code::InvalidOtherReason) };
     match htype {
         HeaderType::EndorserTransaction => {
-            if ctx.txids.contains(&ch.tx_id) {
-                return Verdict::code(Code::DuplicateTxid);
-            }
-            let code = dispatch(ctx, tx)?;
-            let passed = code == Code::Valid;
-            Ok(Verdict { code, txid: passed.then(|| ch.tx_id.clone()), config: None, passed_vscc: passed })
+            Prechecked::Endorser { txid: ch.tx_id.clone(), namespaces: dispatch_structure(tx) }
         }
         HeaderType::Config => {
-            let Ok(p) = tx.payload() else { return Verdict::code(Code::InvalidOtherReason) };
-            let env = ConfigEnvelope::decode(p.data.clone())
-                .map_err(|e| format!("config transaction that passed the header checks does not decode: {e}"))?;
-            Ok(Verdict { code: Code::Valid, txid: None, config: Some(env), passed_vscc: false })
+            let Ok(p) = tx.payload() else { return Prechecked::Final(Code::InvalidOtherReason) };
+            match ConfigEnvelope::decode(p.data.clone()) {
+                Ok(env) => Prechecked::Config(env),
+                // Fabric stops the commit here ("config which passed initial validity checks" does not unmarshal);
+                // the finishing stage reports it as a block error.
+                Err(_) => Prechecked::Final(Code::NotValidated),
+            }
         }
-        _ => Verdict::code(Code::UnknownTxType),
+        _ => Prechecked::Final(Code::UnknownTxType),
+    }
+}
+
+fn finish(ctx: &BlockContext<'_>, tx: &TxArena, pre: Prechecked) -> Result<Verdict, String> {
+    match pre {
+        Prechecked::Final(Code::NotValidated) => {
+            Err("a config transaction that passed the header checks does not decode".to_owned())
+        }
+        Prechecked::Final(code) => Ok(Verdict::code(code)),
+        Prechecked::Config(env) => Ok(Verdict { code: Code::Valid, txid: None, config: Some(env), passed_vscc: false }),
+        Prechecked::Endorser { txid, namespaces } => {
+            if ctx.txids.contains(&txid) {
+                return Ok(Verdict::code(Code::DuplicateTxid));
+            }
+            let code = match namespaces {
+                Ok(ns) => dispatch_vscc(ctx, tx, &ns)?,
+                Err(code) => code,
+            };
+            let passed = code == Code::Valid;
+            Ok(Verdict { code, txid: passed.then_some(txid), config: None, passed_vscc: passed })
+        }
     }
 }
 
 /// Fabric's `ValidateTransaction`: payload, common header, creator signature, then the type-specific checks.
-fn validate_transaction(ctx: &BlockContext<'_>, tx: &TxArena) -> (HeaderType, Code) {
+fn validate_transaction(config: &ChannelConfig, tx: &TxArena) -> (HeaderType, Code) {
     let none = HeaderType::Message;
     let payload = match tx.payload() {
         Ok(p) => p,
@@ -99,11 +140,10 @@ fn validate_transaction(ctx: &BlockContext<'_>, tx: &TxArena) -> (HeaderType, Co
 
     // checkSignatureFromCreator: the channel's MSPs (a header naming another channel finds none).
     let Ok(env) = tx.envelope() else { return (htype, Code::InvalidOtherReason) };
-    if ch.channel_id != ctx.config.channel_id() || env.signature.is_empty() {
+    if ch.channel_id != config.channel_id() || env.signature.is_empty() {
         return (htype, Code::BadCreatorSignature);
     }
-    let creator_ok = ctx
-        .config
+    let creator_ok = config
         .msp_manager()
         .deserialize_identity(&sh.creator)
         .and_then(|id| id.validate().and_then(|()| id.verify(&env.payload, &env.signature)));
@@ -167,34 +207,32 @@ fn validate_endorser_transaction(tx: &TxArena) -> Result<(), String> {
     Ok(())
 }
 
-/// Fabric's plugin dispatcher: chaincode identity checks, the namespaces written, their definitions, then VSCC for
-/// each. `Err`: validation could not complete (fails the block).
-fn dispatch(ctx: &BlockContext<'_>, tx: &TxArena) -> Result<Code, String> {
-    let Ok(ext) = tx.header_extension() else { return Ok(Code::BadHeaderExtension) };
-    let Ok(cca) = tx.chaincode_action() else { return Ok(Code::BadResponsePayload) };
-    let Ok(rwset) = tx.rwset() else { return Ok(Code::BadRwset) };
+/// The structural half of Fabric's plugin dispatcher: chaincode identity checks and the namespaces written (the
+/// invoked chaincode first, then every namespace the transaction writes to, sorted: Fabric walks a Go map here, in
+/// random order; sorted, a transaction failing in two namespaces gets a reproducible code).
+fn dispatch_structure(tx: &TxArena) -> Result<Vec<String>, Code> {
+    let ext = tx.header_extension().map_err(|_| Code::BadHeaderExtension)?;
+    let cca = tx.chaincode_action().map_err(|_| Code::BadResponsePayload)?;
+    let rwset = tx.rwset().map_err(|_| Code::BadRwset)?;
     let (Some(hdr_cc), Some(resp_cc)) = (&ext.chaincode_id, &cca.chaincode_id) else {
-        return Ok(Code::InvalidOtherReason);
+        return Err(Code::InvalidOtherReason);
     };
     let cc = hdr_cc.name.as_str();
     if cc.is_empty() || cc != resp_cc.name || resp_cc.version.is_empty() {
-        return Ok(Code::InvalidChaincode);
+        return Err(Code::InvalidChaincode);
     }
     if !cca.events.is_empty() {
         match ChaincodeEvent::decode(cca.events.clone()) {
             Ok(ev) if ev.chaincode_id == cc => {}
-            _ => return Ok(Code::InvalidOtherReason),
+            _ => return Err(Code::InvalidOtherReason),
         }
     }
-    // Namespaces to validate: the invoked chaincode, plus every namespace the transaction writes to. Fabric walks a
-    // Go map here (random order); we walk them sorted so that a transaction failing in two namespaces gets a
-    // reproducible code.
     let mut written = BTreeSet::new();
     written.insert(cc);
     let mut seen = HashSet::new();
     for ns in rwset {
         if !seen.insert(ns.namespace.as_str()) {
-            return Ok(Code::IllegalWriteset);
+            return Err(Code::IllegalWriteset);
         }
         let writes_coll =
             ns.collections.iter().any(|c| !c.hashed.hashed_writes.is_empty() || !c.hashed.metadata_writes.is_empty());
@@ -202,8 +240,14 @@ fn dispatch(ctx: &BlockContext<'_>, tx: &TxArena) -> Result<Code, String> {
             written.insert(ns.namespace.as_str());
         }
     }
+    Ok(written.into_iter().map(str::to_owned).collect())
+}
+
+/// The state-dependent half of the dispatcher: each namespace's chaincode definition, then VSCC.
+/// `Err`: validation could not complete (fails the block).
+fn dispatch_vscc(ctx: &BlockContext<'_>, tx: &TxArena, namespaces: &[String]) -> Result<Code, String> {
     let sigset = vscc::endorsement_set(ctx, tx);
-    for ns in written {
+    for ns in namespaces {
         let def = match lifecycle::definition(ctx.config, ctx.view, ns)? {
             Some(d) if !d.plugin.is_empty() && !d.policy.is_empty() => d,
             _ => return Ok(Code::InvalidChaincode),

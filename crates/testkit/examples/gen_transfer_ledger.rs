@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ferrofabric_testkit::{transfer_ledger, write_ledger, Network, TestkitError};
+use ferrofabric_arena::records::encode_records;
+use ferrofabric_testkit::{transfer_ledger, Network};
+use prost::Message;
 
 fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> Result<T, String> {
     match args.get(i) {
@@ -27,7 +29,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let blocks = transfer_ledger(&net, seed, n, block_size, payload)?;
     let secs = start.elapsed().as_secs_f64();
     let txs: usize = blocks.iter().filter_map(|b| b.data.as_ref()).map(|d| d.data.len()).sum();
-    write_ledger(&out, &blocks).map_err(|e: TestkitError| e.to_string())?;
+    let encoded: Vec<Vec<u8>> = blocks.iter().map(Message::encode_to_vec).collect();
+    std::fs::write(&out, encode_records(encoded.iter().map(Vec::as_slice)))
+        .map_err(|e| format!("{}: {e}", out.display()))?;
     println!(
         "{} blocks, {txs} transactions in {secs:.2}s ({:.0} tx/s, {} rayon threads) -> {}",
         blocks.len(),

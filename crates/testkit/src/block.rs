@@ -1,9 +1,11 @@
 //! Orderer-side block cutting and signing as a Fabric 2.5 etcdraft orderer
 //! does it (fabric `orderer/common/multichannel/blockwriter.go`:
 //! CreateNextBlock, addLastConfig, addBlockSignature; `protoutil/blockutils.go`:
-//! BlockHeaderBytes, ComputeBlockDataHash).
+//! ComputeBlockDataHash). The header DER and hash are the arena crate's
+//! [`block_header_bytes`] / [`block_header_hash`] (`protoutil.BlockHeaderBytes`).
 
 use bytes::Bytes;
+use ferrofabric_arena::{block_header_bytes, block_header_hash};
 use ferrofabric_protos::common::{
     Block, BlockData, BlockHeader, BlockMetadata, LastConfig, Metadata, MetadataSignature, OrdererBlockMetadata,
     SignatureHeader,
@@ -22,51 +24,6 @@ pub const METADATA_SLOTS: usize = 5;
 pub const SIGNATURES: usize = 0;
 /// Index of the LAST_CONFIG metadata slot.
 pub const LAST_CONFIG: usize = 1;
-
-/// Appends a DER length (short form below 128, else long form).
-fn der_len(out: &mut Vec<u8>, len: usize) {
-    if len < 0x80 {
-        out.push(len as u8);
-    } else {
-        let bytes = len.to_be_bytes();
-        let skip = bytes.iter().take_while(|b| **b == 0).count();
-        out.push(0x80 | (bytes.len() - skip) as u8);
-        out.extend_from_slice(&bytes[skip..]);
-    }
-}
-
-fn der_tlv(out: &mut Vec<u8>, tag: u8, body: &[u8]) {
-    out.push(tag);
-    der_len(out, body.len());
-    out.extend_from_slice(body);
-}
-
-/// The bytes a block header hash and orderer signature cover
-/// (`protoutil.BlockHeaderBytes`): ASN.1 DER
-/// `SEQUENCE { INTEGER number, OCTET STRING previous_hash, OCTET STRING data_hash }`,
-/// the INTEGER minimal and non-negative as Go's `asn1.Marshal(*big.Int)` writes it.
-pub fn header_der(header: &BlockHeader) -> Vec<u8> {
-    let be = header.number.to_be_bytes();
-    let skip = be.iter().take_while(|b| **b == 0).count().min(7);
-    let mut int = Vec::with_capacity(9);
-    if be[skip] & 0x80 != 0 {
-        int.push(0); // keep it positive in two's complement
-    }
-    int.extend_from_slice(&be[skip..]);
-    let mut body = Vec::with_capacity(int.len() + header.previous_hash.len() + header.data_hash.len() + 12);
-    der_tlv(&mut body, 0x02, &int);
-    der_tlv(&mut body, 0x04, &header.previous_hash);
-    der_tlv(&mut body, 0x04, &header.data_hash);
-    let mut out = Vec::with_capacity(body.len() + 4);
-    der_tlv(&mut out, 0x30, &body);
-    out
-}
-
-/// `protoutil.BlockHeaderHash`: SHA-256 of [`header_der`]; the next block's
-/// `previous_hash`.
-pub fn header_hash(header: &BlockHeader) -> [u8; 32] {
-    Sha256::digest(header_der(header)).into()
-}
 
 /// `protoutil.ComputeBlockDataHash`: SHA-256 of the envelopes concatenated.
 pub fn block_data_hash(envelopes: &[Bytes]) -> [u8; 32] {
@@ -101,11 +58,11 @@ pub struct BlockBuilder<'a> {
 
 impl<'a> BlockBuilder<'a> {
     /// Block `prev.number + 1` chained to `prev` (previous_hash =
-    /// [`header_hash`]`(prev)`), or block 0 with an empty previous hash.
+    /// [`block_header_hash`]`(prev)`), or block 0 with an empty previous hash.
     /// `signer` is normally [`Network::orderer`].
     pub fn new(signer: &'a SigningIdentity, prev: Option<&BlockHeader>) -> Self {
         let (number, previous_hash) = match prev {
-            Some(p) => (p.number.wrapping_add(1), Bytes::copy_from_slice(&header_hash(p))),
+            Some(p) => (p.number.wrapping_add(1), Bytes::copy_from_slice(&block_header_hash(p))),
             None => (0, Bytes::new()),
         };
         BlockBuilder {
@@ -200,7 +157,7 @@ impl<'a> BlockBuilder<'a> {
             let mut msg = Vec::with_capacity(value.len() + signature_header.len() + 80);
             msg.extend_from_slice(&value);
             msg.extend_from_slice(&signature_header);
-            msg.extend_from_slice(&header_der(&header));
+            msg.extend_from_slice(&block_header_bytes(&header));
             let mut signature = self.signer.sign(&msg);
             if self.corrupt_signature {
                 if let Some(last) = signature.last_mut() {

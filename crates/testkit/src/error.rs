@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 /// Everything that can go wrong while generating crypto, building
-/// transactions/blocks or reading/writing ledger files.
+/// transactions/blocks or writing MSP directories.
 #[derive(Debug, thiserror::Error)]
 pub enum TestkitError {
     /// rcgen rejected certificate parameters, or a key could not be
@@ -14,7 +14,7 @@ pub enum TestkitError {
     /// `SigningIdentity` loader.
     #[error("signing identity: {0}")]
     Identity(String),
-    /// Writing MSP directories or ledger files failed.
+    /// Writing MSP directories failed.
     #[error("I/O error on {path}: {source}")]
     Io {
         /// File or directory being accessed.
@@ -29,17 +29,6 @@ pub enum TestkitError {
     /// A builder was used inconsistently (e.g. no creator set).
     #[error("builder: {0}")]
     Builder(String),
-    /// A ledger file record is malformed; `index` is the 0-based record
-    /// number and `offset` the byte offset of its 8-byte length prefix.
-    #[error("ledger record {index} at byte offset {offset}: {reason}")]
-    Ledger {
-        /// 0-based record number.
-        index: usize,
-        /// Byte offset of the record's length prefix in the file.
-        offset: u64,
-        /// What is wrong with it.
-        reason: String,
-    },
 }
 
 impl TestkitError {

@@ -14,27 +14,22 @@
 //! - [`define_chaincode`] / [`commit_definition`]: `_lifecycle` definition
 //!   commits with Fabric's state layout;
 //! - [`BlockBuilder`] / [`Chain`]: orderer-signed blocks as an etcdraft
-//!   orderer writes them; [`header_hash`] is the block-header DER hash;
-//! - [`Workload`]: deterministic transfer/smallbank transactions;
-//! - [`write_ledger`] / [`read_ledger`]: the `[u64 LE length][Block]` file
-//!   format of the fixture ledgers.
+//!   orderer writes them (header hashing and the `[u64 LE length][Block]`
+//!   ledger file format are `ferrofabric_arena`'s);
+//! - [`Workload`]: deterministic transfer/smallbank transactions.
 
 mod block;
 mod error;
 mod genesis;
-mod ledger;
 mod lifecycle;
 mod network;
 mod tx;
 mod workload;
 
-pub use block::{
-    block_data_hash, header_der, header_hash, BlockBuilder, Chain, LAST_CONFIG, METADATA_SLOTS, SIGNATURES,
-};
+pub use block::{block_data_hash, BlockBuilder, Chain, LAST_CONFIG, METADATA_SLOTS, SIGNATURES};
 pub use error::TestkitError;
 /// Signing identity type used throughout (key + marshaled SerializedIdentity).
 pub use ferrofabric_msp::SigningIdentity;
-pub use ledger::{read_ledger, split_ledger, write_ledger};
 pub use lifecycle::{
     channel_policy_reference, commit_definition, define_chaincode, definition_writes, ChaincodeDefinition,
     DEFAULT_ENDORSEMENT_POLICY,

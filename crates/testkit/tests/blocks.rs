@@ -1,17 +1,14 @@
-//! Block hashing, cutting and signing against the fixture orderer's blocks,
-//! and the ledger file format.
+//! Block hashing, cutting and signing against the fixture orderer's blocks.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod support;
 
 use bytes::Bytes;
+use ferrofabric_arena::{block_header_bytes, block_header_hash};
 use ferrofabric_protos::common::{Block, BlockHeader, Metadata, OrdererBlockMetadata, SignatureHeader};
 use ferrofabric_protos::msp::SerializedIdentity;
-use ferrofabric_testkit::{
-    block_data_hash, header_der, header_hash, read_ledger, split_ledger, write_ledger, BlockBuilder, Chain,
-    SigningIdentity, TestkitError, Workload, SIGNATURES,
-};
+use ferrofabric_testkit::{block_data_hash, BlockBuilder, Chain, SigningIdentity, Workload, SIGNATURES};
 use p256::ecdsa::signature::Verifier;
 use prost::Message;
 use support::*;
@@ -37,8 +34,8 @@ fn block_signature_verifies(block: &Block) -> bool {
     let cert = <x509_cert::Certificate as der::DecodePem>::from_pem(&sid.id_bytes).unwrap();
     let point = cert.tbs_certificate.subject_public_key_info.subject_public_key.raw_bytes().to_vec();
     let vk = p256::ecdsa::VerifyingKey::from_sec1_bytes(&point).unwrap();
-    let msg =
-        [meta.value.as_ref(), sig.signature_header.as_ref(), &header_der(block.header.as_ref().unwrap())].concat();
+    let msg = [meta.value.as_ref(), sig.signature_header.as_ref(), &block_header_bytes(block.header.as_ref().unwrap())]
+        .concat();
     match p256::ecdsa::Signature::from_der(&sig.signature) {
         Ok(s) => vk.verify(&msg, &s).is_ok(),
         Err(_) => false,
@@ -53,7 +50,7 @@ fn header_hash_and_data_hash_match_fixture() {
     assert_eq!(blocks.len(), exp_blocks.len());
     for (i, (b, e)) in blocks.iter().zip(exp_blocks).enumerate() {
         let h = b.header.as_ref().unwrap();
-        assert_eq!(hex::encode(header_hash(h)), e["header_hash"].as_str().unwrap(), "block {i}");
+        assert_eq!(hex::encode(block_header_hash(h)), e["header_hash"].as_str().unwrap(), "block {i}");
         assert_eq!(
             hex::encode(block_data_hash(&b.data.as_ref().unwrap().data)),
             e["data_hash"].as_str().unwrap(),
@@ -61,22 +58,24 @@ fn header_hash_and_data_hash_match_fixture() {
         );
         if i > 0 {
             let prev = blocks[i - 1].header.as_ref().unwrap();
-            assert_eq!(h.previous_hash.as_ref(), header_hash(prev).as_slice());
+            assert_eq!(h.previous_hash.as_ref(), block_header_hash(prev).as_slice());
         }
     }
 }
 
+/// The header DER that BlockBuilder signs and chains with (the arena's) at
+/// the number and length edges Go's `asn1` handles specially.
 #[test]
 fn header_der_encodes_large_numbers_like_go_asn1() {
     let h = |number| BlockHeader { number, previous_hash: Bytes::new(), data_hash: Bytes::from_static(&[1, 2]) };
-    assert_eq!(header_der(&h(0)), [0x30, 0x09, 0x02, 0x01, 0x00, 0x04, 0x00, 0x04, 0x02, 1, 2]);
+    assert_eq!(block_header_bytes(&h(0)), [0x30, 0x09, 0x02, 0x01, 0x00, 0x04, 0x00, 0x04, 0x02, 1, 2]);
     // 128 needs a leading zero to stay positive.
-    assert_eq!(&header_der(&h(128))[2..6], &[0x02, 0x02, 0x00, 0x80]);
-    let max = header_der(&h(u64::MAX));
+    assert_eq!(&block_header_bytes(&h(128))[2..6], &[0x02, 0x02, 0x00, 0x80]);
+    let max = block_header_bytes(&h(u64::MAX));
     assert_eq!(&max[2..5], &[0x02, 0x09, 0x00]);
     // Long-form lengths for oversized hashes.
     let big = BlockHeader { number: 1, previous_hash: Bytes::from(vec![0u8; 200]), data_hash: Bytes::new() };
-    let der = header_der(&big);
+    let der = block_header_bytes(&big);
     assert_eq!(&der[..3], &[0x30, 0x81, 0xd0]);
     assert_eq!(&der[6..9], &[0x04, 0x81, 200]);
 }
@@ -125,7 +124,7 @@ fn chain_links_hashes_and_signs_with_network_orderer() {
     for i in 1..blocks.len() {
         let h = blocks[i].header.as_ref().unwrap();
         assert_eq!(h.number, i as u64);
-        assert_eq!(h.previous_hash.as_ref(), header_hash(blocks[i - 1].header.as_ref().unwrap()).as_slice());
+        assert_eq!(h.previous_hash.as_ref(), block_header_hash(blocks[i - 1].header.as_ref().unwrap()).as_slice());
         assert_eq!(h.data_hash.as_ref(), block_data_hash(&blocks[i].data.as_ref().unwrap().data).as_slice());
         assert!(block_signature_verifies(&blocks[i]));
         let meta = Metadata::decode(blocks[i].metadata.as_ref().unwrap().metadata[SIGNATURES].clone()).unwrap();
@@ -144,58 +143,4 @@ fn chain_links_hashes_and_signs_with_network_orderer() {
     let unsigned = BlockBuilder::new(net.orderer(), None).unsigned().build(&[]);
     let meta = Metadata::decode(unsigned.metadata.unwrap().metadata[SIGNATURES].clone()).unwrap();
     assert!(meta.signatures.is_empty());
-}
-
-#[test]
-fn ledger_round_trips_and_reports_bad_records() {
-    let net = network();
-    let mut chain = Chain::new(net).unwrap();
-    chain.append(&[]);
-    let blocks = chain.into_blocks();
-    let path = std::env::temp_dir().join(format!("ferrofabric-testkit-ledger-{}.bin", std::process::id()));
-    write_ledger(&path, &blocks).unwrap();
-    assert_eq!(read_ledger(&path).unwrap(), blocks);
-
-    // The fixture's own file parses record by record.
-    let fixture = read_fixture("orderer-blocks.bin");
-    assert_eq!(split_ledger(&fixture).unwrap().len(), 29);
-
-    let data = std::fs::read(&path).unwrap();
-    let first_len = blocks[0].encoded_len() as u64;
-    // Truncated second record.
-    let cut = Bytes::from(data[..data.len() - 3].to_vec());
-    match split_ledger(&cut) {
-        Err(TestkitError::Ledger { index, offset, reason }) => {
-            assert_eq!((index, offset), (1, 8 + first_len));
-            assert!(reason.contains("exceeds"), "{reason}");
-        }
-        other => panic!("{other:?}"),
-    }
-    // Truncated length prefix.
-    let cut = Bytes::from(data[..(8 + first_len + 5) as usize].to_vec());
-    match split_ledger(&cut) {
-        Err(TestkitError::Ledger { index: 1, offset, reason }) => {
-            assert_eq!(offset, 8 + first_len);
-            assert!(reason.contains("length prefix"), "{reason}");
-        }
-        other => panic!("{other:?}"),
-    }
-    // A framed record that is not a Block.
-    let mut garbage = data.clone();
-    garbage.extend_from_slice(&3u64.to_le_bytes());
-    garbage.extend_from_slice(&[0xff, 0xff, 0xff]);
-    std::fs::write(&path, &garbage).unwrap();
-    match read_ledger(&path) {
-        Err(TestkitError::Ledger { index: 2, offset, reason }) => {
-            assert_eq!(offset, data.len() as u64);
-            assert!(reason.contains("common.Block"), "{reason}");
-        }
-        other => panic!("{other:?}"),
-    }
-    // Huge length prefix must not allocate or panic.
-    let mut huge = u64::MAX.to_le_bytes().to_vec();
-    huge.push(0);
-    assert!(matches!(split_ledger(&Bytes::from(huge)), Err(TestkitError::Ledger { index: 0, offset: 0, .. })));
-    std::fs::remove_file(&path).unwrap();
-    assert!(matches!(read_ledger(&path), Err(TestkitError::Io { .. })));
 }

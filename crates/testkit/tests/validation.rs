@@ -7,6 +7,7 @@
 mod support;
 
 use bytes::Bytes;
+use ferrofabric_arena::block_header_bytes;
 use ferrofabric_msp::{Msp, MspManager, SigningIdentity};
 use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{
@@ -14,7 +15,7 @@ use ferrofabric_protos::common::{
 };
 use ferrofabric_protos::peer::{ChaincodeActionPayload, Transaction};
 use ferrofabric_testkit::{
-    channel_policy_reference, define_chaincode, header_der, BlockBuilder, Chain, Network, TxBuilder, Workload,
+    channel_policy_reference, define_chaincode, BlockBuilder, Chain, Network, TxBuilder, Workload,
     DEFAULT_ENDORSEMENT_POLICY, ORDERER_ORG, SIGNATURES,
 };
 use prost::Message;
@@ -135,7 +136,7 @@ fn lifecycle_commit_satisfies_lifecycle_endorsement() {
 
 fn block_signatures(block: &Block) -> Vec<SignedData> {
     let meta = Metadata::decode(block.metadata.as_ref().unwrap().metadata[SIGNATURES].clone()).unwrap();
-    let header = header_der(block.header.as_ref().unwrap());
+    let header = block_header_bytes(block.header.as_ref().unwrap());
     meta.signatures
         .iter()
         .map(|s| SignedData {

@@ -9,6 +9,7 @@ mod support;
 use std::collections::HashMap;
 
 use bytes::Bytes;
+use ferrofabric_arena::block_header_hash;
 use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{ChannelHeader, Envelope, Payload, SignatureHeader};
 use ferrofabric_protos::kvrwset::KvrwSet;
@@ -17,7 +18,7 @@ use ferrofabric_protos::peer::{
     ProposalResponsePayload, Transaction,
 };
 use ferrofabric_protos::rwset::TxReadWriteSet;
-use ferrofabric_testkit::{block_data_hash, compute_tx_id, header_hash, transfer_ledger, SmallbankAccount, Workload};
+use ferrofabric_testkit::{block_data_hash, compute_tx_id, transfer_ledger, SmallbankAccount, Workload};
 use prost::Message;
 use support::*;
 
@@ -142,7 +143,7 @@ fn transfer_ledger_is_valid_end_to_end() {
     for (n, block) in blocks.iter().enumerate().skip(1) {
         let h = block.header.as_ref().unwrap();
         assert_eq!(h.number, n as u64);
-        assert_eq!(h.previous_hash.as_ref(), header_hash(blocks[n - 1].header.as_ref().unwrap()).as_slice());
+        assert_eq!(h.previous_hash.as_ref(), block_header_hash(blocks[n - 1].header.as_ref().unwrap()).as_slice());
         let data = &block.data.as_ref().unwrap().data;
         assert_eq!(h.data_hash.as_ref(), block_data_hash(data).as_slice());
         for (i, env) in data.iter().enumerate() {

@@ -151,8 +151,8 @@ fn mvcc_check(view: &StateView<'_>, batch: &UpdateBatch, rwset: &[NsRwSet]) -> C
 
 /// Re-executes a range query over the committed state merged with the block's earlier updates and compares the
 /// results with what the endorser saw (Fabric's combined iterator and `rangeQueryResultsValidator`). When the
-/// iterator was not exhausted the end key itself is included (served even if an earlier transaction of this block
-/// deleted it, as Fabric's combined iterator does).
+/// iterator was not exhausted the end key itself is included, taken from the block's updates or else the committed
+/// state; a key deleted there is not served (Fabric's `serveEndKeyIfNeeded`).
 fn range_query_valid(view: &StateView<'_>, batch: &UpdateBatch, ns: &str, rq: &RangeQueryInfo) -> bool {
     let start = rq.start_key.as_bytes();
     let end = rq.end_key.as_bytes();
@@ -168,7 +168,8 @@ fn range_query_valid(view: &StateView<'_>, batch: &UpdateBatch, ns: &str, rq: &R
     if !rq.itr_exhausted {
         let end_key = StateKey::public(ns, Bytes::copy_from_slice(end));
         let served = match batch.get(&end_key) {
-            Some(u) => Some(u.version()),
+            Some(Update::Put(v)) => Some(v.version),
+            Some(Update::Delete(_)) => None,
             None => view.version(&end_key),
         };
         if let Some(h) = served {
@@ -191,6 +192,12 @@ fn range_query_valid(view: &StateView<'_>, batch: &UpdateBatch, ns: &str, rq: &R
     }
 }
 
+/// SHA-256 of the empty string: a hashed write of this value hash is a delete.
+const SHA256_OF_EMPTY: [u8; 32] = [
+    0xe3, 0xb0, 0xc4, 0x42, 0x98, 0xfc, 0x1c, 0x14, 0x9a, 0xfb, 0xf4, 0xc8, 0x99, 0x6f, 0xb9, 0x24, 0x27, 0xae, 0x41,
+    0xe4, 0x64, 0x9b, 0x93, 0x4c, 0xa4, 0x95, 0x99, 0x1b, 0x78, 0x52, 0xb8, 0x55,
+];
+
 /// Which parts of a key a transaction changes (Fabric's `keyOps`).
 #[derive(Default)]
 struct KeyOp {
@@ -211,7 +218,8 @@ fn apply_writes(view: &StateView<'_>, batch: &mut UpdateBatch, rwset: &[NsRwSet]
     for ns in rwset {
         for w in &ns.kv.writes {
             let op = ops.entry(StateKey::public(&ns.namespace, Bytes::copy_from_slice(w.key.as_bytes()))).or_default();
-            if w.is_delete {
+            // An empty value is a delete too (Fabric's `rwsetutil.IsKVWriteDelete`).
+            if w.is_delete || w.value.is_empty() {
                 op.delete = true;
             } else {
                 op.value = Some(w.value.clone());
@@ -224,7 +232,8 @@ fn apply_writes(view: &StateView<'_>, batch: &mut UpdateBatch, rwset: &[NsRwSet]
         for c in &ns.collections {
             for w in &c.hashed.hashed_writes {
                 let op = ops.entry(StateKey::hashed(&ns.namespace, &c.collection, w.key_hash.clone())).or_default();
-                if w.is_delete || w.value_hash.is_empty() {
+                // Fabric's `IsKVWriteHashDelete`: also the hash of an empty value.
+                if w.is_delete || w.value_hash.is_empty() || w.value_hash.as_ref() == SHA256_OF_EMPTY {
                     op.delete = true;
                 } else {
                     op.value = Some(w.value_hash.clone());

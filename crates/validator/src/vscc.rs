@@ -16,6 +16,7 @@ use bytes::Bytes;
 use dashmap::DashMap;
 use ferrofabric_arena::TxArena;
 use ferrofabric_policy::{compile_signature_policy, Policy, SignatureSet, SignedData};
+use ferrofabric_protos::common::SignaturePolicyEnvelope;
 use ferrofabric_protos::peer::{application_policy, ApplicationPolicy};
 use ferrofabric_state::StateKey;
 use prost::Message;
@@ -37,7 +38,6 @@ pub(crate) enum VsccError {
     /// ENDORSEMENT_POLICY_FAILURE.
     Policy(String),
     /// Validation could not run (Fabric's execution failure): fails the block.
-    #[allow(dead_code)]
     Execution(String),
 }
 
@@ -113,6 +113,16 @@ pub(crate) fn validate_namespace(
     Ok(())
 }
 
+/// A key's validation parameter, a marshaled `SignaturePolicyEnvelope` (what the shim's
+/// `SetStateValidationParameter` stores), as the `ApplicationPolicy` wrapping it (Fabric's
+/// `toApplicationPolicyTranslator`, `core/handlers/validation/builtin/v20/validation_logic.go`). A parameter that
+/// does not decode is an execution failure in Fabric (the peer stops committing), so it is an `Err` here.
+fn key_level_policy(vp: &Bytes) -> Result<Bytes, String> {
+    let env = SignaturePolicyEnvelope::decode(vp.clone())
+        .map_err(|e| format!("key-level validation parameter is not a signature policy envelope: {e}"))?;
+    Ok(Bytes::from(ApplicationPolicy { r#type: Some(application_policy::Type::SignaturePolicy(env)) }.encode_to_vec()))
+}
+
 struct Evaluator<'c, 'a> {
     ctx: &'c BlockContext<'a>,
     ns: &'c str,
@@ -138,6 +148,7 @@ impl Evaluator<'_, '_> {
             .and_then(|v| v.metadata.iter().find(|(k, _)| k == VALIDATION_PARAMETER).map(|(_, p)| p.clone()));
         match vp {
             Some(vp) if !vp.is_empty() => {
+                let vp = key_level_policy(&vp).map_err(VsccError::Execution)?;
                 evaluate(self.ctx, &vp, self.set).map_err(|e| {
                     VsccError::Policy(format!(
                         "validation of key {} in namespace {} failed: {e}",

@@ -36,7 +36,9 @@ pub fn network() -> &'static Network {
 }
 
 pub fn fixture_blocks() -> Vec<Block> {
-    ferrofabric_testkit::read_ledger(&fixture_dir().join("orderer-blocks.bin")).unwrap()
+    ferrofabric_arena::records::records(read_fixture("orderer-blocks.bin"))
+        .map(|r| Block::decode(r.unwrap().1).unwrap())
+        .collect()
 }
 
 /// Channel header and config of a config block.

@@ -1,0 +1,132 @@
+//! Access control on a signed proposal (Fabric's `core/aclmgmt`: `defaultaclprovider.go`, `resourceprovider.go`,
+//! and `core/policy/policy.go`).
+//!
+//! * Peer-scoped resources (`_lifecycle/ApproveChaincodeDefinitionForMyOrg`, the install and
+//!   approved-definition queries) require an administrator of the peer's own organisation (the local MSP's `Admins`).
+//! * Channel-scoped resources (`peer/Propose`, `_lifecycle/CommitChaincodeDefinition`, `CheckCommitReadiness`,
+//!   `QueryChaincodeDefinition(s)`) use the policy the channel's `ACLs` value names, else
+//!   `/Channel/Application/Writers`.
+
+use bytes::Bytes;
+use ferrofabric_chaincode::Acl;
+use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
+use ferrofabric_protos::common::{msp_principal::Classification, msp_role::MspRoleType, MspPrincipal, MspRole};
+use prost::Message;
+
+const CHANNEL_WRITERS: &str = "/Channel/Application/Writers";
+
+const PEER_ADMIN_RESOURCES: &[&str] = &[
+    "_lifecycle/InstallChaincode",
+    "_lifecycle/QueryInstalledChaincode",
+    "_lifecycle/GetInstalledChaincodePackage",
+    "_lifecycle/QueryInstalledChaincodes",
+    "_lifecycle/ApproveChaincodeDefinitionForMyOrg",
+    "_lifecycle/QueryApprovedChaincodeDefinition",
+];
+
+const CHANNEL_WRITER_RESOURCES: &[&str] = &[
+    "_lifecycle/CommitChaincodeDefinition",
+    "_lifecycle/QueryChaincodeDefinition",
+    "_lifecycle/QueryChaincodeDefinitions",
+    "_lifecycle/CheckCommitReadiness",
+    "peer/Propose",
+    "peer/ChaincodeToChaincode",
+];
+
+/// The ACL of one signed proposal on one channel, for a peer of `org_mspid`.
+pub(crate) struct ProposalAcl<'a> {
+    pub config: &'a ChannelConfig,
+    pub org_mspid: &'a str,
+    pub proposal_bytes: &'a Bytes,
+    pub signature: &'a Bytes,
+    pub creator: &'a Bytes,
+}
+
+impl ProposalAcl<'_> {
+    /// Evaluates the policy at `path` on the proposal's signature. Also returns whether that signature verifies:
+    /// the evaluation usually had to verify it already, so the endorser's own check of the creator's signature
+    /// reuses the result instead of verifying a second time.
+    fn evaluate_and_verify(&self, path: &str) -> (Result<(), String>, bool) {
+        let item = SignedData {
+            data: self.proposal_bytes.clone(),
+            identity: self.creator.clone(),
+            signature: self.signature.clone(),
+        };
+        let set = SignatureSet::new(vec![item], self.config.msp_manager());
+        let result = match self.config.policy(path) {
+            Some(policy) => policy.evaluate(&set).map_err(|e| e.to_string()),
+            None => Err(format!("no such policy: '{path}'")),
+        };
+        // A single item of a deserialisable identity is accepted exactly when its signature verifies.
+        (result, set.is_accepted(0))
+    }
+
+    fn evaluate(&self, path: &str) -> Result<(), String> {
+        self.evaluate_and_verify(path).0
+    }
+
+    /// The `peer/Propose` check of a user-chaincode proposal, and whether the proposal's signature verifies.
+    pub(crate) fn check_propose(&self) -> (Result<(), String>, bool) {
+        let resource = "peer/Propose";
+        if let Some(path) = self.config.application().and_then(|a| a.acl_policy(resource)) {
+            let (r, ok) = self.evaluate_and_verify(path);
+            return (
+                r.map_err(|e| format!("failed evaluating policy on signed data during check policy [{path}]: [{e}]")),
+                ok,
+            );
+        }
+        let (r, ok) = self.evaluate_and_verify(CHANNEL_WRITERS);
+        (r.map_err(|e| self.default_error(&e)), ok)
+    }
+
+    fn default_error(&self, e: &str) -> String {
+        format!(
+            "Failed evaluating policy on signed data during check policy on channel [{}] with policy [{CHANNEL_WRITERS}]: [{e}]",
+            self.config.channel_id()
+        )
+    }
+
+    /// The local MSP's `Admins` check (Fabric's `CheckPolicyNoChannel`): the creator must be of this peer's MSP,
+    /// hold the ADMIN role, and have signed the proposal.
+    fn local_admin(&self) -> Result<(), String> {
+        let what = "during channelless check policy with policy [Admins]";
+        let msps = self.config.msp_manager();
+        let id = msps
+            .deserialize_identity(self.creator)
+            .map_err(|e| format!("Failed deserializing proposal creator {what}: [{e}]"))?;
+        if id.mspid() != self.org_mspid {
+            return Err(format!(
+                "Failed deserializing proposal creator {what}: [expected MSP ID {}, received {}]",
+                self.org_mspid,
+                id.mspid()
+            ));
+        }
+        let principal = MspPrincipal {
+            principal_classification: Classification::Role as i32,
+            principal: Bytes::from(
+                MspRole { msp_identifier: self.org_mspid.to_owned(), role: MspRoleType::Admin as i32 }.encode_to_vec(),
+            ),
+        };
+        msps.satisfies_principal(&id, &principal).map_err(|e| {
+            format!("Failed verifying that proposal's creator satisfies local MSP principal {what}: [{e}]")
+        })?;
+        id.verify(self.proposal_bytes, self.signature).map_err(|e| e.to_string())
+    }
+}
+
+impl Acl for ProposalAcl<'_> {
+    fn check(&self, resource: &str) -> Result<(), String> {
+        if PEER_ADMIN_RESOURCES.contains(&resource) {
+            return self.local_admin();
+        }
+        if let Some(path) = self.config.application().and_then(|a| a.acl_policy(resource)) {
+            return self
+                .evaluate(path)
+                .map_err(|e| format!("failed evaluating policy on signed data during check policy [{path}]: [{e}]"));
+        }
+        if !CHANNEL_WRITER_RESOURCES.contains(&resource) {
+            return Err(format!("Unmapped policy for {resource}"));
+        }
+        self.evaluate(CHANNEL_WRITERS).map_err(|e| self.default_error(&e))
+    }
+}

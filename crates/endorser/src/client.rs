@@ -1,0 +1,182 @@
+//! The client side of endorsement, as Fabric's SDKs and peer CLI do it: creating signed proposals
+//! (`protoutil.CreateChaincodeProposalWithTxIDNonceAndTransient` + `GetSignedProposal`), assembling the transaction
+//! from endorsed responses (`protoutil.CreateSignedTx`), and the Deliver seek envelope a follower sends. Used by the
+//! tests, the node (to define chaincodes through `_lifecycle`) and the benchmark.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use ferrofabric_msp::SigningIdentity;
+use ferrofabric_protos::common::{ChannelHeader, Envelope, Header, HeaderType, Payload, SignatureHeader};
+use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPosition, SeekSpecified};
+use ferrofabric_protos::peer::{
+    chaincode_spec, ChaincodeActionPayload, ChaincodeEndorsedAction, ChaincodeHeaderExtension, ChaincodeId,
+    ChaincodeInput, ChaincodeInvocationSpec, ChaincodeProposalPayload, ChaincodeSpec, Endorsement, Proposal,
+    ProposalResponse, SignedProposal, Transaction, TransactionAction,
+};
+use prost::Message;
+use rand::RngCore;
+
+use crate::proposal::compute_tx_id;
+
+/// A proposal ready to send (`signed`), with the decoded proposal and its transaction ID for assembling the
+/// transaction later.
+#[derive(Debug, Clone)]
+pub struct ClientProposal {
+    /// What goes to `ProcessProposal`.
+    pub signed: SignedProposal,
+    /// The proposal itself.
+    pub proposal: Proposal,
+    /// hex(SHA-256(nonce ‖ creator)).
+    pub tx_id: String,
+}
+
+fn now() -> prost_types::Timestamp {
+    let d = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    prost_types::Timestamp { seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX), nanos: d.subsec_nanos() as i32 }
+}
+
+fn random_nonce() -> Bytes {
+    let mut n = vec![0u8; 24];
+    rand::thread_rng().fill_bytes(&mut n);
+    Bytes::from(n)
+}
+
+/// A signed proposal invoking `chaincode` on `channel_id` with `args` (function name first), created by `creator`
+/// with a random 24-byte nonce and the current time.
+pub fn create_proposal(creator: &SigningIdentity, channel_id: &str, chaincode: &str, args: &[Bytes]) -> ClientProposal {
+    create_proposal_with(creator, channel_id, chaincode, args, random_nonce(), now())
+}
+
+/// [`create_proposal`] with a given nonce and timestamp. The invocation spec's type is GOLANG for user chaincodes
+/// and UNDEFINED for `_lifecycle`, as Fabric's CLI sends them; no transient data.
+pub fn create_proposal_with(
+    creator: &SigningIdentity,
+    channel_id: &str,
+    chaincode: &str,
+    args: &[Bytes],
+    nonce: Bytes,
+    timestamp: prost_types::Timestamp,
+) -> ClientProposal {
+    let creator_bytes = creator.serialized().clone();
+    let tx_id = compute_tx_id(&nonce, &creator_bytes);
+    let cc_id = ChaincodeId { name: chaincode.to_owned(), ..Default::default() };
+    let spec_type =
+        if chaincode == "_lifecycle" { chaincode_spec::Type::Undefined } else { chaincode_spec::Type::Golang };
+    let cis = ChaincodeInvocationSpec {
+        chaincode_spec: Some(ChaincodeSpec {
+            r#type: spec_type as i32,
+            chaincode_id: Some(cc_id.clone()),
+            input: Some(ChaincodeInput { args: args.to_vec(), ..Default::default() }),
+            timeout: 0,
+        }),
+    };
+    let channel_header = ChannelHeader {
+        r#type: HeaderType::EndorserTransaction as i32,
+        version: 0,
+        timestamp: Some(timestamp),
+        channel_id: channel_id.to_owned(),
+        tx_id: tx_id.clone(),
+        epoch: 0,
+        extension: Bytes::from(ChaincodeHeaderExtension { chaincode_id: Some(cc_id) }.encode_to_vec()),
+        tls_cert_hash: Bytes::new(),
+    };
+    let header = Header {
+        channel_header: Bytes::from(channel_header.encode_to_vec()),
+        signature_header: Bytes::from(SignatureHeader { creator: creator_bytes, nonce }.encode_to_vec()),
+    };
+    let proposal = Proposal {
+        header: Bytes::from(header.encode_to_vec()),
+        payload: Bytes::from(
+            ChaincodeProposalPayload { input: Bytes::from(cis.encode_to_vec()), ..Default::default() }.encode_to_vec(),
+        ),
+        extension: Bytes::new(),
+    };
+    let proposal_bytes = Bytes::from(proposal.encode_to_vec());
+    let signature = Bytes::from(creator.sign(&proposal_bytes));
+    ClientProposal { signed: SignedProposal { proposal_bytes, signature }, proposal, tx_id }
+}
+
+/// Fabric's `protoutil.CreateSignedTx`: the marshaled `common.Envelope` of the transaction made of `proposal` and
+/// its endorsed `responses`, signed by `signer` (who must be the proposal's creator). Responses must all be
+/// successful (status 200–399) with byte-identical payloads; endorsements are de-duplicated by endorser.
+///
+/// Errors: Fabric's messages for each violated rule, or an undecodable proposal.
+pub fn assemble_transaction(
+    proposal: &Proposal,
+    responses: &[ProposalResponse],
+    signer: &SigningIdentity,
+) -> Result<Bytes, String> {
+    if responses.is_empty() {
+        return Err("at least one proposal response is required".into());
+    }
+    let hdr = Header::decode(proposal.header.clone()).map_err(|e| format!("error unmarshalling Header: {e}"))?;
+    let cpp = ChaincodeProposalPayload::decode(proposal.payload.clone())
+        .map_err(|e| format!("error unmarshalling ChaincodeProposalPayload: {e}"))?;
+    let shdr = SignatureHeader::decode(hdr.signature_header.clone())
+        .map_err(|e| format!("error unmarshalling SignatureHeader: {e}"))?;
+    if signer.serialized() != &shdr.creator {
+        return Err("signer must be the same as the one referenced in the header".into());
+    }
+    let first = &responses[0].payload;
+    for r in responses {
+        let (status, message) = r.response.as_ref().map(|x| (x.status, x.message.as_str())).unwrap_or((0, ""));
+        if !(200..400).contains(&status) {
+            return Err(format!("proposal response was not successful, error code {status}, msg {message}"));
+        }
+        if r.payload != *first {
+            return Err("ProposalResponsePayloads do not match".into());
+        }
+    }
+    let mut endorsements: Vec<Endorsement> = Vec::new();
+    for e in responses.iter().filter_map(|r| r.endorsement.as_ref()) {
+        if !endorsements.iter().any(|x| x.endorser == e.endorser) {
+            endorsements.push(e.clone());
+        }
+    }
+    if endorsements.is_empty() {
+        return Err("no endorsements".into());
+    }
+    // The payload that goes into the transaction has no transient data (GetBytesProposalPayloadForTx).
+    let cpp_for_tx = ChaincodeProposalPayload { input: cpp.input, ..Default::default() };
+    let cap = ChaincodeActionPayload {
+        chaincode_proposal_payload: Bytes::from(cpp_for_tx.encode_to_vec()),
+        action: Some(ChaincodeEndorsedAction { proposal_response_payload: first.clone(), endorsements }),
+    };
+    let tx = Transaction {
+        actions: vec![TransactionAction {
+            header: hdr.signature_header.clone(),
+            payload: Bytes::from(cap.encode_to_vec()),
+        }],
+    };
+    let payload = Bytes::from(Payload { header: Some(hdr), data: Bytes::from(tx.encode_to_vec()) }.encode_to_vec());
+    let signature = Bytes::from(signer.sign(&payload));
+    Ok(Bytes::from(Envelope { payload, signature }.encode_to_vec()))
+}
+
+/// A signed `DELIVER_SEEK_INFO` envelope asking for blocks `start..` of `channel_id`, waiting for new ones
+/// (`BLOCK_UNTIL_READY`), as Fabric's deliver clients send it (`protoutil.CreateSignedEnvelope`).
+pub fn seek_envelope(signer: &SigningIdentity, channel_id: &str, start: u64) -> Envelope {
+    let seek = SeekInfo {
+        start: Some(SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: start })) }),
+        stop: Some(SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: u64::MAX })) }),
+        behavior: seek_info::SeekBehavior::BlockUntilReady as i32,
+        ..Default::default()
+    };
+    let channel_header = ChannelHeader {
+        r#type: HeaderType::DeliverSeekInfo as i32,
+        timestamp: Some(now()),
+        channel_id: channel_id.to_owned(),
+        ..Default::default()
+    };
+    let header = Header {
+        channel_header: Bytes::from(channel_header.encode_to_vec()),
+        signature_header: Bytes::from(
+            SignatureHeader { creator: signer.serialized().clone(), nonce: random_nonce() }.encode_to_vec(),
+        ),
+    };
+    let payload =
+        Bytes::from(Payload { header: Some(header), data: Bytes::from(seek.encode_to_vec()) }.encode_to_vec());
+    let signature = Bytes::from(signer.sign(&payload));
+    Envelope { payload, signature }
+}

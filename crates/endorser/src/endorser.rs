@@ -1,0 +1,190 @@
+//! `ProcessProposal` (Fabric's `core/endorser/endorser.go`).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferrofabric_chaincode::{
+    endorsement_info, is_system_chaincode, Chaincode, Lifecycle, Registry, TxContext, LIFECYCLE,
+};
+use ferrofabric_msp::SigningIdentity;
+use ferrofabric_protos::peer::{
+    ChaincodeAction, ChaincodeId, Endorsement, ProposalResponse, ProposalResponsePayload, Response, SignedProposal,
+};
+use prost::Message;
+
+use crate::acl::ProposalAcl;
+use crate::proposal::unpack;
+use crate::Replica;
+
+/// A proposal refused before simulation (undecodable, invalid, forged, replayed or denied by the channel's ACL).
+/// Fabric returns these as gRPC errors (status UNKNOWN) rather than as a `ProposalResponse`; the message is
+/// Fabric's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Rejected(pub String);
+
+/// An endorsing peer of one channel: checks proposals, simulates them against its [`Replica`] with the installed
+/// chaincodes and signs the results with its identity. Cheap to clone (shared state).
+#[derive(Clone)]
+pub struct Endorser {
+    replica: Arc<Replica>,
+    signer: Arc<SigningIdentity>,
+    registry: Arc<Registry>,
+}
+
+fn failure(status: i32, message: String) -> ProposalResponse {
+    ProposalResponse { response: Some(Response { status, message, payload: Bytes::new() }), ..Default::default() }
+}
+
+impl Endorser {
+    /// An endorser signing as `signer` (its MSP ID is the peer's organisation), simulating against `replica`,
+    /// running the chaincodes of `registry` (plus `_lifecycle`).
+    pub fn new(replica: Arc<Replica>, signer: SigningIdentity, registry: Registry) -> Self {
+        Endorser { replica, signer: Arc::new(signer), registry: Arc::new(registry) }
+    }
+
+    /// The replica this endorser simulates against.
+    pub fn replica(&self) -> &Arc<Replica> {
+        &self.replica
+    }
+
+    /// The marshaled SerializedIdentity this endorser signs with (`Endorsement.endorser`).
+    pub fn identity(&self) -> &Bytes {
+        self.signer.serialized()
+    }
+
+    /// Fabric's `Endorser.ProcessProposal`:
+    ///
+    /// 1. the proposal decodes (header, chaincode header extension, invocation spec) — else [`Rejected`];
+    /// 2. its channel is this endorser's — else a 500 response `channel '<id>' not found`;
+    /// 3. header type, epoch, nonce, creator, txid = hex(SHA-256(nonce ‖ creator)), creator known to the channel's
+    ///    MSPs, valid, and its signature over the proposal bytes — else [`Rejected`] (`error validating proposal:
+    ///    access denied: ...` for identity failures);
+    /// 4. the txid is not in a committed block — else [`Rejected`] (`duplicate transaction found ...`);
+    /// 5. for user chaincodes the `peer/Propose` ACL (the channel's Writers) — else [`Rejected`];
+    /// 6. the chaincode is defined, approved by this org and installed — else a 500 response (`make sure the
+    ///    chaincode <name> has been successfully defined on channel <channel> and try again: ...`);
+    /// 7. simulation; a chaincode status ≥ 500 gives an unendorsed response with the payload, 400–499 a bare
+    ///    response, below 400 the endorsed `ProposalResponse{version 1, response, payload, endorsement, interest}`
+    ///    where the payload is `ProposalResponsePayload{proposal_hash, ChaincodeAction}` and the endorsement signs
+    ///    payload ‖ endorser identity.
+    pub fn process_proposal(&self, signed: &SignedProposal) -> Result<ProposalResponse, Rejected> {
+        let up = unpack(signed).map_err(Rejected)?;
+        let channel = up.channel_header.channel_id.clone();
+        if channel != self.replica.channel_id() {
+            return Ok(failure(500, format!("channel '{channel}' not found")));
+        }
+        // Configuration and txids first, the state view last: the replica's lock order (see `Replica`).
+        let config = self.replica.config();
+        let invalid = |e: String| Rejected(format!("error validating proposal: {e}"));
+        up.validate(config.msp_manager()).map_err(invalid)?;
+        let tx_id = up.channel_header.tx_id.clone();
+        let creator = up.signature_header.creator.clone();
+        let mspid = self.signer.mspid().to_owned();
+        let acl = ProposalAcl {
+            config: &config,
+            org_mspid: &mspid,
+            proposal_bytes: &up.proposal_bytes,
+            signature: &up.signature,
+            creator: &creator,
+        };
+        let name = up.chaincode_name.as_str();
+        // Fabric verifies the creator's signature, then looks for the txid in the ledger, then checks the channel's
+        // `peer/Propose` ACL (user chaincodes only). The ACL evaluation verifies the same signature, so it runs
+        // first and its verification is reused; the errors keep Fabric's precedence.
+        let (propose_acl, signature_ok) = if is_system_chaincode(name) {
+            let id = config.msp_manager().deserialize_identity(&creator).map_err(|e| invalid(e.to_string()))?;
+            (Ok(()), id.verify(&up.proposal_bytes, &up.signature).is_ok())
+        } else {
+            acl.check_propose()
+        };
+        if !signature_ok {
+            let id = config.msp_manager().deserialize_identity(&creator).map_err(|e| invalid(e.to_string()))?;
+            return Err(invalid(up.signature_error(id.mspid())));
+        }
+        if self.replica.contains_txid(&tx_id) {
+            return Err(Rejected(format!(
+                "duplicate transaction found [{tx_id}]. Creator [{}]",
+                hex::encode(&creator)
+            )));
+        }
+        propose_acl.map_err(Rejected)?;
+
+        let view = self.replica.view();
+        let mut ctx = TxContext::new(&view, &channel, &tx_id, name, creator.clone(), &acl);
+        let installed = self.registry.get(name).cloned();
+        let info = match endorsement_info(&mut ctx, &config, &mspid, name, installed.is_some()) {
+            Ok(i) => i,
+            Err(e) => {
+                return Ok(failure(
+                    500,
+                    format!(
+                        "make sure the chaincode {name} has been successfully defined on channel {channel} and try again: {e}"
+                    ),
+                ))
+            }
+        };
+        let response = match (name, installed) {
+            (LIFECYCLE, _) => Lifecycle::new(&mspid, config.clone()).invoke(&mut ctx, &up.args),
+            (_, Some(cc)) => cc.invoke(&mut ctx, &up.args),
+            // endorsement_info already refused chaincodes that are not installed.
+            (_, None) => return Ok(failure(500, format!("chaincode {name} is not installed"))),
+        };
+        let sim = ctx.finish();
+        drop(view);
+
+        // A failed invocation carries no event (Fabric's callChaincode drops it).
+        let events = match (&sim.event, response.status < ferrofabric_chaincode::ERROR_THRESHOLD) {
+            (Some(e), true) => Bytes::from(e.encode_to_vec()),
+            _ => Bytes::new(),
+        };
+        let action = ChaincodeAction {
+            results: sim.results,
+            events,
+            response: Some(response.clone()),
+            chaincode_id: Some(ChaincodeId { name: name.to_owned(), version: info.version, path: String::new() }),
+        };
+        let payload = Bytes::from(
+            ProposalResponsePayload {
+                proposal_hash: up.proposal_hash.clone(),
+                extension: Bytes::from(action.encode_to_vec()),
+            }
+            .encode_to_vec(),
+        );
+        if response.status >= ferrofabric_chaincode::ERROR {
+            return Ok(ProposalResponse {
+                response: Some(response),
+                payload,
+                interest: Some(sim.interest),
+                ..Default::default()
+            });
+        }
+        if response.status >= ferrofabric_chaincode::ERROR_THRESHOLD {
+            return Ok(ProposalResponse { response: Some(response), ..Default::default() });
+        }
+        if info.endorsement_plugin != "escc" {
+            return Ok(failure(
+                500,
+                format!("endorsing with plugin failed: plugin with name {} wasn't found", info.endorsement_plugin),
+            ));
+        }
+        let endorsement = endorse(&self.signer, &payload);
+        Ok(ProposalResponse {
+            version: 1,
+            timestamp: None,
+            response: Some(response),
+            payload,
+            endorsement: Some(endorsement),
+            interest: Some(sim.interest),
+        })
+    }
+}
+
+/// Fabric's built-in `escc`: the endorser's signature over `payload ‖ endorser identity`.
+pub fn endorse(signer: &SigningIdentity, payload: &[u8]) -> Endorsement {
+    let endorser = signer.serialized().clone();
+    let mut msg = Vec::with_capacity(payload.len() + endorser.len());
+    msg.extend_from_slice(payload);
+    msg.extend_from_slice(&endorser);
+    Endorsement { signature: Bytes::from(signer.sign(&msg)), endorser }
+}

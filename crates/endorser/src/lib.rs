@@ -1,0 +1,77 @@
+//! Ferrofabric's endorser: Fabric's `protos.Endorser/ProcessProposal` over a replicated in-memory world state
+//! (FastFabric §III-G: endorsers on their own processes, fed with validated blocks by the committer, scale out).
+//!
+//! * [`Endorser::process_proposal`] checks a `SignedProposal` as Fabric's endorser does (`core/endorser`), simulates
+//!   the chaincode ([`ferrofabric_chaincode`]) against the [`Replica`] and returns the `ProposalResponse` with the
+//!   exact bytes a Fabric 2.5 peer produces, so Fabric's SDKs and validators accept it.
+//! * [`Replica`] holds the state, committed txids and channel configuration; [`follow::follow`] keeps it up to date
+//!   from the committer's peer `Deliver` service, or an in-process committer calls [`Replica::apply_block`].
+//! * [`serve`] runs the gRPC service; [`cli`] is `ferrofabric endorser`.
+//! * [`client`] has the client side (signed proposals, `CreateSignedTx`), for tests, the node and the benchmark.
+
+mod acl;
+pub mod cli;
+pub mod client;
+mod endorser;
+pub mod follow;
+mod proposal;
+mod replica;
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use ferrofabric_protos::peer::endorser_server::EndorserServer;
+use ferrofabric_protos::peer::{ProposalResponse, SignedProposal};
+
+pub use endorser::{endorse, Endorser, Rejected};
+pub use proposal::compute_tx_id;
+pub use replica::{Replica, ReplicaError};
+
+/// Largest gRPC message accepted or sent (Fabric's default `peer.maxRecvMsgSize` / `maxSendMsgSize`, 100 MiB).
+pub const MAX_MESSAGE_SIZE: usize = 100 * 1024 * 1024;
+
+/// The tonic service of an [`Endorser`]: refusals ([`Rejected`]) become gRPC status UNKNOWN with Fabric's message,
+/// as a Go gRPC server reports a returned error.
+#[derive(Clone)]
+pub struct EndorserService(pub Endorser);
+
+#[tonic::async_trait]
+impl ferrofabric_protos::peer::endorser_server::Endorser for EndorserService {
+    async fn process_proposal(
+        &self,
+        request: tonic::Request<SignedProposal>,
+    ) -> Result<tonic::Response<ProposalResponse>, tonic::Status> {
+        self.0.process_proposal(request.get_ref()).map(tonic::Response::new).map_err(|r| tonic::Status::unknown(r.0))
+    }
+}
+
+/// The `protos.Endorser` gRPC server of `endorser`, with Fabric's message size limits.
+pub fn grpc_service(endorser: Endorser) -> EndorserServer<EndorserService> {
+    EndorserServer::new(EndorserService(endorser))
+        .max_decoding_message_size(MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(MAX_MESSAGE_SIZE)
+}
+
+/// Serves `endorser` on `listener` (plain HTTP/2 gRPC) until `shutdown` completes.
+///
+/// Errors: the transport failed (e.g. the listener broke).
+pub async fn serve(
+    endorser: Endorser,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tonic::transport::Server::builder()
+        .add_service(grpc_service(endorser))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+}
+
+/// A bound listener and the address it got (for `127.0.0.1:0`).
+///
+/// Errors: the address cannot be bound.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<(tokio::net::TcpListener, SocketAddr)> {
+    let l = tokio::net::TcpListener::bind(addr).await?;
+    let a = l.local_addr()?;
+    Ok((l, a))
+}

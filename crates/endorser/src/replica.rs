@@ -1,0 +1,296 @@
+//! The endorser's replica of a channel's ledger state (FastFabric §III-G): the world state, the committed
+//! transaction IDs and the channel configuration, brought forward by the committer's validated blocks without
+//! validating them again. Several replicas (one per endorser process) scale endorsement out.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, RwLock};
+
+use bytes::Bytes;
+use ferrofabric_arena::{BlockArena, NsRwSet};
+use ferrofabric_policy::ChannelConfig;
+use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType};
+use ferrofabric_protos::kvrwset::KvMetadataEntry;
+use ferrofabric_protos::peer::TxValidationCode;
+use ferrofabric_state::{Height, StateKey, StateView, Update, UpdateBatch, VersionedValue, WorldState};
+use prost::Message;
+
+/// Why a block could not be applied to a [`Replica`] (nothing of it was applied).
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicaError {
+    /// The block bytes do not decode.
+    #[error("block does not decode: {0}")]
+    Decode(String),
+    /// The block is not the next one.
+    #[error("expected block {expected}, got block {got}")]
+    OutOfOrder {
+        /// The next block number the replica needs.
+        expected: u64,
+        /// The number of the block offered.
+        got: u64,
+    },
+    /// The block lacks a usable TRANSACTIONS_FILTER (it was not validated by a committer).
+    #[error("block {number}: {reason}")]
+    NotValidated {
+        /// Block number.
+        number: u64,
+        /// What is missing.
+        reason: String,
+    },
+    /// A channel configuration (genesis block or valid CONFIG transaction) could not be loaded.
+    #[error("channel configuration: {0}")]
+    Config(String),
+}
+
+struct Committed {
+    config: Arc<ChannelConfig>,
+    txids: HashSet<String>,
+}
+
+/// One channel's replicated state; see the module docs. All methods take `&self` and are thread-safe: simulations
+/// read through [`Replica::view`] while blocks are applied (a view always sees whole blocks).
+pub struct Replica {
+    channel_id: String,
+    state: WorldState,
+    committed: RwLock<Committed>,
+    /// Serialises block application (height check to state update). Lock order: `apply_lock`, `committed`, the
+    /// state's gate; readers never take `committed` while holding a view.
+    apply_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for Replica {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Replica").field("channel_id", &self.channel_id).field("height", &self.height()).finish()
+    }
+}
+
+fn config_from_envelope(channel_id: &str, env: &ConfigEnvelope) -> Result<ChannelConfig, ReplicaError> {
+    let config = env.config.as_ref().ok_or_else(|| ReplicaError::Config("ConfigEnvelope without config".into()))?;
+    ChannelConfig::from_config(channel_id, config).map_err(|e| ReplicaError::Config(e.to_string()))
+}
+
+impl Replica {
+    /// A replica at block 0 of the channel whose genesis (config) block is `genesis` (a marshaled `common.Block`).
+    ///
+    /// Errors: [`ReplicaError::Decode`] / [`ReplicaError::Config`] if the block is not a config block number 0.
+    pub fn from_genesis(genesis: Bytes) -> Result<Replica, ReplicaError> {
+        let arena = BlockArena::decode(genesis).map_err(|e| ReplicaError::Decode(e.to_string()))?;
+        if arena.number() != 0 {
+            return Err(ReplicaError::OutOfOrder { expected: 0, got: arena.number() });
+        }
+        let tx = arena.txs().first().ok_or_else(|| ReplicaError::Config("genesis block has no transaction".into()))?;
+        let channel_id = tx.channel_header().map_err(|e| ReplicaError::Config(e.to_string()))?.channel_id.clone();
+        let payload = tx.payload().map_err(|e| ReplicaError::Config(e.to_string()))?;
+        let env = ConfigEnvelope::decode(payload.data.clone())
+            .map_err(|e| ReplicaError::Config(format!("ConfigEnvelope: {e}")))?;
+        let config = config_from_envelope(&channel_id, &env)?;
+        let mut txids = HashSet::new();
+        if let Ok(ch) = tx.channel_header() {
+            if !ch.tx_id.is_empty() {
+                txids.insert(ch.tx_id.clone());
+            }
+        }
+        let state = WorldState::new();
+        state.apply(0, &UpdateBatch::new());
+        Ok(Replica {
+            channel_id,
+            state,
+            committed: RwLock::new(Committed { config: Arc::new(config), txids }),
+            apply_lock: Mutex::new(()),
+        })
+    }
+
+    fn committed(&self) -> std::sync::RwLockReadGuard<'_, Committed> {
+        match self.committed.read() {
+            Ok(g) => g,
+            // Writers never panic while holding the lock with half-applied changes (see apply_block).
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn committed_mut(&self) -> std::sync::RwLockWriteGuard<'_, Committed> {
+        match self.committed.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn serial(&self) -> std::sync::MutexGuard<'_, ()> {
+        match self.apply_lock.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// The channel's name.
+    pub fn channel_id(&self) -> &str {
+        &self.channel_id
+    }
+
+    /// Number of blocks applied, genesis included: the number of the next block.
+    pub fn height(&self) -> u64 {
+        self.state.view().height().map_or(0, |h| h + 1)
+    }
+
+    /// The current channel configuration.
+    pub fn config(&self) -> Arc<ChannelConfig> {
+        self.committed().config.clone()
+    }
+
+    /// A consistent view of the state after the last applied block.
+    pub fn view(&self) -> StateView<'_> {
+        self.state.view()
+    }
+
+    /// Whether a block applied so far holds a transaction with this ID (valid or not, as Fabric's ledger index).
+    pub fn contains_txid(&self, tx_id: &str) -> bool {
+        self.committed().txids.contains(tx_id)
+    }
+
+    /// Applies block `block_number`'s state updates as a validator computed them (e.g. `BlockResult::updates`), for
+    /// an in-process committer; record the block's transaction IDs with [`Replica::record_txids`].
+    ///
+    /// Errors: [`ReplicaError::OutOfOrder`] unless `block_number` is [`Replica::height`].
+    pub fn apply(&self, block_number: u64, updates: &UpdateBatch) -> Result<(), ReplicaError> {
+        let _serial = self.serial();
+        let expected = self.height();
+        if block_number != expected {
+            return Err(ReplicaError::OutOfOrder { expected, got: block_number });
+        }
+        self.state.apply(block_number, updates);
+        Ok(())
+    }
+
+    /// Records committed transaction IDs (for [`Replica::apply`] users).
+    pub fn record_txids<I: IntoIterator<Item = String>>(&self, txids: I) {
+        self.committed_mut().txids.extend(txids);
+    }
+
+    /// Applies a validated block as the committer delivers it (a marshaled `common.Block` whose
+    /// TRANSACTIONS_FILTER metadata holds one validation code per transaction): the write sets of the VALID
+    /// endorser transactions at height (block, tx index) as Fabric's `applyWriteSet` does, the configuration of a
+    /// VALID config transaction, and every transaction ID. Nothing is re-validated.
+    ///
+    /// Errors: undecodable block, wrong number, missing or short filter, unusable configuration; nothing is applied.
+    pub fn apply_block(&self, block: Bytes) -> Result<(), ReplicaError> {
+        let arena = BlockArena::decode(block).map_err(|e| ReplicaError::Decode(e.to_string()))?;
+        let number = arena.number();
+        let _serial = self.serial();
+        let expected = self.height();
+        if number != expected {
+            return Err(ReplicaError::OutOfOrder { expected, got: number });
+        }
+        let not_validated = |reason: &str| ReplicaError::NotValidated { number, reason: reason.to_owned() };
+        let filter = arena
+            .metadata()
+            .metadata
+            .get(BlockMetadataIndex::TransactionsFilter as usize)
+            .ok_or_else(|| not_validated("no TRANSACTIONS_FILTER metadata"))?;
+        if filter.len() != arena.txs().len() {
+            return Err(not_validated("TRANSACTIONS_FILTER length differs from the transaction count"));
+        }
+        let view = self.state.view();
+        let mut batch = UpdateBatch::new();
+        let mut txids = Vec::with_capacity(arena.txs().len());
+        let mut new_config = None;
+        for (i, tx) in arena.txs().iter().enumerate() {
+            let Ok(ch) = tx.channel_header() else { continue };
+            if !ch.tx_id.is_empty() {
+                txids.push(ch.tx_id.clone());
+            }
+            if filter[i] != TxValidationCode::Valid as u8 {
+                continue;
+            }
+            if ch.r#type == HeaderType::Config as i32 {
+                let payload = tx.payload().map_err(|e| ReplicaError::Config(e.to_string()))?;
+                let env = ConfigEnvelope::decode(payload.data.clone())
+                    .map_err(|e| ReplicaError::Config(format!("ConfigEnvelope: {e}")))?;
+                new_config = Some(config_from_envelope(&self.channel_id, &env)?);
+            } else if ch.r#type == HeaderType::EndorserTransaction as i32 {
+                // A VALID endorser transaction always has a decodable read/write set; skip defensively otherwise.
+                if let Ok(rwset) = tx.rwset() {
+                    apply_writes(&view, &mut batch, rwset, Height::new(number, i as u64));
+                }
+            }
+        }
+        drop(view);
+        // Hold the txid/config lock across the state update so a proposal never sees the block's state without its
+        // transaction IDs.
+        let mut committed = self.committed_mut();
+        self.state.apply(number, &batch);
+        committed.txids.extend(txids);
+        if let Some(c) = new_config {
+            committed.config = Arc::new(c);
+        }
+        Ok(())
+    }
+}
+
+/// What one transaction does to one key (Fabric's `keyOps` in `txmgmt/validation/tx_ops.go`).
+#[derive(Default)]
+struct KeyOp {
+    value: Option<Bytes>,
+    delete: bool,
+    metadata: Option<Vec<(String, Bytes)>>,
+}
+
+fn sorted_entries(entries: &[KvMetadataEntry]) -> Vec<(String, Bytes)> {
+    let mut m: Vec<(String, Bytes)> = entries.iter().map(|e| (e.name.clone(), e.value.clone())).collect();
+    m.sort_by(|a, b| a.0.cmp(&b.0));
+    m
+}
+
+/// Fabric's `applyWriteSet`: value writes keep the key's latest metadata unless the transaction also writes
+/// metadata; a metadata-only write changes an existing key (and is ignored for an absent one); a delete wins.
+fn apply_writes(view: &StateView<'_>, batch: &mut UpdateBatch, rwset: &[NsRwSet], h: Height) {
+    let mut ops: BTreeMap<StateKey, KeyOp> = BTreeMap::new();
+    for ns in rwset {
+        for w in &ns.kv.writes {
+            let op = ops.entry(StateKey::public(&ns.namespace, Bytes::copy_from_slice(w.key.as_bytes()))).or_default();
+            if w.is_delete {
+                op.delete = true;
+            } else {
+                op.value = Some(w.value.clone());
+            }
+        }
+        for m in &ns.kv.metadata_writes {
+            let op = ops.entry(StateKey::public(&ns.namespace, Bytes::copy_from_slice(m.key.as_bytes()))).or_default();
+            op.metadata = Some(sorted_entries(&m.entries));
+        }
+        for c in &ns.collections {
+            for w in &c.hashed.hashed_writes {
+                let op = ops.entry(StateKey::hashed(&ns.namespace, &c.collection, w.key_hash.clone())).or_default();
+                if w.is_delete || w.value_hash.is_empty() {
+                    op.delete = true;
+                } else {
+                    op.value = Some(w.value_hash.clone());
+                }
+            }
+            for m in &c.hashed.metadata_writes {
+                let op = ops.entry(StateKey::hashed(&ns.namespace, &c.collection, m.key_hash.clone())).or_default();
+                op.metadata = Some(sorted_entries(&m.entries));
+            }
+        }
+    }
+    for (key, op) in ops {
+        let latest = || match batch.get(&key) {
+            Some(Update::Put(v)) => Some(v.clone()),
+            Some(Update::Delete(_)) => None,
+            None => view.get(&key),
+        };
+        let update = if op.delete {
+            Update::Delete(h)
+        } else if let Some(value) = op.value {
+            let metadata = match op.metadata {
+                Some(m) => m,
+                None => latest().map(|v| v.metadata).unwrap_or_default(),
+            };
+            Update::Put(VersionedValue { value, metadata, version: h })
+        } else {
+            match (latest(), op.metadata) {
+                (Some(v), Some(metadata)) => Update::Put(VersionedValue { value: v.value, metadata, version: h }),
+                _ => continue,
+            }
+        };
+        batch.put(key, update);
+    }
+}

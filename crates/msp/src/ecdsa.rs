@@ -75,7 +75,7 @@ pub(crate) fn cmp_be(a: &[u8], b: &[u8]) -> Ordering {
 }
 
 /// `a - b` for big-endian magnitudes with `a >= b`, result as long as `a`.
-fn sub_be(a: &[u8], b: &[u8]) -> Vec<u8> {
+pub(crate) fn sub_be(a: &[u8], b: &[u8]) -> Vec<u8> {
     let mut out = a.to_vec();
     let mut borrow = 0i16;
     for i in 0..out.len() {

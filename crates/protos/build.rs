@@ -38,6 +38,7 @@ const PROTO_FILES: &[&str] = &[
     "ledger/rwset/rwset.proto",
     "ledger/rwset/kvrwset/kv_rwset.proto",
     "gateway/gateway.proto",
+    "ferrofabric/blockstore.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -57,3 +57,54 @@ def test_ecdsa_engine_word32():
         "w32",
         testcase=["valid_random_signatures", "fabric_fixture_signatures"],
     )
+
+
+def test_tx_mvcc_commit():
+    """MVCC and commit against the KV store (small table, so that keys collide)."""
+    _run(
+        "tx_mvcc_commit",
+        ["bmac_pkg.sv", "kv_store.sv", "tx_mvcc_commit.sv"],
+        "tb_mvcc",
+        {"KV_ENTRIES": 64, "KV_PROBES": 16, "MAX_WR": 8},
+        "small",
+    )
+
+
+BP_SOURCES = ECDSA_SOURCES + [
+    "bmac_pkg.sv", "ends_policy_evaluator.sv", "ends_scheduler.sv", "tx_vscc.sv", "tx_verify.sv",
+    "tx_validator.sv", "block_verify.sv", "sync_fifo.sv", "tx_scheduler.sv", "tx_collector.sv", "kv_store.sv",
+    "tx_mvcc_commit.sv", "block_processor.sv",
+]
+
+
+def test_block_processor():
+    """Two validators with two VSCC engines each (7 ECDSA engines), real signatures, two blocks."""
+    _run("block_processor", BP_SOURCES, "tb_block_processor", {"N": 2, "M": 2, "KV_ENTRIES": 256}, "2x2")
+
+
+PP_SOURCES = [
+    "bmac_pkg.sv", "sync_fifo.sv", "sha256_engine.sv", "axis_to_bytes.sv", "der_parser.sv", "version_parser.sv",
+    "protocol_processor.sv",
+]
+
+
+def test_protocol_processor():
+    """Hand-built sections through the protocol processor (identity cache of 4 slots)."""
+    _run("protocol_processor", PP_SOURCES, "tb_protocol", {"ID_SLOTS": 4, "ID_BYTES": 512}, "small")
+
+
+def test_ends_policy_evaluator():
+    """The generated policy circuit against the manifest it was generated with."""
+    _run("ends_policy_evaluator", ["ends_policy_evaluator.sv"], "tb_small", {}, "gen",
+         testcase=["policy_evaluator_matches_the_manifest"])
+
+
+def test_der_parser():
+    """DER signature decoding by Go's rules."""
+    _run("der_parser", ["der_parser.sv"], "tb_small", {}, "default", testcase=["der_parser_follows_go_rules"])
+
+
+def test_version_parser():
+    """Version varint decoding."""
+    _run("version_parser", ["version_parser.sv"], "tb_small", {}, "default",
+         testcase=["version_parser_decodes_varints"])

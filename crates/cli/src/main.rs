@@ -2,6 +2,12 @@
 //!
 //! * `ferrofabric ledger replay` — validate a ledger of orderer blocks from its genesis block, as a Fabric 2.5 peer
 //!   would, and report the validation codes and commit hashes (see [`replay`]).
+//! * `ferrofabric orderer` — the ordering node (Broadcast, Deliver, channel participation; solo and etcdraft).
+//! * `ferrofabric committer` — the committing peer (pulls, validates and commits blocks; serves peer Deliver).
+//! * `ferrofabric endorser` — endorsement (ProcessProposal) against a replica of the committed state.
+//! * `ferrofabric blockstore` — the block storage service (follows a committer; blocks by number, txs by txid).
+//! * `ferrofabric crypto generate` / `ferrofabric channel genesis` — cryptogen and configtxgen.
+//! * `ferrofabric bench orderer` — whole-system ordering benchmark.
 
 mod replay;
 
@@ -25,6 +31,29 @@ enum Command {
         #[command(subcommand)]
         command: LedgerCommand,
     },
+    /// Runs an ordering node (Fabric's AtomicBroadcast and channel participation API).
+    Orderer(ferrofabric_orderer::cli::OrdererArgs),
+    /// Runs a committing peer: pulls blocks from the orderers, validates, commits, serves peer Deliver.
+    Committer(ferrofabric_committer::cli::CommitterArgs),
+    /// Runs an endorser: simulates proposals against its replica of the state and signs the responses.
+    Endorser(ferrofabric_endorser::cli::EndorserArgs),
+    /// Runs the block storage service: follows a committer, serves blocks by number and transactions by txid.
+    Blockstore(ferrofabric_blockstore_service::cli::BlockstoreArgs),
+    /// Generates crypto material in cryptogen's layout (MSP and TLS certificates, NodeOUs).
+    Crypto(ferrofabric_cryptogen::cli::CryptoArgs),
+    /// Channel tools: a channel's genesis block from a configtx.yaml profile, as configtxgen makes it.
+    Channel(ferrofabric_configtxgen::cli::ChannelArgs),
+    /// Whole-system benchmarks.
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Ordering throughput and block latency: N pre-signed envelopes from K clients, solo (and Raft).
+    Orderer(ferrofabric_orderer::bench::OrdererBenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -53,17 +82,29 @@ enum LedgerCommand {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Daemons log at info by default, tools only warnings; FERROFABRIC_LOG (an EnvFilter) overrides.
+    let default_level = match cli.command {
+        Command::Orderer(_) | Command::Committer(_) | Command::Blockstore(_) | Command::Endorser(_) => "info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("FERROFABRIC_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("FERROFABRIC_LOG").unwrap_or_else(|_| default_level.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Command::Ledger { command: LedgerCommand::Replay { genesis, blocks, report, state, threads, quiet } } => {
             replay::run(&replay::Args { genesis, blocks, report, state, threads, progress: !quiet })
         }
+        Command::Orderer(args) => ferrofabric_orderer::cli::run(args),
+        Command::Committer(args) => ferrofabric_committer::cli::run(args),
+        Command::Blockstore(args) => ferrofabric_blockstore_service::cli::run(args),
+        Command::Endorser(args) => ferrofabric_endorser::cli::run(args),
+        Command::Crypto(args) => ferrofabric_cryptogen::cli::run(args),
+        Command::Channel(args) => ferrofabric_configtxgen::cli::run(args),
+        Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric_orderer::bench::run(args).map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -125,3 +125,13 @@ pub mod kvrwset {
 pub mod gateway {
     generated!("gateway.rs");
 }
+
+/// Package `ferrofabric.blockstore`: Ferrofabric's own block-store query
+/// service (`proto/ferrofabric/blockstore.proto`), not part of Fabric.
+pub mod ferrofabric {
+    /// Block and transaction lookups served by `ferrofabric blockstore`.
+    #[allow(missing_docs, clippy::all)]
+    pub mod blockstore {
+        generated!("ferrofabric.blockstore.rs");
+    }
+}

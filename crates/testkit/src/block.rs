@@ -158,7 +158,7 @@ impl<'a> BlockBuilder<'a> {
             msg.extend_from_slice(&value);
             msg.extend_from_slice(&signature_header);
             msg.extend_from_slice(&block_header_bytes(&header));
-            let mut signature = self.signer.sign(&msg);
+            let mut signature = self.signer.sign_deterministic(&msg);
             if self.corrupt_signature {
                 if let Some(last) = signature.last_mut() {
                     *last ^= 0x01;

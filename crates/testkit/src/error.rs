@@ -6,8 +6,8 @@ use std::path::PathBuf;
 /// transactions/blocks or writing MSP directories.
 #[derive(Debug, thiserror::Error)]
 pub enum TestkitError {
-    /// rcgen rejected certificate parameters, or a key could not be
-    /// serialised (should not happen with the fixed profiles used here).
+    /// `ferrofabric-cryptogen` failed to generate the network's material
+    /// (should not happen with the fixed config used here).
     #[error("certificate generation failed: {0}")]
     Certificate(String),
     /// A generated certificate/key pair was rejected by the MSP crate's
@@ -29,10 +29,4 @@ pub enum TestkitError {
     /// A builder was used inconsistently (e.g. no creator set).
     #[error("builder: {0}")]
     Builder(String),
-}
-
-impl TestkitError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        TestkitError::Io { path: path.into(), source }
-    }
 }

@@ -492,7 +492,7 @@ impl<'a> TxBuilder<'a> {
                 let mut msg = Vec::with_capacity(prp.len() + endorser.len());
                 msg.extend_from_slice(&prp);
                 msg.extend_from_slice(&endorser);
-                let mut signature = Bytes::from(e.sign(&msg));
+                let mut signature = Bytes::from(e.sign_deterministic(&msg));
                 if self.corrupt_endorsements.contains(&i) {
                     flip_last_byte(&mut signature);
                 }
@@ -521,7 +521,7 @@ impl<'a> TxBuilder<'a> {
         };
         let payload =
             Bytes::from(Payload { header: Some(Header { channel_header, signature_header }), data }.encode_to_vec());
-        let mut signature = Bytes::from(self.creator.sign(&payload));
+        let mut signature = Bytes::from(self.creator.sign_deterministic(&payload));
         if self.corrupt_creator {
             flip_last_byte(&mut signature);
         }

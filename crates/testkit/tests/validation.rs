@@ -192,7 +192,7 @@ fn msp_dirs_load_with_msp_crate() {
     let peer_org = dir.join("peerOrganizations/org1.example.com");
     let peer = SigningIdentity::from_msp_dir("Org1MSP", &peer_org.join("peers/peer0.org1.example.com/msp")).unwrap();
     assert_eq!(peer.serialized(), net.peer(0).serialized());
-    assert_eq!(peer.sign(b"x"), net.peer(0).sign(b"x"));
+    assert_eq!(peer.sign_deterministic(b"x"), net.peer(0).sign_deterministic(b"x"));
     let orderer = SigningIdentity::from_msp_dir(
         "OrdererMSP",
         &dir.join("ordererOrganizations/example.com/orderers/orderer.example.com/msp"),

@@ -1,0 +1,67 @@
+//! `ferrofabric blockstore --config FILE` (the workspace CLI embeds [`BlockstoreArgs`]).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::config::BlockstoreConfig;
+
+/// Arguments of `ferrofabric blockstore`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BlockstoreArgs {
+    /// Configuration file (YAML, see `ferrofabric_blockstore_service::config`).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Overrides `DataDir`.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Overrides `ListenAddress`, `host:port`.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Overrides `Committers` (repeat for several).
+    #[arg(long = "committer", value_name = "ADDR")]
+    pub committers: Vec<String>,
+}
+
+impl BlockstoreArgs {
+    /// The file's configuration with the flags applied.
+    ///
+    /// Errors: unreadable or malformed file.
+    pub fn to_config(&self) -> anyhow::Result<BlockstoreConfig> {
+        let mut c = BlockstoreConfig::load(&self.config)?;
+        if let Some(d) = &self.data_dir {
+            c.data_dir = Some(d.clone());
+        }
+        if let Some(l) = &self.listen {
+            c.listen_address = l.clone();
+        }
+        if !self.committers.is_empty() {
+            c.committers = self.committers.clone();
+        }
+        Ok(c)
+    }
+}
+
+/// Runs the service until Ctrl-C or SIGTERM or until storing fails. Prints one line
+/// `blockstore ready: listen=ADDR operations=ADDR height=N` once it serves. Builds its own multi-threaded Tokio
+/// runtime, so it must not be called from within one.
+///
+/// Errors: configuration, start-up and storage errors.
+pub fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
+    let config = args.to_config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("blockstore")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let node = crate::node::start(config).await?;
+        println!(
+            "blockstore ready: listen={} operations={} height={}",
+            node.listen_addr,
+            node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+            node.store.height()
+        );
+        node.run_until(ferrofabric_committer::cli::wait_for_signal()).await
+    })
+}

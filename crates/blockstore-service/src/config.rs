@@ -1,0 +1,142 @@
+//! The block-store service's configuration file (YAML, PascalCase keys like the committer's):
+//!
+//! ```yaml
+//! Channel: mychannel
+//! DataDir: data/blockstore                  # the block store (ledger/)
+//! LocalMSPDir: crypto/.../peer0.org1.example.com/msp   # signs Deliver requests to the committers
+//! LocalMSPID: Org1MSP
+//! Committers: ["127.0.0.1:7051"]            # peer Deliver endpoints followed, with fail-over
+//! CommitterTLS: {Enabled: false, RootCAs: []}
+//! ListenAddress: 127.0.0.1:7053             # BlockStore queries and peer Deliver
+//! TLS: {Enabled: false}
+//! OperationsListenAddress: ""               # /metrics, /healthz; empty disables
+//! SyncEveryBlock: false
+//! TimeWindow: 15m
+//! Delivery: {ConnectTimeout: 3s, ReconnectBackoffThreshold: 10s}
+//! ```
+//! Relative paths are resolved against the file's directory.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use ferrofabric_committer::config::{parse_addr, parse_duration, ClientTlsConfig, DeliveryConfig, ServerTlsConfig};
+use serde::Deserialize;
+
+/// The whole configuration; see the module docs.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct BlockstoreConfig {
+    /// The channel followed.
+    pub channel: String,
+    /// Directory of the block store.
+    pub data_dir: Option<PathBuf>,
+    /// Local MSP directory (its identity must satisfy the committer's `/Channel/Application/Readers`).
+    #[serde(rename = "LocalMSPDir")]
+    pub local_msp_dir: Option<PathBuf>,
+    /// Local MSP ID.
+    #[serde(rename = "LocalMSPID")]
+    pub local_msp_id: Option<String>,
+    /// Committer (peer Deliver) addresses `host:port`.
+    pub committers: Vec<String>,
+    /// TLS towards the committers.
+    #[serde(rename = "CommitterTLS")]
+    pub committer_tls: ClientTlsConfig,
+    /// Listen address of the BlockStore and Deliver gRPC services (port 0 picks a free port).
+    pub listen_address: String,
+    /// TLS of that listener (with `ClientAuthRequired`, the access control of the query service).
+    #[serde(rename = "TLS")]
+    pub tls: ServerTlsConfig,
+    /// Operations listen address; empty disables it.
+    pub operations_listen_address: String,
+    /// fsync every appended block (otherwise a power loss may lose a tail, which is fetched again on restart).
+    pub sync_every_block: bool,
+    /// Deliver requests' timestamp tolerance (Go duration).
+    pub time_window: String,
+    /// Connection behaviour towards the committers.
+    pub delivery: DeliveryConfig,
+}
+
+impl Default for BlockstoreConfig {
+    fn default() -> Self {
+        BlockstoreConfig {
+            channel: String::new(),
+            data_dir: None,
+            local_msp_dir: None,
+            local_msp_id: None,
+            committers: Vec::new(),
+            committer_tls: ClientTlsConfig::default(),
+            listen_address: "127.0.0.1:7053".into(),
+            tls: ServerTlsConfig::default(),
+            operations_listen_address: String::new(),
+            sync_every_block: false,
+            time_window: "15m".into(),
+            delivery: DeliveryConfig::default(),
+        }
+    }
+}
+
+impl BlockstoreConfig {
+    /// Reads a YAML file, resolving relative paths against its directory.
+    ///
+    /// Errors: unreadable file, YAML not matching the layout.
+    pub fn load(path: &Path) -> anyhow::Result<BlockstoreConfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut c: BlockstoreConfig =
+            serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        for p in [&mut c.data_dir, &mut c.local_msp_dir].into_iter().flatten() {
+            fix(p);
+        }
+        c.committer_tls.root_cas.iter_mut().for_each(fix);
+        for p in [
+            &mut c.committer_tls.client_certificate,
+            &mut c.committer_tls.client_key,
+            &mut c.tls.certificate,
+            &mut c.tls.private_key,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            fix(p);
+        }
+        c.tls.client_root_cas.iter_mut().for_each(fix);
+        Ok(c)
+    }
+
+    /// Checks the values without usable defaults.
+    ///
+    /// Errors: no channel, data directory, MSP or committer; bad addresses or durations.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.channel.is_empty() {
+            bail!("Channel is not set");
+        }
+        if self.data_dir.is_none() {
+            bail!("DataDir is not set");
+        }
+        if self.local_msp_dir.is_none() || self.local_msp_id.is_none() {
+            bail!("LocalMSPDir and LocalMSPID must be set (the service signs its Deliver requests)");
+        }
+        if self.committers.is_empty() {
+            bail!("Committers is empty");
+        }
+        parse_addr(&self.listen_address)?;
+        if !self.operations_listen_address.is_empty() {
+            parse_addr(&self.operations_listen_address)?;
+        }
+        for d in [
+            &self.time_window,
+            &self.delivery.connect_timeout,
+            &self.delivery.reconnect_backoff_threshold,
+            &self.delivery.keepalive_interval,
+            &self.delivery.keepalive_timeout,
+        ] {
+            parse_duration(d)?;
+        }
+        Ok(())
+    }
+}

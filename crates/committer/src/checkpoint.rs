@@ -1,0 +1,284 @@
+//! State checkpoints: the whole in-memory world state after one block, written atomically to one file (FastFabric
+//! keeps the state in memory, Opt P-I; this makes it survive restarts together with the block store).
+//!
+//! # File format (`<DataDir>/checkpoint`, all integers little-endian)
+//! ```text
+//! "FFCKPT01"                                 8-byte magic
+//! u64 block number                           the state is the one after this block
+//! u8 has_commit_hash, [32] commit hash       zeros and 0 when the block has none (block 0)
+//! [32] header hash                           SHA-256 of the block's header (Fabric BlockHeaderHash)
+//! u64 entry count, then per entry, in key order:
+//!   u32 len + namespace, u32 len + collection, u32 len + key, u32 len + value,
+//!   u32 metadata count, then per metadata entry u32 len + name, u32 len + value,
+//!   u64 version block, u64 version tx
+//! [32] SHA-256 of everything above
+//! ```
+//! Writing: a temporary file in the same directory, `fsync`, rename over the old file, `fsync` of the directory, so
+//! a crash leaves either the old or the new checkpoint, never a torn one. Reading checks the trailing hash and every
+//! length; a damaged file is an error, never a panic.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use ferrofabric_state::{Height, StateKey, Update, UpdateBatch, VersionedValue, WorldState};
+use sha2::{Digest, Sha256};
+
+const MAGIC: &[u8; 8] = b"FFCKPT01";
+
+/// Why a checkpoint could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// File system error, with the path.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The file is not a complete checkpoint.
+    #[error("checkpoint {path} is damaged: {reason}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The world state after block `number`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// The last block whose updates the state includes.
+    pub number: u64,
+    /// The commit hash after that block (`None` for block 0).
+    pub commit_hash: Option<[u8; 32]>,
+    /// SHA-256 of that block's header: the checkpoint belongs to exactly this chain.
+    pub header_hash: [u8; 32],
+    /// Every key present, in key order.
+    pub entries: Vec<(StateKey, VersionedValue)>,
+}
+
+impl Checkpoint {
+    /// The file name inside the data directory.
+    pub const FILE_NAME: &'static str = "checkpoint";
+
+    /// Serializes the checkpoint (see the module docs).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + self.entries.len() * 96);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&self.number.to_le_bytes());
+        out.push(u8::from(self.commit_hash.is_some()));
+        out.extend_from_slice(&self.commit_hash.unwrap_or([0; 32]));
+        out.extend_from_slice(&self.header_hash);
+        out.extend_from_slice(&(self.entries.len() as u64).to_le_bytes());
+        let put = |out: &mut Vec<u8>, b: &[u8]| {
+            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(b);
+        };
+        for (k, v) in &self.entries {
+            put(&mut out, k.namespace.as_bytes());
+            put(&mut out, k.collection.as_bytes());
+            put(&mut out, &k.key);
+            put(&mut out, &v.value);
+            out.extend_from_slice(&(v.metadata.len() as u32).to_le_bytes());
+            for (name, value) in &v.metadata {
+                put(&mut out, name.as_bytes());
+                put(&mut out, value);
+            }
+            out.extend_from_slice(&v.version.block_num.to_le_bytes());
+            out.extend_from_slice(&v.version.tx_num.to_le_bytes());
+        }
+        let digest: [u8; 32] = Sha256::digest(&out).into();
+        out.extend_from_slice(&digest);
+        out
+    }
+
+    /// Parses [`Checkpoint::encode`]'s output; `path` only names the file in errors.
+    ///
+    /// Errors: [`CheckpointError::Corrupt`] for a wrong magic, a bad trailing hash, a length running past the end,
+    /// non-UTF-8 names or trailing bytes.
+    pub fn decode(data: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> {
+        let corrupt = |reason: String| CheckpointError::Corrupt { path: path.to_owned(), reason };
+        if data.len() < MAGIC.len() + 32 || &data[..MAGIC.len()] != MAGIC {
+            return Err(corrupt("not a checkpoint file (bad magic or too short)".into()));
+        }
+        let (body, digest) = data.split_at(data.len() - 32);
+        if Sha256::digest(body).as_slice() != digest {
+            return Err(corrupt("checksum mismatch".into()));
+        }
+        let mut r = Reader { data: Bytes::copy_from_slice(body), pos: MAGIC.len() };
+        let number = r.u64().map_err(corrupt)?;
+        let has_hash = r.take(1).map_err(corrupt)?[0];
+        let hash: [u8; 32] = r.array().map_err(corrupt)?;
+        let commit_hash = match has_hash {
+            0 => None,
+            1 => Some(hash),
+            b => return Err(corrupt(format!("bad commit hash flag {b}"))),
+        };
+        let header_hash = r.array().map_err(corrupt)?;
+        let count = r.u64().map_err(corrupt)?;
+        // Every entry takes at least 40 bytes: a count larger than that cannot be honest.
+        if count > (body.len() / 40) as u64 {
+            return Err(corrupt(format!("entry count {count} exceeds the file size")));
+        }
+        let mut entries = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let entry = (|| -> Result<(StateKey, VersionedValue), String> {
+                let namespace = r.string()?;
+                let collection = r.string()?;
+                let key = r.bytes()?;
+                let value = r.bytes()?;
+                let n = r.u32()?;
+                let mut metadata = Vec::new();
+                for _ in 0..n {
+                    metadata.push((r.string()?, r.bytes()?));
+                }
+                let version = Height::new(r.u64()?, r.u64()?);
+                Ok((StateKey { namespace, collection, key }, VersionedValue { value, metadata, version }))
+            })()
+            .map_err(|e| corrupt(format!("entry {i}: {e}")))?;
+            entries.push(entry);
+        }
+        if r.pos != r.data.len() {
+            return Err(corrupt(format!("{} bytes after the last entry", r.data.len() - r.pos)));
+        }
+        Ok(Checkpoint { number, commit_hash, header_hash, entries })
+    }
+
+    /// Writes the checkpoint to `dir/checkpoint` atomically (temporary file, fsync, rename, directory fsync).
+    ///
+    /// Errors: [`CheckpointError::Io`].
+    pub fn write(&self, dir: &Path) -> Result<(), CheckpointError> {
+        let io = |action: &'static str, path: &Path| {
+            let path = path.to_owned();
+            move |source| CheckpointError::Io { action, path, source }
+        };
+        let tmp = dir.join(format!("{}.tmp", Self::FILE_NAME));
+        let path = dir.join(Self::FILE_NAME);
+        let mut f = File::create(&tmp).map_err(io("creating", &tmp))?;
+        f.write_all(&self.encode()).map_err(io("writing", &tmp))?;
+        f.sync_all().map_err(io("syncing", &tmp))?;
+        drop(f);
+        std::fs::rename(&tmp, &path).map_err(io("renaming to", &path))?;
+        File::open(dir).and_then(|d| d.sync_all()).map_err(io("syncing directory", dir))?;
+        Ok(())
+    }
+
+    /// Reads `dir/checkpoint`; `Ok(None)` when there is none.
+    ///
+    /// Errors: [`CheckpointError::Io`] (other than "not found"), [`CheckpointError::Corrupt`].
+    pub fn read(dir: &Path) -> Result<Option<Checkpoint>, CheckpointError> {
+        let path = dir.join(Self::FILE_NAME);
+        match std::fs::read(&path) {
+            Ok(data) => Checkpoint::decode(&data, &path).map(Some),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(CheckpointError::Io { action: "reading", path, source }),
+        }
+    }
+
+    /// A world state holding exactly the checkpoint's entries, at height `number`.
+    pub fn to_world_state(&self) -> WorldState {
+        let state = WorldState::new();
+        let mut batch = UpdateBatch::new();
+        for (k, v) in &self.entries {
+            batch.put(k.clone(), Update::Put(v.clone()));
+        }
+        state.apply(self.number, &batch);
+        state
+    }
+}
+
+struct Reader {
+    data: Bytes,
+    pos: usize,
+}
+
+impl Reader {
+    fn take(&mut self, n: usize) -> Result<Bytes, String> {
+        let end = self.pos.checked_add(n).filter(|e| *e <= self.data.len()).ok_or("runs past the end of the file")?;
+        let out = self.data.slice(self.pos..end);
+        self.pos = end;
+        Ok(out)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], String> {
+        let b = self.take(N)?;
+        let mut out = [0u8; N];
+        out.copy_from_slice(&b);
+        Ok(out)
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        self.array().map(u32::from_le_bytes)
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        self.array().map(u64::from_le_bytes)
+    }
+    fn bytes(&mut self) -> Result<Bytes, String> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn string(&mut self) -> Result<String, String> {
+        let b = self.bytes()?;
+        String::from_utf8(b.to_vec()).map_err(|_| "a name is not UTF-8".to_string())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Checkpoint {
+        Checkpoint {
+            number: 7,
+            commit_hash: Some([7; 32]),
+            header_hash: [9; 32],
+            entries: vec![
+                (
+                    StateKey::public("cc", "a"),
+                    VersionedValue { value: Bytes::from_static(b"1"), metadata: vec![], version: Height::new(3, 1) },
+                ),
+                (
+                    StateKey::hashed("cc", "coll", vec![0u8; 32]),
+                    VersionedValue {
+                        value: Bytes::from_static(b"h"),
+                        metadata: vec![("VALIDATION_PARAMETER".into(), Bytes::from_static(b"p"))],
+                        version: Height::new(5, 0),
+                    },
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn write_then_read_round_trips_and_rebuilds_the_state() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Checkpoint::read(dir.path()).unwrap(), None);
+        let c = sample();
+        c.write(dir.path()).unwrap();
+        let back = Checkpoint::read(dir.path()).unwrap().unwrap();
+        assert_eq!(back, c);
+        let state = back.to_world_state();
+        assert_eq!(state.view().entries(), c.entries);
+        assert_eq!(state.view().height(), Some(7));
+        assert!(!dir.path().join("checkpoint.tmp").exists());
+    }
+
+    #[test]
+    fn every_truncation_and_bit_flip_is_an_error_not_a_panic() {
+        let bytes = sample().encode();
+        let p = Path::new("x");
+        for cut in 0..bytes.len() {
+            assert!(Checkpoint::decode(&bytes[..cut], p).is_err(), "cut at {cut}");
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 0x40;
+            assert!(Checkpoint::decode(&b, p).is_err(), "flip at {i}");
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! `ferrofabric committer --config FILE`: the command-line entry (the workspace CLI embeds [`CommitterArgs`]).
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::config::CommitterConfig;
+
+/// Arguments of `ferrofabric committer`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CommitterArgs {
+    /// Configuration file (YAML, see `ferrofabric_committer::config`).
+    #[arg(long, value_name = "FILE")]
+    pub config: PathBuf,
+    /// Overrides `DataDir`.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Overrides `ListenAddress` (peer Deliver), `host:port`.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Overrides `OperationsListenAddress` (`/metrics`, `/healthz`); empty disables it.
+    #[arg(long, value_name = "ADDR")]
+    pub operations_listen: Option<String>,
+    /// Overrides `Orderers` (repeat for several).
+    #[arg(long = "orderer", value_name = "ADDR")]
+    pub orderers: Vec<String>,
+}
+
+impl CommitterArgs {
+    /// The file's configuration with the flags applied.
+    ///
+    /// Errors: unreadable or malformed file.
+    pub fn to_config(&self) -> anyhow::Result<CommitterConfig> {
+        let mut c = CommitterConfig::load(&self.config)?;
+        if let Some(d) = &self.data_dir {
+            c.data_dir = Some(d.clone());
+        }
+        if let Some(l) = &self.listen {
+            c.listen_address = l.clone();
+        }
+        if let Some(o) = &self.operations_listen {
+            c.operations_listen_address = o.clone();
+        }
+        if !self.orderers.is_empty() {
+            c.orderers = self.orderers.clone();
+        }
+        Ok(c)
+    }
+}
+
+/// Runs a committer until Ctrl-C or SIGTERM (then shuts down cleanly, leaving a final checkpoint) or until its
+/// pipeline fails. Prints one line `committer ready: deliver=ADDR operations=ADDR height=N` once it serves. Builds
+/// its own multi-threaded Tokio runtime, so it must not be called from within one.
+///
+/// Errors: configuration, start-up and pipeline errors.
+pub fn run(args: CommitterArgs) -> anyhow::Result<()> {
+    let config = args.to_config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("committer")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let node = crate::node::start(config).await?;
+        println!(
+            "committer ready: deliver={} operations={} height={}",
+            node.deliver_addr,
+            node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+            node.store.height()
+        );
+        node.run_until(wait_for_signal()).await
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

@@ -1,0 +1,432 @@
+//! A Deliver client that follows a channel from a list of servers, the way Fabric's peer pulls blocks from the
+//! orderers (`common/deliverclient/blocksprovider/deliverer.go`): ask for blocks from our own height to the end of
+//! time with a signed `SeekInfo` (`BLOCK_UNTIL_READY`), hand every block on, and on any error — a failed connection,
+//! a broken stream, a status, a block out of order, or a block the consumer refused — pause (100 ms, doubling up to a
+//! threshold, reset by the next block received) and resume from the consumer's height at the next server.
+//!
+//! The same client follows an orderer (`orderer.AtomicBroadcast/Deliver`) or a committer
+//! (`protos.Deliver/Deliver`): both answer with `DeliverResponse{status = 1 | block = 2}`. Blocks are handed on as the
+//! bytes received, never re-encoded.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, Context};
+use bytes::{Buf, Bytes};
+use ferrofabric_msp::SigningIdentity;
+use ferrofabric_protos::common::{BlockHeader, ChannelHeader, Envelope, Header, HeaderType, Payload, SignatureHeader};
+use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPosition, SeekSpecified};
+use prost::Message;
+use tokio::sync::mpsc;
+use tonic::codec::{DecodeBuf, Decoder};
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+use crate::grpc::{PairCodec, RawEncoder};
+
+/// Which Deliver service to call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliverApi {
+    /// An orderer's `/orderer.AtomicBroadcast/Deliver`.
+    Orderer,
+    /// A peer's (our committer's) `/protos.Deliver/Deliver`.
+    Peer,
+}
+
+impl DeliverApi {
+    fn path(self) -> &'static str {
+        match self {
+            DeliverApi::Orderer => "/orderer.AtomicBroadcast/Deliver",
+            DeliverApi::Peer => "/protos.Deliver/Deliver",
+        }
+    }
+}
+
+/// TLS material of a client connection, as PEM bytes.
+#[derive(Debug, Clone)]
+pub struct ClientTls {
+    /// CA certificates that sign the servers' certificates.
+    pub ca_pem: Vec<u8>,
+    /// Name to check the server certificate against; `None` = the host of the address.
+    pub server_name: Option<String>,
+    /// Client certificate and key for mutual TLS.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl ClientTls {
+    /// Loads the files named by a [`crate::config::ClientTlsConfig`]; `None` when TLS is disabled.
+    ///
+    /// Errors: unreadable files, a certificate without its key.
+    pub fn from_config(c: &crate::config::ClientTlsConfig) -> anyhow::Result<Option<ClientTls>> {
+        if !c.enabled {
+            return Ok(None);
+        }
+        let mut ca_pem = Vec::new();
+        for p in &c.root_cas {
+            ca_pem.extend(std::fs::read(p).with_context(|| format!("reading TLS root CA {}", p.display()))?);
+            ca_pem.push(b'\n');
+        }
+        let identity = match (&c.client_certificate, &c.client_key) {
+            (Some(cert), Some(key)) => Some((
+                std::fs::read(cert).with_context(|| format!("reading {}", cert.display()))?,
+                std::fs::read(key).with_context(|| format!("reading {}", key.display()))?,
+            )),
+            (None, None) => None,
+            _ => anyhow::bail!("a TLS client certificate needs its key and vice versa"),
+        };
+        Ok(Some(ClientTls { ca_pem, server_name: c.server_name_override.clone().filter(|s| !s.is_empty()), identity }))
+    }
+}
+
+/// Where and how to follow a channel.
+#[derive(Debug, Clone)]
+pub struct FollowConfig {
+    /// Server addresses `host:port`, tried in turn.
+    pub endpoints: Vec<String>,
+    /// The service to call.
+    pub api: DeliverApi,
+    /// Channel ID put in the seek request.
+    pub channel_id: String,
+    /// TLS, if the servers speak it.
+    pub tls: Option<ClientTls>,
+    /// Timeout of one connection attempt.
+    pub connect_timeout: Duration,
+    /// Largest pause between attempts.
+    pub max_backoff: Duration,
+    /// HTTP/2 keepalive interval (detects dead servers on idle streams).
+    pub keepalive_interval: Duration,
+    /// HTTP/2 keepalive ping timeout.
+    pub keepalive_timeout: Duration,
+}
+
+/// A block as received.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The block number from its header.
+    pub number: u64,
+    /// The marshaled `common.Block` exactly as the server sent it.
+    pub bytes: Bytes,
+    /// When it arrived (start of the block latency metric).
+    pub received: Instant,
+}
+
+/// Why a session with one server ended.
+enum SessionEnd {
+    /// The consumer is gone: stop following.
+    Closed,
+    /// The consumer asked to start again from this number (it refused a block).
+    Restart(u64),
+    /// An error; `progressed` = at least one block was received in the session.
+    Failed { error: anyhow::Error, progressed: bool },
+}
+
+/// Follows a channel from a list of servers; see the module docs.
+pub struct Follower {
+    config: FollowConfig,
+    signer: Arc<SigningIdentity>,
+}
+
+impl std::fmt::Debug for Follower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follower").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Follower {
+    /// A follower signing its seek requests with `signer` (must satisfy the server's Readers policy).
+    pub fn new(config: FollowConfig, signer: Arc<SigningIdentity>) -> Self {
+        Follower { config, signer }
+    }
+
+    /// Sends every block from number `next` on to `out`, in order, until `out` is closed. A number received on
+    /// `restart` makes the follower drop the current server and ask the next one for blocks from that number (the
+    /// consumer refused a block, e.g. a bad signature). Blocks already queued in `out` at that moment are not
+    /// recalled: the consumer skips numbers it does not expect. Closing `out` or the `restart` sender ends the
+    /// follower.
+    ///
+    /// Never returns an error: failures are logged and retried with back-off, forever (Fabric's peer gives up only
+    /// when it is not a static leader; a committer always is).
+    pub async fn run(self, mut next: u64, out: mpsc::Sender<Fetched>, mut restart: Option<mpsc::Receiver<u64>>) {
+        let n = self.config.endpoints.len();
+        if n == 0 {
+            tracing::error!("no Deliver endpoints configured; nothing to follow");
+            out.closed().await;
+            return;
+        }
+        let mut index = rand::random::<u32>() as usize % n;
+        let mut failures: u32 = 0;
+        loop {
+            if failures > 0 {
+                let pause = backoff(failures, self.config.max_backoff);
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = out.closed() => return,
+                }
+            }
+            let endpoint = &self.config.endpoints[index % n];
+            match self.session(endpoint, &mut next, &out, restart.as_mut()).await {
+                SessionEnd::Closed => return,
+                SessionEnd::Restart(from) => {
+                    tracing::warn!(%endpoint, from, "block refused; fetching it again from another server");
+                    next = from;
+                    failures = failures.saturating_add(1);
+                    index += 1;
+                }
+                SessionEnd::Failed { error, progressed } => {
+                    tracing::warn!(%endpoint, next, error = format!("{error:#}"), "Deliver from {endpoint} failed");
+                    failures = if progressed { 1 } else { failures.saturating_add(1) };
+                    index += 1;
+                }
+            }
+        }
+    }
+
+    async fn session(
+        &self,
+        endpoint: &str,
+        next: &mut u64,
+        out: &mpsc::Sender<Fetched>,
+        mut restart: Option<&mut mpsc::Receiver<u64>>,
+    ) -> SessionEnd {
+        let start = *next;
+        let fail = |error: anyhow::Error, next: u64| SessionEnd::Failed { error, progressed: next > start };
+        let channel = match connect(endpoint, &self.config).await {
+            Ok(c) => c,
+            Err(e) => return fail(e, *next),
+        };
+        let request = seek_envelope(&self.config.channel_id, &self.signer, &seek_from(*next));
+        let mut stream = match open_deliver(channel, self.config.api, request).await {
+            Ok(s) => s,
+            Err(e) => return fail(anyhow!("opening the Deliver stream: {e}"), *next),
+        };
+        tracing::info!(%endpoint, from = *next, "receiving blocks");
+        loop {
+            let item = tokio::select! {
+                m = stream.message() => m,
+                from = recv_restart(&mut restart) => match from {
+                    Some(from) => return SessionEnd::Restart(from),
+                    None => return SessionEnd::Closed,
+                },
+                _ = out.closed() => return SessionEnd::Closed,
+            };
+            let bytes = match item {
+                Ok(Some(DeliverItem::Block(b))) => b,
+                Ok(Some(DeliverItem::Status(s))) => {
+                    return fail(anyhow!("server answered with status {}", status_name(s)), *next)
+                }
+                Ok(None) => return fail(anyhow!("server closed the stream"), *next),
+                Err(e) => return fail(anyhow!("stream broke: {e}"), *next),
+            };
+            let number = match block_number(&bytes) {
+                Ok(n) => n,
+                Err(e) => return fail(e, *next),
+            };
+            if number != *next {
+                return fail(anyhow!("received block {number} while expecting block {}", *next), *next);
+            }
+            let fetched = Fetched { number, bytes, received: Instant::now() };
+            tokio::select! {
+                r = out.send(fetched) => if r.is_err() { return SessionEnd::Closed },
+                from = recv_restart(&mut restart) => match from {
+                    Some(from) => return SessionEnd::Restart(from),
+                    None => return SessionEnd::Closed,
+                },
+            }
+            *next += 1;
+        }
+    }
+}
+
+/// Waits for a restart request; pends forever when there is no restart channel.
+async fn recv_restart(restart: &mut Option<&mut mpsc::Receiver<u64>>) -> Option<u64> {
+    match restart {
+        Some(r) => r.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Fabric's reconnection pause: 100 ms × 2^(failures − 1), capped.
+fn backoff(failures: u32, max: Duration) -> Duration {
+    let exp = failures.saturating_sub(1).min(20);
+    Duration::from_millis(100u64.saturating_mul(1u64 << exp)).min(max)
+}
+
+/// Opens a gRPC connection to `addr` with the follow settings.
+///
+/// Errors: bad address, TLS setup, connection failure or timeout.
+pub async fn connect(addr: &str, config: &FollowConfig) -> anyhow::Result<Channel> {
+    let scheme = if config.tls.is_some() { "https" } else { "http" };
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+        .with_context(|| format!("bad address {addr:?}"))?
+        .connect_timeout(config.connect_timeout)
+        .tcp_nodelay(true)
+        .http2_keep_alive_interval(config.keepalive_interval)
+        .keep_alive_timeout(config.keepalive_timeout)
+        .keep_alive_while_idle(true)
+        .initial_connection_window_size(Some(8 << 20))
+        .initial_stream_window_size(Some(4 << 20));
+    if let Some(t) = &config.tls {
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&t.ca_pem));
+        if let Some(name) = &t.server_name {
+            tls = tls.domain_name(name.clone());
+        }
+        if let Some((cert, key)) = &t.identity {
+            tls = tls.identity(Identity::from_pem(cert, key));
+        }
+        endpoint = endpoint.tls_config(tls).context("TLS configuration")?;
+    }
+    endpoint.connect().await.with_context(|| format!("connecting to {addr}"))
+}
+
+/// One message of a Deliver response stream with the block left as bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliverItem {
+    /// A marshaled `common.Block`.
+    Block(Bytes),
+    /// A `common.Status` value.
+    Status(i32),
+}
+
+/// Decodes `DeliverResponse` (orderer's or peer's) without decoding the block: field 1 is the status, field 2 the
+/// block; other fields (filtered blocks) are refused, as this client never asks for them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeliverItemDecoder;
+
+impl Decoder for DeliverItemDecoder {
+    type Item = DeliverItem;
+    type Error = tonic::Status;
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<DeliverItem>, tonic::Status> {
+        let bad = |m: String| tonic::Status::internal(format!("malformed DeliverResponse: {m}"));
+        let mut item = None;
+        while src.has_remaining() {
+            let key = prost::encoding::decode_varint(src).map_err(|e| bad(e.to_string()))?;
+            match key {
+                0x08 => {
+                    let v = prost::encoding::decode_varint(src).map_err(|e| bad(e.to_string()))?;
+                    item = Some(DeliverItem::Status(v as i32));
+                }
+                0x12 => {
+                    let len = prost::encoding::decode_varint(src).map_err(|e| bad(e.to_string()))?;
+                    let len = usize::try_from(len).map_err(|_| bad("block length overflows".into()))?;
+                    if len > src.remaining() {
+                        return Err(bad("block runs past the message".into()));
+                    }
+                    item = Some(DeliverItem::Block(src.copy_to_bytes(len)));
+                }
+                k => return Err(bad(format!("unexpected field key {k}"))),
+            }
+        }
+        item.map(Some).ok_or_else(|| bad("empty message".into()))
+    }
+}
+
+/// Starts a Deliver call sending the one signed `request` envelope; yields blocks as bytes and statuses.
+///
+/// Errors: the call could not be started (gRPC status).
+pub async fn open_deliver(
+    channel: Channel,
+    api: DeliverApi,
+    request: Bytes,
+) -> Result<tonic::Streaming<DeliverItem>, tonic::Status> {
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(256 << 20);
+    grpc.ready().await.map_err(|e| tonic::Status::unavailable(e.to_string()))?;
+    let path = http::uri::PathAndQuery::from_static(api.path());
+    let codec = PairCodec::<RawEncoder, DeliverItemDecoder>::default();
+    let requests = futures::stream::iter([request]);
+    Ok(grpc.streaming(tonic::Request::new(requests), path, codec).await?.into_inner())
+}
+
+/// `SeekInfo` from block `start` to the end of time, waiting for blocks not yet there (what Fabric's peer asks
+/// the orderer for: `seekInfoFrom(height)`).
+pub fn seek_from(start: u64) -> SeekInfo {
+    let at = |n| SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: n })) };
+    SeekInfo {
+        start: Some(at(start)),
+        stop: Some(at(u64::MAX)),
+        behavior: seek_info::SeekBehavior::BlockUntilReady as i32,
+        ..SeekInfo::default()
+    }
+}
+
+/// A signed `DELIVER_SEEK_INFO` envelope for `channel_id` carrying `seek`: channel header with the current time,
+/// signature header `{creator, 24-byte random nonce}`, signature over the payload (Fabric
+/// `protoutil.CreateSignedEnvelope`).
+pub fn seek_envelope(channel_id: &str, signer: &SigningIdentity, seek: &SeekInfo) -> Bytes {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let channel_header = ChannelHeader {
+        r#type: HeaderType::DeliverSeekInfo as i32,
+        timestamp: Some(prost_types::Timestamp { seconds: now.as_secs() as i64, nanos: now.subsec_nanos() as i32 }),
+        channel_id: channel_id.to_owned(),
+        ..ChannelHeader::default()
+    };
+    let nonce: [u8; 24] = rand::random();
+    let signature_header =
+        SignatureHeader { creator: signer.serialized().clone(), nonce: Bytes::copy_from_slice(&nonce) };
+    let payload = Payload {
+        header: Some(Header {
+            channel_header: Bytes::from(channel_header.encode_to_vec()),
+            signature_header: Bytes::from(signature_header.encode_to_vec()),
+        }),
+        data: Bytes::from(seek.encode_to_vec()),
+    };
+    let payload = Bytes::from(payload.encode_to_vec());
+    let signature = Bytes::from(signer.sign(&payload));
+    Bytes::from(Envelope { payload, signature }.encode_to_vec())
+}
+
+/// Only the header of a `common.Block`: prost skips the data and metadata fields without copying them.
+#[derive(Clone, PartialEq, prost::Message)]
+struct HeaderOnly {
+    #[prost(message, optional, tag = "1")]
+    header: Option<BlockHeader>,
+}
+
+/// The number in a marshaled block's header.
+///
+/// Errors: the bytes do not decode or have no header.
+pub fn block_number(block: &Bytes) -> anyhow::Result<u64> {
+    let h = HeaderOnly::decode(block.clone()).map_err(|e| anyhow!("received bytes are not a block: {e}"))?;
+    h.header.map(|h| h.number).ok_or_else(|| anyhow!("received a block without a header"))
+}
+
+fn status_name(s: i32) -> String {
+    match ferrofabric_protos::common::Status::try_from(s) {
+        Ok(st) => format!("{} ({s})", st.as_str_name()),
+        Err(_) => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_100ms_up_to_the_threshold() {
+        let max = Duration::from_secs(10);
+        assert_eq!(backoff(1, max), Duration::from_millis(100));
+        assert_eq!(backoff(2, max), Duration::from_millis(200));
+        assert_eq!(backoff(4, max), Duration::from_millis(800));
+        assert_eq!(backoff(30, max), max);
+    }
+
+    #[test]
+    fn block_number_reads_the_header_and_rejects_garbage() {
+        let block = ferrofabric_protos::common::Block {
+            header: Some(BlockHeader { number: 42, ..BlockHeader::default() }),
+            ..Default::default()
+        };
+        assert_eq!(block_number(&Bytes::from(block.encode_to_vec())).unwrap(), 42);
+        assert!(block_number(&Bytes::from_static(&[0xff, 0xff])).is_err());
+        assert!(block_number(&Bytes::new()).is_err());
+    }
+
+    #[test]
+    fn seek_from_asks_for_everything_from_the_height() {
+        let s = seek_from(7);
+        let start = s.start.unwrap().r#type.unwrap();
+        let stop = s.stop.unwrap().r#type.unwrap();
+        assert_eq!(start, seek_position::Type::Specified(SeekSpecified { number: 7 }));
+        assert_eq!(stop, seek_position::Type::Specified(SeekSpecified { number: u64::MAX }));
+        assert_eq!(s.behavior, seek_info::SeekBehavior::BlockUntilReady as i32);
+    }
+}

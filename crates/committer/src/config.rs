@@ -1,0 +1,335 @@
+//! The committer's configuration file: YAML with Fabric-style PascalCase keys, in the spirit of the `peer` section
+//! of Fabric's `core.yaml` (`peer.deliveryclient`, `peer.authentication.timewindow`, `operations`), reduced to what a
+//! committing peer needs, plus FastFabric's two pipeline knobs.
+//!
+//! ```yaml
+//! Channel: mychannel                 # optional; checked against the genesis block
+//! GenesisBlock: genesis.block        # needed for the first start only (the block store keeps it afterwards)
+//! DataDir: data/committer            # block store (ledger/) and state checkpoint (checkpoint)
+//! LocalMSPDir: crypto/.../peer0.org1.example.com/msp
+//! LocalMSPID: Org1MSP
+//! Orderers: ["127.0.0.1:7050"]       # tried in turn; the committer fails over between them
+//! OrdererTLS: {Enabled: false, RootCAs: [], ServerNameOverride: "", ClientCertificate: "", ClientKey: ""}
+//! ListenAddress: 127.0.0.1:7051      # Fabric's peer Deliver service
+//! TLS: {Enabled: false, Certificate: "", PrivateKey: "", ClientRootCAs: [], ClientAuthRequired: false}
+//! OperationsListenAddress: 127.0.0.1:9443   # /metrics, /healthz; empty disables
+//! Pipeline: {BlocksInFlight: 16, ValidationThreads: 0}
+//! CheckpointInterval: 500            # blocks between state checkpoints
+//! SyncEveryBlock: false
+//! TimeWindow: 15m                    # peer.authentication.timewindow
+//! Delivery: {ConnectTimeout: 3s, ReconnectBackoffThreshold: 10s}
+//! ```
+//!
+//! Relative paths are resolved against the directory of the file. Durations use Go's syntax (`500ms`, `2s`, `15m`).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use serde::Deserialize;
+
+/// TLS of an outgoing connection (to the orderers, or to a committer for followers).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ClientTlsConfig {
+    /// Whether to speak TLS.
+    pub enabled: bool,
+    /// PEM files of the CAs that sign the servers' certificates.
+    #[serde(rename = "RootCAs")]
+    pub root_cas: Vec<PathBuf>,
+    /// Host name to check the server certificate against instead of the address's host (Fabric's
+    /// `ssl-target-name-override`).
+    pub server_name_override: Option<String>,
+    /// Client certificate PEM for mutual TLS.
+    pub client_certificate: Option<PathBuf>,
+    /// Its private key PEM.
+    pub client_key: Option<PathBuf>,
+}
+
+/// TLS of a listener (Fabric `peer.tls`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ServerTlsConfig {
+    /// Whether the listener speaks TLS.
+    pub enabled: bool,
+    /// Server certificate PEM.
+    pub certificate: Option<PathBuf>,
+    /// Server private key PEM.
+    pub private_key: Option<PathBuf>,
+    /// CAs accepted for client certificates.
+    #[serde(rename = "ClientRootCAs")]
+    pub client_root_cas: Vec<PathBuf>,
+    /// Require a client certificate (mutual TLS).
+    pub client_auth_required: bool,
+}
+
+/// FastFabric Fig. 7's two knobs.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct PipelineConfig {
+    /// Blocks received from the orderer and not yet committed, at most (the fetch buffer ahead of the pipelined
+    /// validator, which itself works on two blocks at a time); also bounds the queue to the block store writer.
+    pub blocks_in_flight: usize,
+    /// Threads of the validation pool; 0 = one per core.
+    pub validation_threads: usize,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        PipelineConfig { blocks_in_flight: 16, validation_threads: 0 }
+    }
+}
+
+/// Fabric's `peer.deliveryclient`: how the committer talks to the orderers.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct DeliveryConfig {
+    /// Timeout of one connection attempt (`connTimeout`, Go duration).
+    pub connect_timeout: String,
+    /// Largest pause between reconnection attempts (`reConnectBackoffThreshold`); pauses start at 100 ms and
+    /// double.
+    pub reconnect_backoff_threshold: String,
+    /// HTTP/2 keepalive ping interval on the orderer connection (`peer.keepalive.deliveryClient.interval`); a dead
+    /// orderer is detected within interval + timeout.
+    pub keepalive_interval: String,
+    /// How long a keepalive ping may go unanswered (`peer.keepalive.deliveryClient.timeout`).
+    pub keepalive_timeout: String,
+}
+
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        DeliveryConfig {
+            connect_timeout: "3s".into(),
+            reconnect_backoff_threshold: "10s".into(),
+            keepalive_interval: "10s".into(),
+            keepalive_timeout: "5s".into(),
+        }
+    }
+}
+
+/// The whole committer configuration. See the module docs for the file layout.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct CommitterConfig {
+    /// Channel ID; when set it must equal the genesis block's.
+    pub channel: Option<String>,
+    /// The channel's genesis (config) block; required when the block store is empty.
+    pub genesis_block: Option<PathBuf>,
+    /// Directory of the block store (`ledger/`) and the state checkpoint (`checkpoint`).
+    pub data_dir: Option<PathBuf>,
+    /// Local MSP directory (signs Deliver requests to the orderers).
+    #[serde(rename = "LocalMSPDir")]
+    pub local_msp_dir: Option<PathBuf>,
+    /// Local MSP ID.
+    #[serde(rename = "LocalMSPID")]
+    pub local_msp_id: Option<String>,
+    /// Orderer addresses `host:port`.
+    pub orderers: Vec<String>,
+    /// TLS towards the orderers.
+    #[serde(rename = "OrdererTLS")]
+    pub orderer_tls: ClientTlsConfig,
+    /// Peer Deliver listen address `host:port` (port 0 picks a free port).
+    pub listen_address: String,
+    /// TLS of the Deliver listener.
+    #[serde(rename = "TLS")]
+    pub tls: ServerTlsConfig,
+    /// Operations (metrics, health) listen address; empty disables it.
+    pub operations_listen_address: String,
+    /// Pipeline knobs.
+    pub pipeline: PipelineConfig,
+    /// Blocks between two state checkpoints (at least 1).
+    pub checkpoint_interval: u64,
+    /// fsync the block store on every block (otherwise at checkpoints and on shutdown; a process crash loses nothing
+    /// either way, a power loss may lose blocks after the last checkpoint, which are fetched again).
+    pub sync_every_block: bool,
+    /// How far a Deliver request's timestamp may be from this node's clock (Go duration).
+    pub time_window: String,
+    /// Orderer connection behaviour.
+    pub delivery: DeliveryConfig,
+}
+
+impl Default for CommitterConfig {
+    fn default() -> Self {
+        CommitterConfig {
+            channel: None,
+            genesis_block: None,
+            data_dir: None,
+            local_msp_dir: None,
+            local_msp_id: None,
+            orderers: Vec::new(),
+            orderer_tls: ClientTlsConfig::default(),
+            listen_address: "127.0.0.1:7051".into(),
+            tls: ServerTlsConfig::default(),
+            operations_listen_address: String::new(),
+            pipeline: PipelineConfig::default(),
+            checkpoint_interval: 500,
+            sync_every_block: false,
+            time_window: "15m".into(),
+            delivery: DeliveryConfig::default(),
+        }
+    }
+}
+
+impl CommitterConfig {
+    /// Reads a YAML file; relative paths in it are made relative to the file's directory.
+    ///
+    /// Errors: unreadable file, YAML that does not match the layout.
+    pub fn load(path: &Path) -> anyhow::Result<CommitterConfig> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut c: CommitterConfig =
+            serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        c.resolve_paths(base);
+        Ok(c)
+    }
+
+    /// Makes every relative path absolute under `base`.
+    pub fn resolve_paths(&mut self, base: &Path) {
+        let fix = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        for p in [&mut self.genesis_block, &mut self.data_dir, &mut self.local_msp_dir].into_iter().flatten() {
+            fix(p);
+        }
+        self.orderer_tls.root_cas.iter_mut().for_each(fix);
+        for p in [&mut self.orderer_tls.client_certificate, &mut self.orderer_tls.client_key].into_iter().flatten() {
+            fix(p);
+        }
+        for p in [&mut self.tls.certificate, &mut self.tls.private_key].into_iter().flatten() {
+            fix(p);
+        }
+        self.tls.client_root_cas.iter_mut().for_each(fix);
+    }
+
+    /// Checks the values that have no usable default.
+    ///
+    /// Errors: no data directory, MSP, orderer; a zero checkpoint interval or pipeline depth; bad durations.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        if self.data_dir.is_none() {
+            bail!("DataDir is not set");
+        }
+        if self.local_msp_dir.is_none() || self.local_msp_id.is_none() {
+            bail!("LocalMSPDir and LocalMSPID must be set (the committer signs its Deliver requests)");
+        }
+        if self.orderers.is_empty() {
+            bail!("Orderers is empty");
+        }
+        if self.checkpoint_interval == 0 {
+            bail!("CheckpointInterval must be at least 1");
+        }
+        if self.pipeline.blocks_in_flight == 0 {
+            bail!("Pipeline.BlocksInFlight must be at least 1");
+        }
+        parse_addr(&self.listen_address)?;
+        if !self.operations_listen_address.is_empty() {
+            parse_addr(&self.operations_listen_address)?;
+        }
+        for d in [
+            &self.time_window,
+            &self.delivery.connect_timeout,
+            &self.delivery.reconnect_backoff_threshold,
+            &self.delivery.keepalive_interval,
+            &self.delivery.keepalive_timeout,
+        ] {
+            parse_duration(d)?;
+        }
+        Ok(())
+    }
+}
+
+/// Parses `host:port` where host is an IP address or `localhost`.
+///
+/// Errors: anything else.
+pub fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = s.strip_prefix("localhost:") {
+        let port: u16 = port.parse().map_err(|_| anyhow!("bad port in address {s:?}"))?;
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    bail!("bad listen address {s:?}: expected ip:port")
+}
+
+/// Parses a Go duration: a sequence of decimal numbers with units `ns`, `us`, `ms`, `s`, `m`, `h` (e.g. `1m30s`,
+/// `2.5s`), or a bare `0`.
+///
+/// Errors: an empty string, a missing or unknown unit, a bad number.
+pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        bail!("empty duration");
+    }
+    let mut total = 0f64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        if num_len == 0 {
+            bail!("bad duration {s:?}: expected a number");
+        }
+        let value: f64 = rest[..num_len].parse().map_err(|_| anyhow!("bad duration {s:?}"))?;
+        rest = &rest[num_len..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => bail!("bad duration {s:?}: missing unit"),
+            u => bail!("bad duration {s:?}: unknown unit {u:?}"),
+        };
+        rest = &rest[unit_len..];
+        total += value * scale;
+    }
+    Duration::try_from_secs_f64(total).map_err(|e| anyhow!("bad duration {s:?}: {e}"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse() {
+        assert_eq!(parse_duration("15m").unwrap(), Duration::from_secs(900));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn yaml_loads_with_relative_paths_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("committer.yaml");
+        std::fs::write(
+            &path,
+            "GenesisBlock: g.block\nDataDir: data\nLocalMSPDir: msp\nLocalMSPID: Org1MSP\nOrderers: [\"127.0.0.1:7050\"]\n\
+             Pipeline: {BlocksInFlight: 4, ValidationThreads: 2}\nCheckpointInterval: 10\n",
+        )
+        .unwrap();
+        let c = CommitterConfig::load(&path).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.genesis_block.unwrap(), dir.path().join("g.block"));
+        assert_eq!(c.data_dir.unwrap(), dir.path().join("data"));
+        assert_eq!(c.pipeline, PipelineConfig { blocks_in_flight: 4, validation_threads: 2 });
+        assert_eq!(c.checkpoint_interval, 10);
+        assert_eq!(c.listen_address, "127.0.0.1:7051");
+    }
+
+    #[test]
+    fn missing_essentials_are_reported() {
+        let c = CommitterConfig::default();
+        assert!(c.validate().unwrap_err().to_string().contains("DataDir"));
+    }
+}

@@ -1,0 +1,36 @@
+//! Ferrofabric's committing peer (FastFabric's "fast peer"): it only validates and commits, with the world state in
+//! memory and a deep pipeline, and serves Fabric's peer Deliver service so that Fabric SDKs, the block-store service
+//! and endorser replicas follow the chain from it.
+//!
+//! * [`node::start`] runs one: recovery from the block store, then blocks pulled from the orderers
+//!   ([`client::Follower`], Fabric's `blocksprovider`), validated by the pipelined
+//!   [`ferrofabric_validator::Validator`] (orderer signatures included), stored with TRANSACTIONS_FILTER and
+//!   COMMIT_HASH exactly as a Fabric peer stores them, and served by [`deliver::PeerDeliverService`]. See
+//!   [`node`] for threads and durability.
+//! * [`cli`]: `ferrofabric committer --config FILE`; [`config`]: the YAML file.
+//! * [`checkpoint`]: the state checkpoint file; [`metrics`]: Prometheus metrics and `/healthz`.
+//!
+//! # How validated blocks reach other services (FastFabric III-F, III-G)
+//! The block-store service and the endorser replicas are Deliver clients of the committer, like Fabric's own
+//! event listeners: each asks for blocks from its own height and the committer serves them from its block store.
+//! Nothing is pushed, so a slow or dead consumer cannot stall commits (each stream has a bounded buffer of four
+//! frames and waits on its own socket) and none can miss a block (it resumes from its height after a restart).
+//! [`client::Follower`] with [`client::DeliverApi::Peer`] is the client side.
+//!
+//! # Not done / differences from Fabric
+//! * Restart re-validates the stored chain from the genesis block and only cross-checks the state checkpoint
+//!   (commit hash and header hash at its block): [`ferrofabric_validator::Validator`] cannot yet be started from a
+//!   restored state. With such a constructor (state from [`checkpoint::Checkpoint::to_world_state`], the channel
+//!   config of the last config block, the txid set from the stored blocks, the last header hash and commit hash),
+//!   recovery would re-validate only the blocks after the checkpoint.
+//! * Private data is not kept: `DeliverWithPrivateData` sends an empty private data map.
+//! * No TLS binding (`tls_cert_hash`) check on Deliver requests; the operations listener has no TLS.
+
+pub mod checkpoint;
+pub mod cli;
+pub mod client;
+pub mod config;
+pub mod deliver;
+pub mod grpc;
+pub mod metrics;
+pub mod node;

@@ -1,0 +1,198 @@
+//! The committer's Prometheus metrics (names follow Fabric's peer where Fabric has one: `ledger_blockchain_height`,
+//! `ledger_transaction_count`) and the operations listener that serves them (Fabric `core/operations`:
+//! `GET /metrics`, `GET /healthz`).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
+use tokio::sync::watch;
+
+/// Counters of the commit pipeline. Cheap to clone; all updates are lock-free.
+#[derive(Clone, Debug)]
+pub struct CommitMetrics {
+    height: IntGauge,
+    blocks: IntCounter,
+    transactions: IntCounterVec,
+    latency: Histogram,
+    throughput: prometheus::Gauge,
+}
+
+impl CommitMetrics {
+    /// Creates the metrics of channel `channel` and registers them with `registry`.
+    ///
+    /// Errors: a metric of the same name is already registered.
+    pub fn register(registry: &Registry, channel: &str) -> prometheus::Result<CommitMetrics> {
+        let labels = [("channel", channel)];
+        let with = |o: Opts| labels.iter().fold(o, |o, (k, v)| o.const_label(*k, *v));
+        let height =
+            IntGauge::with_opts(with(Opts::new("ledger_blockchain_height", "Height of the chain in blocks.")))?;
+        let blocks = IntCounter::with_opts(with(Opts::new(
+            "committer_blocks_committed_total",
+            "Blocks validated and stored since start (replayed blocks excluded).",
+        )))?;
+        let transactions = IntCounterVec::new(
+            with(Opts::new("ledger_transaction_count", "Number of transactions committed, by validation code.")),
+            &["validation_code"],
+        )?;
+        let latency = Histogram::with_opts(
+            HistogramOpts::new(
+                "committer_block_latency_seconds",
+                "Time from a block's arrival from the orderer to its storage as committed.",
+            )
+            .const_label("channel", channel)
+            .buckets(prometheus::exponential_buckets(0.001, 2.0, 14)?),
+        )?;
+        let throughput = prometheus::Gauge::with_opts(with(Opts::new(
+            "committer_throughput_tx_per_second",
+            "Committed transactions per second over the last second or more.",
+        )))?;
+        registry.register(Box::new(height.clone()))?;
+        registry.register(Box::new(blocks.clone()))?;
+        registry.register(Box::new(transactions.clone()))?;
+        registry.register(Box::new(latency.clone()))?;
+        registry.register(Box::new(throughput.clone()))?;
+        Ok(CommitMetrics { height, blocks, transactions, latency, throughput })
+    }
+
+    /// Sets the height (number of stored blocks).
+    pub fn set_height(&self, height: u64) {
+        self.height.set(height as i64);
+    }
+
+    /// Records one committed block: its validation codes (TRANSACTIONS_FILTER bytes) and its latency.
+    pub fn block_committed(&self, filter: &[u8], latency: Duration) {
+        self.blocks.inc();
+        self.latency.observe(latency.as_secs_f64());
+        let mut counts = [0u64; 256];
+        for c in filter {
+            counts[*c as usize] += 1;
+        }
+        for (code, n) in counts.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let name = ferrofabric_protos::peer::TxValidationCode::try_from(code as i32)
+                .map(|c| c.as_str_name().to_owned())
+                .unwrap_or_else(|_| code.to_string());
+            self.transactions.with_label_values(&[name.as_str()]).inc_by(*n);
+        }
+    }
+
+    /// Sets the throughput gauge.
+    pub fn set_throughput(&self, tx_per_second: f64) {
+        self.throughput.set(tx_per_second);
+    }
+}
+
+/// Measures committed tx/s over windows of at least one second.
+#[derive(Debug)]
+pub struct ThroughputMeter {
+    window_start: Instant,
+    txs: u64,
+}
+
+impl Default for ThroughputMeter {
+    fn default() -> Self {
+        ThroughputMeter { window_start: Instant::now(), txs: 0 }
+    }
+}
+
+impl ThroughputMeter {
+    /// Adds `txs` committed transactions; returns the rate once a window of ≥ 1 s closes.
+    pub fn add(&mut self, txs: u64) -> Option<f64> {
+        self.txs += txs;
+        let elapsed = self.window_start.elapsed();
+        if elapsed < Duration::from_secs(1) {
+            return None;
+        }
+        let rate = self.txs as f64 / elapsed.as_secs_f64();
+        self.window_start = Instant::now();
+        self.txs = 0;
+        Some(rate)
+    }
+}
+
+/// Health of a service as `/healthz` reports it: `None` = OK, `Some(reason)` = failed.
+pub type Health = watch::Receiver<Option<String>>;
+
+/// The operations router: `/metrics` (Prometheus text format of `registry`), `/healthz` (200
+/// `{"status":"OK"}` or 503 with the failed check, Fabric's format).
+pub fn router(registry: Arc<Registry>, health: Health, component: &'static str) -> Router {
+    Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let registry = registry.clone();
+                async move {
+                    let mut out = Vec::new();
+                    match TextEncoder::new().encode(&registry.gather(), &mut out) {
+                        Ok(()) => ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], out).into_response(),
+                        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+                    }
+                }
+            }),
+        )
+        .route(
+            "/healthz",
+            get(move || {
+                let failed = health.borrow().clone();
+                async move {
+                    match failed {
+                        None => (StatusCode::OK, axum::Json(serde_json::json!({"status": "OK"}))).into_response(),
+                        Some(reason) => (
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            axum::Json(serde_json::json!({
+                                "status": "Service Unavailable",
+                                "failed_checks": [{"component": component, "reason": reason}],
+                            })),
+                        )
+                            .into_response(),
+                    }
+                }
+            }),
+        )
+}
+
+/// Binds `addr` and serves `router` on it (plain HTTP) until `shutdown` turns true; returns the bound address.
+///
+/// Errors: the address cannot be bound.
+pub async fn serve(
+    addr: SocketAddr,
+    router: Router,
+    mut shutdown: watch::Receiver<bool>,
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        };
+        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
+            tracing::error!(error = %e, "operations listener failed");
+        }
+    });
+    Ok((bound, task))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_metrics_count_codes_by_name() {
+        let registry = Registry::new();
+        let m = CommitMetrics::register(&registry, "mychannel").unwrap();
+        m.block_committed(&[0, 0, 11, 0], Duration::from_millis(3));
+        m.set_height(5);
+        let mut out = Vec::new();
+        TextEncoder::new().encode(&registry.gather(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("ledger_transaction_count{channel=\"mychannel\",validation_code=\"VALID\"} 3"), "{text}");
+        assert!(text.contains("validation_code=\"MVCC_READ_CONFLICT\"} 1"), "{text}");
+        assert!(text.contains("ledger_blockchain_height{channel=\"mychannel\"} 5"), "{text}");
+    }
+}

@@ -1,0 +1,728 @@
+//! A running committer: recovery, the commit pipeline, and the listeners.
+//!
+//! # Threads (FastFabric III-D, Opt P-II/P-III)
+//! ```text
+//! orderers ──Deliver──▶ follower task ──(≤ BlocksInFlight)──▶ validator thread ──(≤ BlocksInFlight)──▶ store thread
+//!                          ▲   restart(N) on a refused block ◀──┘   (pipelined validator,            (append, metrics,
+//!                                                                     rayon pool of ValidationThreads)  checkpoints)
+//! store ──▶ peer Deliver (gRPC) ──▶ SDK event listeners, block-store service, endorser replicas
+//! ```
+//! The validator thread runs [`Validator::commit_blocks`]: while block N's MVCC and commit run, block N+1's
+//! stateless checks (orderer signatures included) already run on the pool. The store thread writes each validated
+//! block with its TRANSACTIONS_FILTER and COMMIT_HASH (the bytes a Fabric peer stores) and publishes it; consumers
+//! read committed blocks from the store through Deliver at their own pace, resuming from their own height, so a
+//! slow or restarted consumer neither blocks the committer nor loses a block (FastFabric III-F/III-G).
+//!
+//! # Durability
+//! The world state lives in memory. Every `CheckpointInterval` blocks the validator thread copies it (at that
+//! block exactly) and the store thread, after making the block store durable up to that block, writes it as a
+//! [`Checkpoint`]. The block store is the record of what was committed; blocks are stored as the peer bytes, and
+//! re-validating them gives the same results because neither the data hash nor the orderer signatures cover the
+//! TRANSACTIONS_FILTER and COMMIT_HASH entries (the validator reads only SIGNATURES).
+//!
+//! On start the committer re-validates every stored block from the genesis block (the validator has no way yet to
+//! start from a restored state, see the crate docs) and requires each block's recomputed filter and commit hash to
+//! equal the stored ones, and the commit hash at the checkpoint's block to equal the checkpoint's; then it asks the
+//! orderers for the blocks from its height on. A `kill -9` at any moment loses at most blocks that were not yet
+//! appended; they are fetched again, so the final state and every commit hash equal those of an uninterrupted run.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use bytes::Bytes;
+use ferrofabric_arena::block_header_hash;
+use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
+use ferrofabric_msp::SigningIdentity;
+use ferrofabric_policy::ChannelConfig;
+use ferrofabric_protos::common::{Block, BlockMetadataIndex, Metadata};
+use ferrofabric_state::{StateKey, VersionedValue};
+use ferrofabric_validator::{BlockResult, Validator, ValidatorError, ValidatorOptions};
+use prost::Message;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::checkpoint::Checkpoint;
+use crate::client::{ClientTls, DeliverApi, Fetched, FollowConfig, Follower};
+use crate::config::{parse_addr, parse_duration, CommitterConfig};
+use crate::deliver::{DeliverLedger, DeliverMetrics, PeerDeliverService};
+use crate::metrics::{CommitMetrics, ThroughputMeter};
+
+/// Number of metadata slots a stored block carries (`common.BlockMetadataIndex` has five).
+const METADATA_SLOTS: usize = 5;
+
+/// The orderer's block with the peer's metadata added (Fabric: the validator's `TRANSACTIONS_FILTER`, then
+/// `kvledger.addBlockCommitHash`): the metadata list is padded to five entries, entry 2 becomes the validation codes
+/// (one byte each) and entry 4, when there is a commit hash, a marshaled `common.Metadata{value = hash}`.
+///
+/// Errors: `raw` is not a block.
+pub fn with_peer_metadata(raw: &Bytes, filter: &[u8], commit_hash: Option<&[u8; 32]>) -> anyhow::Result<Bytes> {
+    let mut block = Block::decode(raw.clone()).map_err(|e| anyhow!("block does not decode: {e}"))?;
+    let md = block.metadata.get_or_insert_with(Default::default);
+    if md.metadata.len() < METADATA_SLOTS {
+        md.metadata.resize(METADATA_SLOTS, Bytes::new());
+    }
+    md.metadata[BlockMetadataIndex::TransactionsFilter as usize] = Bytes::copy_from_slice(filter);
+    if let Some(h) = commit_hash {
+        let value = Metadata { value: Bytes::copy_from_slice(h), signatures: Vec::new() };
+        md.metadata[BlockMetadataIndex::CommitHash as usize] = Bytes::from(value.encode_to_vec());
+    }
+    Ok(Bytes::from(block.encode_to_vec()))
+}
+
+/// The TRANSACTIONS_FILTER and COMMIT_HASH a stored block carries (`None` where absent).
+///
+/// Errors: the block or its COMMIT_HASH entry does not decode, or the hash is not 32 bytes.
+pub fn stored_peer_metadata(stored: &Bytes) -> anyhow::Result<(Option<Bytes>, Option<[u8; 32]>)> {
+    let block = Block::decode(stored.clone()).map_err(|e| anyhow!("stored block does not decode: {e}"))?;
+    let md = block.metadata.map(|m| m.metadata).unwrap_or_default();
+    let filter = md.get(BlockMetadataIndex::TransactionsFilter as usize).filter(|f| !f.is_empty()).cloned();
+    let hash = match md.get(BlockMetadataIndex::CommitHash as usize).filter(|h| !h.is_empty()) {
+        None => None,
+        Some(raw) => {
+            let m = Metadata::decode(raw.clone()).map_err(|e| anyhow!("COMMIT_HASH metadata: {e}"))?;
+            let h: [u8; 32] =
+                m.value.as_ref().try_into().map_err(|_| anyhow!("COMMIT_HASH of {} bytes", m.value.len()))?;
+            Some(h)
+        }
+    };
+    Ok((filter, hash))
+}
+
+/// Opens the block store of a committer data directory (`<dir>/ledger`).
+///
+/// Errors: as [`BlockStore::open`].
+pub fn open_store(data_dir: &Path, sync_every_block: bool) -> anyhow::Result<BlockStore> {
+    let options = StoreOptions {
+        sync: if sync_every_block { SyncPolicy::EveryBlock } else { SyncPolicy::None },
+        ..StoreOptions::default()
+    };
+    let dir = data_dir.join("ledger");
+    BlockStore::open(&dir, options).with_context(|| format!("opening the block store {}", dir.display()))
+}
+
+/// What [`recover`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovery {
+    /// Blocks re-validated from the store (block 0 excluded).
+    pub replayed: u64,
+    /// The checkpoint found, as (block number, commit hash), if any.
+    pub checkpoint: Option<(u64, Option<[u8; 32]>)>,
+    /// How long the replay took.
+    pub elapsed: Duration,
+}
+
+/// Rebuilds the validator from the block store: block 0 from the store (or, when the store is empty, from
+/// `genesis`, which is then stored with its TRANSACTIONS_FILTER), then every stored block re-validated in order; each
+/// result must match the stored TRANSACTIONS_FILTER and COMMIT_HASH and, at the checkpoint's block, the checkpoint's
+/// commit hash and header hash. A damaged checkpoint is ignored with a warning (it is only a cross-check here).
+///
+/// Errors: no genesis for an empty store, a genesis that is not block 0 or differs from the stored one, unreadable
+/// blocks, a stored block the validator refuses or whose re-validation disagrees with what is stored.
+pub fn recover(
+    store: &BlockStore,
+    data_dir: &Path,
+    genesis: Option<Bytes>,
+    options: ValidatorOptions,
+) -> anyhow::Result<(Validator, Recovery)> {
+    let started = Instant::now();
+    if store.height() == 0 {
+        let genesis =
+            genesis.as_ref().ok_or_else(|| anyhow!("the block store is empty and no GenesisBlock is configured"))?;
+        let arena = ferrofabric_arena::BlockArena::decode(genesis.clone())
+            .map_err(|e| anyhow!("genesis block does not decode: {e}"))?;
+        if arena.number() != 0 {
+            bail!("the genesis block is block {}, not 0", arena.number());
+        }
+        let filter = vec![0u8; arena.txs().len()];
+        store.append(with_peer_metadata(genesis, &filter, None)?).context("storing the genesis block")?;
+    }
+    let block0 = store.block(0)?.ok_or_else(|| anyhow!("block 0 vanished from the store"))?;
+    if let Some(g) = &genesis {
+        let header = |b: &Bytes| -> anyhow::Result<[u8; 32]> {
+            let block = Block::decode(b.clone()).map_err(|e| anyhow!("block 0 does not decode: {e}"))?;
+            Ok(block_header_hash(&block.header.unwrap_or_default()))
+        };
+        if header(g)? != header(&block0)? {
+            bail!("the configured GenesisBlock is not block 0 of the stored chain");
+        }
+    }
+    let mut validator = Validator::new(block0, options).map_err(|e| anyhow!("genesis block: {e}"))?;
+
+    let checkpoint = match Checkpoint::read(data_dir) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "ignoring the state checkpoint");
+            None
+        }
+    };
+    let height = store.height();
+    let mut failure: Option<anyhow::Error> = None;
+    let mut replayed = 0u64;
+    let stored = store.blocks(1..height);
+    let blocks = stored.map_while(|r| match r {
+        Ok(b) => Some(b),
+        Err(e) => {
+            tracing::error!(error = %e, "reading a stored block during recovery");
+            None
+        }
+    });
+    let pending: Arc<Mutex<VecDeque<Bytes>>> = Arc::default();
+    let feed = pending.clone();
+    let blocks = blocks.inspect(move |b| lock(&feed).push_back(b.clone()));
+    validator.commit_blocks(blocks, |result| {
+        let stored = lock(&pending).pop_front();
+        let check = (|| -> anyhow::Result<()> {
+            let r = result.map_err(|e| anyhow!("a stored block is refused on re-validation: {e}"))?;
+            let stored = stored.ok_or_else(|| anyhow!("block {} has no stored bytes", r.number))?;
+            let (filter, hash) = stored_peer_metadata(&stored)?;
+            if filter.as_deref() != Some(r.transactions_filter().as_slice()) {
+                bail!("block {}: stored TRANSACTIONS_FILTER differs from re-validation", r.number);
+            }
+            if hash != r.commit_hash {
+                bail!("block {}: stored COMMIT_HASH differs from re-validation", r.number);
+            }
+            if let Some(c) = checkpoint.as_ref().filter(|c| c.number == r.number) {
+                let header = Block::decode(stored).ok().and_then(|b| b.header).unwrap_or_default();
+                if c.commit_hash != r.commit_hash || c.header_hash != block_header_hash(&header) {
+                    bail!("block {}: the state checkpoint disagrees with the re-validated chain", r.number);
+                }
+            }
+            Ok(())
+        })();
+        match check {
+            Ok(()) => {
+                replayed += 1;
+                true
+            }
+            Err(e) => {
+                failure = Some(e);
+                false
+            }
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if validator.height() + 1 != height {
+        bail!("recovery stopped at block {} of {}", validator.height(), height - 1);
+    }
+    if let Some(c) = &checkpoint {
+        if c.number >= height {
+            tracing::warn!(checkpoint = c.number, height, "the state checkpoint is ahead of the block store");
+        }
+    }
+    let recovery =
+        Recovery { replayed, checkpoint: checkpoint.map(|c| (c.number, c.commit_hash)), elapsed: started.elapsed() };
+    Ok((validator, recovery))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Work for the store thread.
+enum StoreJob {
+    /// A validated block to store.
+    Block { fetched: Fetched, filter: Vec<u8>, commit_hash: Option<[u8; 32]>, config_updated: bool },
+    /// The state right after a block already queued.
+    Checkpoint { number: u64, commit_hash: Option<[u8; 32]>, entries: Vec<(StateKey, VersionedValue)> },
+}
+
+/// The store thread: appends blocks, publishes config changes and metrics, writes checkpoints.
+struct StoreStage {
+    store: Arc<BlockStore>,
+    data_dir: PathBuf,
+    config_tx: watch::Sender<Option<Arc<ChannelConfig>>>,
+    metrics: CommitMetrics,
+    status: watch::Sender<Status>,
+}
+
+impl StoreStage {
+    fn run(self, jobs: std::sync::mpsc::Receiver<StoreJob>) -> anyhow::Result<()> {
+        let mut meter = ThroughputMeter::default();
+        for job in jobs {
+            match job {
+                StoreJob::Block { fetched, filter, commit_hash, config_updated } => {
+                    let bytes = with_peer_metadata(&fetched.bytes, &filter, commit_hash.as_ref())?;
+                    self.store.append(bytes.clone()).with_context(|| format!("storing block {}", fetched.number))?;
+                    if config_updated {
+                        let block = Block::decode(bytes).map_err(|e| anyhow!("config block: {e}"))?;
+                        let config = ChannelConfig::from_config_block(&block)
+                            .map_err(|e| anyhow!("config block {}: {e}", fetched.number))?;
+                        self.config_tx.send_replace(Some(Arc::new(config)));
+                    }
+                    self.metrics.set_height(fetched.number + 1);
+                    self.metrics.block_committed(&filter, fetched.received.elapsed());
+                    if let Some(rate) = meter.add(filter.len() as u64) {
+                        self.metrics.set_throughput(rate);
+                    }
+                    self.status.send_modify(|s| {
+                        s.height = fetched.number + 1;
+                        s.commit_hash = commit_hash;
+                    });
+                }
+                StoreJob::Checkpoint { number, commit_hash, entries } => {
+                    if let Err(e) = self.checkpoint(number, commit_hash, entries) {
+                        tracing::error!(error = format!("{e:#}"), number, "writing the state checkpoint failed");
+                    }
+                }
+            }
+        }
+        self.store.sync().context("syncing the block store")?;
+        Ok(())
+    }
+
+    fn checkpoint(
+        &self,
+        number: u64,
+        commit_hash: Option<[u8; 32]>,
+        entries: Vec<(StateKey, VersionedValue)>,
+    ) -> anyhow::Result<()> {
+        // The checkpoint must never be ahead of the durable chain.
+        self.store.sync()?;
+        let block = self.store.block(number)?.ok_or_else(|| anyhow!("block {number} is not stored"))?;
+        let header = Block::decode(block).map_err(|e| anyhow!("block {number}: {e}"))?.header.unwrap_or_default();
+        let started = Instant::now();
+        let c = Checkpoint { number, commit_hash, header_hash: block_header_hash(&header), entries };
+        c.write(&self.data_dir)?;
+        tracing::debug!(number, keys = c.entries.len(), elapsed = ?started.elapsed(), "state checkpoint written");
+        Ok(())
+    }
+}
+
+/// Why the validator thread stopped on a refused block.
+fn is_fatal(e: &ValidatorError) -> bool {
+    // A block that does not decode, does not chain or is badly signed may be the sender's fault: fetch it again
+    // elsewhere. A config that cannot be applied or a validation that cannot complete would fail the same way with
+    // any orderer's copy of the (signed) block: Fabric's peer stops there too.
+    matches!(e, ValidatorError::Config(_) | ValidatorError::Execution { .. })
+}
+
+/// The validator thread.
+struct ValidateStage {
+    validator: Validator,
+    blocks: mpsc::Receiver<Fetched>,
+    restart: mpsc::Sender<u64>,
+    jobs: std::sync::mpsc::SyncSender<StoreJob>,
+    checkpoint_interval: u64,
+}
+
+impl ValidateStage {
+    fn run(self) -> anyhow::Result<()> {
+        let ValidateStage { mut validator, mut blocks, restart, jobs, checkpoint_interval } = self;
+        let mut store_gone = false;
+        loop {
+            let pending: Arc<Mutex<VecDeque<Fetched>>> = Arc::default();
+            let mut feed = Feed {
+                rx: &mut blocks,
+                next: validator.height() + 1,
+                pending: pending.clone(),
+                started: false,
+                closed: false,
+            };
+            let state = validator.state().clone();
+            let mut refused: Option<ValidatorError> = None;
+            validator.commit_blocks(std::iter::from_fn(|| feed.next()), |result: Result<BlockResult, _>| {
+                let r = match result {
+                    Ok(r) => r,
+                    Err(e) => {
+                        refused = Some(e);
+                        return false;
+                    }
+                };
+                let Some(fetched) = lock(&pending).pop_front().filter(|f| f.number == r.number) else {
+                    refused = Some(ValidatorError::Execution {
+                        number: r.number,
+                        reason: "internal: validated block has no received bytes".into(),
+                    });
+                    return false;
+                };
+                let filter = r.transactions_filter();
+                let job =
+                    StoreJob::Block { fetched, filter, commit_hash: r.commit_hash, config_updated: r.config_updated };
+                if jobs.send(job).is_err() {
+                    store_gone = true;
+                    return false;
+                }
+                if r.number % checkpoint_interval == 0 {
+                    // The sink runs between two commits: the state is exactly the one after this block.
+                    let entries = state.view().entries();
+                    let job = StoreJob::Checkpoint { number: r.number, commit_hash: r.commit_hash, entries };
+                    if jobs.send(job).is_err() {
+                        store_gone = true;
+                        return false;
+                    }
+                }
+                true
+            });
+            let closed = feed.closed;
+            if store_gone {
+                bail!("the block store thread stopped");
+            }
+            match refused {
+                None if !closed => {}
+                None => {
+                    // The follower closed the channel: shutting down. Leave a checkpoint of the final state.
+                    let number = validator.height();
+                    let entries = validator.state().view().entries();
+                    let _ = jobs.send(StoreJob::Checkpoint { number, commit_hash: validator.commit_hash(), entries });
+                    return Ok(());
+                }
+                Some(e) if is_fatal(&e) => return Err(anyhow!("cannot commit: {e}")),
+                Some(e) => {
+                    tracing::warn!(error = %e, "block refused; fetching it from another orderer");
+                    if restart.blocking_send(validator.height() + 1).is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Hands the validator the received blocks in order, skipping blocks left over from an abandoned stream.
+///
+/// The pipelined validator hands out block N's result only once it has block N+1 in hand (or the iterator ends).
+/// At the head of the chain block N+1 may be seconds away, so the feed ends a batch as soon as no block is
+/// queued: the first block of a batch is waited for, later ones only taken if already there. Under load the queue
+/// is never empty and the pipeline stays full; when caught up each block is committed as soon as it arrives.
+struct Feed<'a> {
+    rx: &'a mut mpsc::Receiver<Fetched>,
+    next: u64,
+    pending: Arc<Mutex<VecDeque<Fetched>>>,
+    started: bool,
+    closed: bool,
+}
+
+impl Feed<'_> {
+    fn next(&mut self) -> Option<Bytes> {
+        loop {
+            let f = if self.started {
+                match self.rx.try_recv() {
+                    Ok(f) => f,
+                    Err(mpsc::error::TryRecvError::Empty) => return None,
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        self.closed = true;
+                        return None;
+                    }
+                }
+            } else {
+                match self.rx.blocking_recv() {
+                    Some(f) => f,
+                    None => {
+                        self.closed = true;
+                        return None;
+                    }
+                }
+            };
+            if f.number != self.next {
+                continue;
+            }
+            self.started = true;
+            self.next += 1;
+            let bytes = f.bytes.clone();
+            lock(&self.pending).push_back(f);
+            return Some(bytes);
+        }
+    }
+}
+
+/// The committer's progress, as published to [`RunningCommitter::status`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Status {
+    /// Number of stored blocks.
+    pub height: u64,
+    /// Commit hash of the last stored block.
+    pub commit_hash: Option<[u8; 32]>,
+    /// Set when the pipeline stopped with an error.
+    pub failed: Option<String>,
+}
+
+/// A running committer. Dropping it does not stop it; call [`RunningCommitter::shutdown`].
+pub struct RunningCommitter {
+    /// Bound address of the peer Deliver listener.
+    pub deliver_addr: SocketAddr,
+    /// Bound address of the operations listener, if enabled.
+    pub operations_addr: Option<SocketAddr>,
+    /// The committed blocks.
+    pub store: Arc<BlockStore>,
+    /// What recovery did at start.
+    pub recovery: Recovery,
+    status: watch::Receiver<Status>,
+    shutdown: watch::Sender<bool>,
+    follower: JoinHandle<()>,
+    pipeline: JoinHandle<anyhow::Result<()>>,
+    listeners: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for RunningCommitter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningCommitter")
+            .field("deliver_addr", &self.deliver_addr)
+            .field("operations_addr", &self.operations_addr)
+            .field("status", &*self.status.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunningCommitter {
+    /// A receiver of the progress (height, commit hash, failure).
+    pub fn status(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
+    /// Waits until the chain has `height` blocks or the pipeline fails.
+    ///
+    /// Errors: the pipeline failed first.
+    pub async fn wait_for_height(&self, height: u64) -> anyhow::Result<()> {
+        let mut rx = self.status.clone();
+        let s = rx.wait_for(|s| s.height >= height || s.failed.is_some()).await?;
+        match &s.failed {
+            Some(reason) => Err(anyhow!("committer failed: {reason}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs until the pipeline fails (returning its error) or `stop` completes (then shuts down cleanly).
+    ///
+    /// Errors: the pipeline's error.
+    pub async fn run_until(mut self, stop: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+        let mut status = self.status.clone();
+        tokio::select! {
+            _ = stop => {}
+            _ = status.wait_for(|s| s.failed.is_some()) => {}
+        }
+        let failed = self.status.borrow().failed.clone();
+        self.stop().await?;
+        match failed {
+            Some(reason) => Err(anyhow!(reason)),
+            None => Ok(()),
+        }
+    }
+
+    /// Stops following the orderers, lets the pipeline store what it has validated, writes a final checkpoint and
+    /// closes the listeners.
+    ///
+    /// Errors: the pipeline had failed.
+    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+        self.stop().await
+    }
+
+    async fn stop(&mut self) -> anyhow::Result<()> {
+        self.follower.abort();
+        let _ = (&mut self.follower).await;
+        let result = match (&mut self.pipeline).await {
+            Ok(r) => r,
+            Err(e) => Err(anyhow!("pipeline task: {e}")),
+        };
+        self.shutdown.send_replace(true);
+        for l in self.listeners.drain(..) {
+            let _ = l.await;
+        }
+        result
+    }
+}
+
+/// Starts a committer from `config` on the current (multi-threaded) Tokio runtime: recovery, then the pipeline,
+/// the peer Deliver listener and the operations listener.
+///
+/// Errors: invalid configuration, unreadable MSP, genesis block or TLS files, recovery failures (see [`recover`]),
+/// listeners that cannot bind.
+pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> {
+    config.validate()?;
+    let data_dir = config.data_dir.clone().ok_or_else(|| anyhow!("DataDir is not set"))?;
+    std::fs::create_dir_all(&data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    let (msp_dir, msp_id) = match (&config.local_msp_dir, &config.local_msp_id) {
+        (Some(d), Some(id)) => (d.clone(), id.clone()),
+        _ => bail!("LocalMSPDir and LocalMSPID must be set"),
+    };
+    let signer = Arc::new(
+        SigningIdentity::from_msp_dir(&msp_id, &msp_dir)
+            .with_context(|| format!("loading the local MSP {msp_id} from {}", msp_dir.display()))?,
+    );
+    let genesis = match &config.genesis_block {
+        Some(p) => Some(Bytes::from(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)),
+        None => None,
+    };
+    let store = Arc::new(open_store(&data_dir, config.sync_every_block)?);
+    let options = ValidatorOptions { threads: config.pipeline.validation_threads };
+    let (validator, recovery) = {
+        let (store, dir) = (store.clone(), data_dir.clone());
+        tokio::task::spawn_blocking(move || recover(&store, &dir, genesis, options)).await??
+    };
+    let channel_config = validator.channel_config().clone();
+    let channel_id = channel_config.channel_id().to_owned();
+    if let Some(c) = &config.channel {
+        if *c != channel_id {
+            bail!("Channel is {c:?} but the genesis block is of channel {channel_id:?}");
+        }
+    }
+    tracing::info!(
+        channel = %channel_id,
+        height = store.height(),
+        replayed = recovery.replayed,
+        elapsed = ?recovery.elapsed,
+        checkpoint = ?recovery.checkpoint.map(|c| c.0),
+        "recovered"
+    );
+
+    let registry = Arc::new(prometheus::Registry::new());
+    let metrics = CommitMetrics::register(&registry, &channel_id)?;
+    metrics.set_height(store.height());
+    let deliver_metrics = DeliverMetrics::register(&registry)?;
+    let (config_tx, config_rx) = watch::channel(Some(channel_config));
+    let (status_tx, status_rx) =
+        watch::channel(Status { height: store.height(), commit_hash: validator.commit_hash(), failed: None });
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+
+    // Listeners first, so that a bad address fails the start before anything runs.
+    let mut listeners = Vec::new();
+    let ledger = DeliverLedger { channel_id: channel_id.clone(), store: store.clone(), config: config_rx };
+    let service = PeerDeliverService::new(ledger, parse_duration(&config.time_window)?, Some(deliver_metrics));
+    let (deliver_addr, task) =
+        grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| b.add_service(service))?;
+    listeners.push(task);
+    let mut operations_addr = None;
+    if !config.operations_listen_address.is_empty() {
+        let health = health_from_status(status_rx.clone());
+        let router = crate::metrics::router(registry.clone(), health, "committer");
+        let (addr, task) =
+            crate::metrics::serve(parse_addr(&config.operations_listen_address)?, router, shutdown_rx.clone()).await?;
+        operations_addr = Some(addr);
+        listeners.push(task);
+    }
+
+    // The pipeline.
+    let in_flight = config.pipeline.blocks_in_flight;
+    let (blocks_tx, blocks_rx) = mpsc::channel(in_flight);
+    let (restart_tx, restart_rx) = mpsc::channel(4);
+    let (jobs_tx, jobs_rx) = std::sync::mpsc::sync_channel(in_flight);
+    let store_stage =
+        StoreStage { store: store.clone(), data_dir: data_dir.clone(), config_tx, metrics, status: status_tx.clone() };
+    let validate_stage = ValidateStage {
+        validator,
+        blocks: blocks_rx,
+        restart: restart_tx,
+        jobs: jobs_tx,
+        checkpoint_interval: config.checkpoint_interval,
+    };
+    let store_thread =
+        std::thread::Builder::new().name("committer-store".into()).spawn(move || store_stage.run(jobs_rx))?;
+    let validate_thread =
+        std::thread::Builder::new().name("committer-validate".into()).spawn(move || validate_stage.run())?;
+    let status_for_pipeline = status_tx;
+    let pipeline = tokio::task::spawn_blocking(move || {
+        let validated = validate_thread.join().map_err(|_| anyhow!("the validator thread panicked")).and_then(|r| r);
+        let stored = store_thread.join().map_err(|_| anyhow!("the store thread panicked")).and_then(|r| r);
+        let result = validated.and(stored);
+        if let Err(e) = &result {
+            tracing::error!(error = format!("{e:#}"), "the commit pipeline stopped");
+            status_for_pipeline.send_modify(|s| s.failed = Some(format!("{e:#}")));
+        }
+        result
+    });
+
+    let follow = FollowConfig {
+        endpoints: config.orderers.clone(),
+        api: DeliverApi::Orderer,
+        channel_id: channel_id.clone(),
+        tls: ClientTls::from_config(&config.orderer_tls)?,
+        connect_timeout: parse_duration(&config.delivery.connect_timeout)?,
+        max_backoff: parse_duration(&config.delivery.reconnect_backoff_threshold)?,
+        keepalive_interval: parse_duration(&config.delivery.keepalive_interval)?,
+        keepalive_timeout: parse_duration(&config.delivery.keepalive_timeout)?,
+    };
+    let follower = tokio::spawn(Follower::new(follow, signer).run(store.height(), blocks_tx, Some(restart_rx)));
+
+    Ok(RunningCommitter {
+        deliver_addr,
+        operations_addr,
+        store,
+        recovery,
+        status: status_rx,
+        shutdown: shutdown_tx,
+        follower,
+        pipeline,
+        listeners,
+    })
+}
+
+/// `/healthz` failure reason from the pipeline status.
+fn health_from_status(mut status: watch::Receiver<Status>) -> crate::metrics::Health {
+    let (tx, rx) = watch::channel(None);
+    tokio::spawn(async move {
+        while status.changed().await.is_ok() {
+            let failed = status.borrow().failed.clone();
+            if failed.is_some() {
+                tx.send_replace(failed);
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Binds `listen` and runs the router made by `add` on it until `shutdown` turns true.
+///
+/// Errors: bad address, unreadable TLS files, binding failure.
+pub fn grpc_listener(
+    listen: &str,
+    tls: &crate::config::ServerTlsConfig,
+    mut shutdown: watch::Receiver<bool>,
+    add: impl FnOnce(&mut tonic::transport::Server) -> tonic::transport::server::Router,
+) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+    let addr = parse_addr(listen)?;
+    let incoming = tonic::transport::server::TcpIncoming::bind(addr)
+        .map_err(|e| anyhow!("binding {addr}: {e}"))?
+        .with_nodelay(Some(true));
+    let bound = incoming.local_addr()?;
+    let mut builder = tonic::transport::Server::builder()
+        .initial_connection_window_size(Some(8 << 20))
+        .initial_stream_window_size(Some(4 << 20));
+    if tls.enabled {
+        builder = builder.tls_config(server_tls(tls)?).context("gRPC TLS")?;
+    }
+    let router = add(&mut builder);
+    let task = tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+        };
+        if let Err(e) = router.serve_with_incoming_shutdown(incoming, stop).await {
+            tracing::error!(error = %e, "gRPC server failed");
+        }
+    });
+    Ok((bound, task))
+}
+
+/// tonic's server TLS settings from the listener config.
+///
+/// Errors: missing or unreadable files; client authentication required without client root CAs.
+pub fn server_tls(tls: &crate::config::ServerTlsConfig) -> anyhow::Result<tonic::transport::ServerTlsConfig> {
+    let read = |p: &Option<PathBuf>, what: &str| -> anyhow::Result<Vec<u8>> {
+        let p = p.as_ref().ok_or_else(|| anyhow!("TLS is enabled but no {what} is configured"))?;
+        std::fs::read(p).with_context(|| format!("reading TLS {what} {}", p.display()))
+    };
+    let identity = tonic::transport::Identity::from_pem(
+        read(&tls.certificate, "certificate")?,
+        read(&tls.private_key, "private key")?,
+    );
+    let mut config = tonic::transport::ServerTlsConfig::new().identity(identity);
+    if tls.client_auth_required && tls.client_root_cas.is_empty() {
+        bail!("TLS client authentication is required but no ClientRootCAs are configured");
+    }
+    if !tls.client_root_cas.is_empty() {
+        let mut roots = Vec::new();
+        for p in &tls.client_root_cas {
+            roots.extend(std::fs::read(p).with_context(|| format!("reading client root CA {}", p.display()))?);
+            roots.push(b'\n');
+        }
+        config = config
+            .client_ca_root(tonic::transport::Certificate::from_pem(roots))
+            .client_auth_optional(!tls.client_auth_required);
+    }
+    Ok(config)
+}

@@ -1,0 +1,370 @@
+//! Block processors: the software reference ([`SoftwareProcessor`], `ferrofabric-validator`) and the
+//! co-simulated BMac card ([`VerilatorProcessor`]). The card is the RTL of `hw/rtl` under Verilator, with the
+//! host side of [`crate::session`].
+//!
+//! Both return Fabric's TRANSACTIONS_FILTER codes for each block. The Verilator processor also returns the
+//! cycles the card needed. Codes of hardware-path blocks come from the card's registers (hw/DESIGN.md §4).
+//! Host-path blocks are validated by the host in software.
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use ferrofabric_validator::{TxValidationCode, Validator, ValidatorError, ValidatorOptions};
+
+use crate::policy::PolicyTable;
+use crate::session::{HostSession, Route};
+use crate::sim::{Port, Sim, SimError};
+
+/// Which way a block went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlockPath {
+    /// Validated by the software validator (the reference processor).
+    Software,
+    /// Validated by the (simulated) hardware.
+    Hardware,
+    /// A host-path block of the BMac peer, for this reason (hw/DESIGN.md §1.1).
+    Host(String),
+}
+
+/// One processed block.
+#[derive(Clone, Debug)]
+pub struct Processed {
+    /// Block number.
+    pub number: u64,
+    /// One code per transaction (TRANSACTIONS_FILTER).
+    pub codes: Vec<TxValidationCode>,
+    /// Fabric's commit hash after the block (computed by the host's ledger).
+    pub commit_hash: Option<[u8; 32]>,
+    /// Software, hardware or host path.
+    pub path: BlockPath,
+    /// Card cycles from the first datagram of the block to its result (hardware path).
+    pub cycles: Option<u64>,
+    /// For a hardware-path block, the codes the host's own ledger computed. If they differ from `codes`, the
+    /// host's state no longer matches the card's.
+    pub host_codes: Option<Vec<TxValidationCode>>,
+}
+
+/// Why a block could not be processed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    /// The software refused the block (as a Fabric peer would).
+    #[error(transparent)]
+    Validator(#[from] ValidatorError),
+    /// The simulation failed (timeout, model not built).
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// The card reported something impossible (wrong block, overflow, protocol error, disagreement on the block
+    /// signature).
+    #[error("hardware: {0}")]
+    Hardware(String),
+}
+
+/// Validates and commits blocks in order.
+pub trait BlockProcessor {
+    /// A short description, e.g. `software` or `verilator 8x2`.
+    fn name(&self) -> String;
+    /// Validates and commits the next block (a marshaled `common.Block`).
+    ///
+    /// Errors: [`ProcessError`]; a refused block is not committed.
+    fn process(&mut self, raw: Bytes) -> Result<Processed, ProcessError>;
+}
+
+/// The software reference: `ferrofabric_validator::Validator`, which matches a Fabric 2.5 peer.
+pub struct SoftwareProcessor {
+    validator: Validator,
+}
+
+impl SoftwareProcessor {
+    /// Starts from the channel's genesis block.
+    ///
+    /// Errors: as [`Validator::new`].
+    pub fn new(genesis: Bytes) -> Result<Self, ValidatorError> {
+        Ok(SoftwareProcessor { validator: Validator::new(genesis, ValidatorOptions::default())? })
+    }
+}
+
+impl BlockProcessor for SoftwareProcessor {
+    fn name(&self) -> String {
+        "software".into()
+    }
+
+    fn process(&mut self, raw: Bytes) -> Result<Processed, ProcessError> {
+        let r = self.validator.commit_block(raw)?;
+        Ok(Processed {
+            number: r.number,
+            codes: r.codes,
+            commit_hash: r.commit_hash,
+            path: BlockPath::Software,
+            cycles: None,
+            host_codes: None,
+        })
+    }
+}
+
+/// A block result read from the card's registers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CardResult {
+    /// Block number.
+    pub number: u64,
+    /// Whether the orderer signature passed BlockValidation.
+    pub block_valid: bool,
+    /// TRANSACTIONS_FILTER bytes.
+    pub codes: Vec<u8>,
+    /// LATENCY register: cycles from the HEADER section to the result.
+    pub latency: u32,
+    /// Simulated cycle at which the result was read.
+    pub at_cycle: u64,
+}
+
+/// The card's statistics registers (hw/DESIGN.md §4).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CardStats {
+    /// Blocks completed.
+    pub blocks: u32,
+    /// Transactions completed.
+    pub txs: u32,
+    /// VALID transactions.
+    pub valid: u32,
+    /// ECDSA verifications started.
+    pub ecdsa: u32,
+    /// Endorsements not verified because the policy was already satisfied.
+    pub ends_skipped: u32,
+    /// Transactions failed by MVCC.
+    pub mvcc_fail: u32,
+}
+
+/// Cycle budget per datagram and per block result.
+const BUDGET: u64 = 400_000_000;
+
+/// The simulated card with a driver: it sends datagrams and collects results. A result that is ready while a
+/// datagram waits for the input is read out, so the card never stalls on the host.
+pub struct Card {
+    sim: Sim,
+    results: VecDeque<CardResult>,
+}
+
+impl Card {
+    /// A fresh N×M card.
+    ///
+    /// Errors: [`SimError::NotBuilt`].
+    pub fn new(n: u32, m: u32) -> Result<Card, SimError> {
+        Ok(Card { sim: Sim::new(n, m)?, results: VecDeque::new() })
+    }
+
+    /// The simulator.
+    pub fn sim(&mut self) -> &mut Sim {
+        &mut self.sim
+    }
+
+    /// Sends one frame beat by beat, reading out results while the input waits.
+    ///
+    /// Errors: [`SimError::Timeout`] if nothing moves for [`BUDGET`] cycles.
+    pub fn send(&mut self, frame: &[u8]) -> Result<(), SimError> {
+        for (i, chunk) in frame.chunks(8).enumerate() {
+            let mut word = 0u64;
+            for (k, b) in chunk.iter().enumerate() {
+                word |= u64::from(*b) << (8 * k);
+            }
+            self.sim.poke(Port::Tdata, word);
+            self.sim.poke(Port::Tkeep, (1u64 << chunk.len()) - 1);
+            self.sim.poke(Port::Tlast, u64::from((i + 1) * 8 >= frame.len()));
+            self.sim.poke(Port::Tvalid, 1);
+            let mut waited = 0u64;
+            loop {
+                if self.sim.peek(Port::Tready) == 1 {
+                    self.sim.step(1);
+                    break;
+                }
+                if self.sim.peek(Port::Irq) == 1 {
+                    self.read_result()?;
+                    continue;
+                }
+                // Nothing to do but wait: run a burst in the shim until tready or irq.
+                let n = self.step_until_ready_or_irq(4096);
+                waited += n.max(1);
+                if waited > BUDGET {
+                    return Err(SimError::Timeout(waited, "AXI-Stream input stalled"));
+                }
+            }
+        }
+        self.sim.poke(Port::Tvalid, 0);
+        Ok(())
+    }
+
+    fn step_until_ready_or_irq(&mut self, max: u64) -> u64 {
+        // tready and irq both come from registers; stepping until either is set keeps the FFI calls few.
+        let mut n = 0;
+        while n < max {
+            if self.sim.peek(Port::Tready) == 1 || self.sim.peek(Port::Irq) == 1 {
+                break;
+            }
+            let chunk = self.sim.step_until(Port::Tready, 1, 64, "tready").unwrap_or(64);
+            n += chunk.max(1);
+        }
+        n
+    }
+
+    /// Reads the result on display and releases it.
+    ///
+    /// Errors: [`SimError::Timeout`] on an AXI-Lite hang.
+    fn read_result(&mut self) -> Result<(), SimError> {
+        let status = self.sim.read_reg(0x008)?;
+        let lo = self.sim.read_reg(0x010)?;
+        let hi = self.sim.read_reg(0x014)?;
+        let n = self.sim.read_reg(0x018)? as usize;
+        let latency = self.sim.read_reg(0x020)?;
+        let mut codes = Vec::with_capacity(n);
+        for w in 0..n.div_ceil(4) {
+            let word = self.sim.read_reg(0x1000 + 4 * w as u16)?;
+            codes.extend_from_slice(&word.to_le_bytes());
+        }
+        codes.truncate(n);
+        self.sim.write_reg(0x00C, 1)?;
+        self.results.push_back(CardResult {
+            number: (u64::from(hi) << 32) | u64::from(lo),
+            block_valid: status & 2 != 0,
+            codes,
+            latency,
+            at_cycle: self.sim.cycles(),
+        });
+        // Overflow and protocol errors are sticky; report them with the result that follows them.
+        if status & 0xc != 0 {
+            return Err(SimError::Status(status));
+        }
+        Ok(())
+    }
+
+    /// Waits for the next block result.
+    ///
+    /// Errors: [`SimError::Timeout`] after [`BUDGET`] cycles.
+    pub fn next_result(&mut self) -> Result<CardResult, SimError> {
+        loop {
+            if let Some(r) = self.results.pop_front() {
+                return Ok(r);
+            }
+            self.sim.step_until(Port::Irq, 1, BUDGET, "block result")?;
+            self.read_result()?;
+        }
+    }
+
+    /// Lets the card run for `cycles` (e.g. to let a state sync drain).
+    pub fn idle(&mut self, cycles: u64) {
+        self.sim.step(cycles);
+    }
+
+    /// The statistics registers.
+    ///
+    /// Errors: [`SimError::Timeout`] on an AXI-Lite hang.
+    pub fn stats(&mut self) -> Result<CardStats, SimError> {
+        Ok(CardStats {
+            blocks: self.sim.read_reg(0x040)?,
+            txs: self.sim.read_reg(0x044)?,
+            valid: self.sim.read_reg(0x048)?,
+            ecdsa: self.sim.read_reg(0x04C)?,
+            ends_skipped: self.sim.read_reg(0x050)?,
+            mvcc_fail: self.sim.read_reg(0x05C)?,
+        })
+    }
+}
+
+fn codes_of(bytes: &[u8]) -> Vec<TxValidationCode> {
+    bytes
+        .iter()
+        .map(|c| TxValidationCode::try_from(i32::from(*c)).unwrap_or(TxValidationCode::InvalidOtherReason))
+        .collect()
+}
+
+/// The BMac peer: host session + simulated card (see the module docs).
+pub struct VerilatorProcessor {
+    host: HostSession,
+    card: Card,
+    config: (u32, u32),
+}
+
+impl VerilatorProcessor {
+    /// Joins the channel from its genesis block with an N×M card. The card's policy circuit is the committed
+    /// one (`hw/gen/policies.txt`).
+    ///
+    /// Errors: the genesis block is unusable, or the model is not built.
+    pub fn new(genesis: Bytes, n: u32, m: u32) -> Result<Self, ProcessError> {
+        Ok(VerilatorProcessor {
+            host: HostSession::new(genesis, PolicyTable::builtin())?,
+            card: Card::new(n, m)?,
+            config: (n, m),
+        })
+    }
+
+    /// The card (statistics, cycle counter).
+    pub fn card(&mut self) -> &mut Card {
+        &mut self.card
+    }
+
+    /// The host session.
+    pub fn host(&self) -> &HostSession {
+        &self.host
+    }
+}
+
+impl BlockProcessor for VerilatorProcessor {
+    fn name(&self) -> String {
+        format!("verilator {}x{}", self.config.0, self.config.1)
+    }
+
+    fn process(&mut self, raw: Bytes) -> Result<Processed, ProcessError> {
+        let prepared = self.host.prepare(&raw)?;
+        match prepared.route {
+            Route::Hardware(sections) => {
+                let t0 = self.card.sim().cycles();
+                for s in &sections {
+                    let frame = s.to_frame().map_err(|e| ProcessError::Hardware(e.to_string()))?;
+                    self.card.send(&frame)?;
+                }
+                let r = self.card.next_result()?;
+                let cycles = r.at_cycle - t0;
+                if r.number != prepared.number || r.codes.len() != prepared.tx_count {
+                    return Err(ProcessError::Hardware(format!(
+                        "result for block {} with {} codes, expected block {} with {}",
+                        r.number,
+                        r.codes.len(),
+                        prepared.number,
+                        prepared.tx_count
+                    )));
+                }
+                let sw = self.host.commit(raw, false);
+                match (r.block_valid, sw) {
+                    (true, Ok((res, _))) => Ok(Processed {
+                        number: r.number,
+                        codes: codes_of(&r.codes),
+                        commit_hash: res.commit_hash,
+                        path: BlockPath::Hardware,
+                        cycles: Some(cycles),
+                        host_codes: Some(res.codes),
+                    }),
+                    (false, Err(e)) => Err(e.into()),
+                    (true, Err(e)) => {
+                        Err(ProcessError::Hardware(format!("the card accepted a block the host refused: {e}")))
+                    }
+                    (false, Ok(_)) => Err(ProcessError::Hardware(format!(
+                        "the card refused the orderer signature of block {} that the host accepted",
+                        r.number
+                    ))),
+                }
+            }
+            Route::Host(reason) => {
+                let (res, sync) = self.host.commit(raw, true)?;
+                for s in &sync {
+                    let frame = s.to_frame().map_err(|e| ProcessError::Hardware(e.to_string()))?;
+                    self.card.send(&frame)?;
+                }
+                Ok(Processed {
+                    number: res.number,
+                    codes: res.codes,
+                    commit_hash: res.commit_hash,
+                    path: BlockPath::Host(reason),
+                    cycles: None,
+                    host_codes: None,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! The BMac host: it keeps the ledger (Fabric's block store and world state, here `ferrofabric-validator`),
+//! checks the block chain, plans each block ([`crate::host`]) and encodes it for the hardware
+//! ([`crate::encoder`]). Host-path blocks are validated in software and their writes are sent to the hardware KV
+//! store as `STATE_SYNC` sections (hw/DESIGN.md §1.1).
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+use ferrofabric_arena::{block_header_hash, BlockArena};
+use ferrofabric_validator::{BlockResult, Validator, ValidatorError, ValidatorOptions};
+
+use crate::encoder::Encoder;
+use crate::host::{plan_block, BlockPlan, HostContext};
+use crate::policy::{resolve_channel_policy, PolicyTable};
+use crate::wire::Section;
+
+/// Where a block goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// Through the hardware: these sections, in order.
+    Hardware(Vec<Section>),
+    /// Validated by the host in software, for this reason.
+    Host(String),
+}
+
+/// A block ready for the block processor.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// Block number (as the block claims).
+    pub number: u64,
+    /// Number of transactions.
+    pub tx_count: usize,
+    /// Hardware or host path.
+    pub route: Route,
+}
+
+/// The host side of a BMac peer for one channel.
+pub struct HostSession {
+    validator: Validator,
+    encoder: Encoder,
+    policies: PolicyTable,
+    txids: HashSet<String>,
+    last_number: u64,
+    last_hash: [u8; 32],
+    block_policy: Option<u8>,
+}
+
+impl HostSession {
+    /// Joins the channel from its genesis block. `policies` is the table of the hardware's policy circuit.
+    ///
+    /// Errors: as [`Validator::new`].
+    pub fn new(genesis: Bytes, policies: PolicyTable) -> Result<Self, ValidatorError> {
+        let arena = BlockArena::decode(genesis.clone())?;
+        let validator = Validator::new(genesis, ValidatorOptions { threads: 1 })?;
+        let encoder = Encoder::new(validator.channel_config().clone());
+        let mut txids = HashSet::new();
+        add_txids(&mut txids, &arena);
+        let mut s = HostSession {
+            validator,
+            encoder,
+            policies,
+            txids,
+            last_number: 0,
+            last_hash: block_header_hash(arena.header()),
+            block_policy: None,
+        };
+        s.block_policy = s.compute_block_policy();
+        Ok(s)
+    }
+
+    fn compute_block_policy(&self) -> Option<u8> {
+        let cfg = self.validator.channel_config();
+        let root = cfg.config().channel_group.as_ref()?;
+        let e = resolve_channel_policy(root, "/Channel/Orderer/BlockValidation", self.encoder.mspids()).ok()?;
+        self.policies.id_of(&e)
+    }
+
+    /// The host's software validator (ledger and world state).
+    pub fn validator(&self) -> &Validator {
+        &self.validator
+    }
+
+    /// The sender (identity and namespace ids).
+    pub fn encoder_mut(&mut self) -> &mut Encoder {
+        &mut self.encoder
+    }
+
+    /// Decides the route of the next block and encodes it for the hardware if it takes the hardware path.
+    /// A block that fails the host's chain checks (number, previous hash, data hash) takes the host path,
+    /// where the software refuses it.
+    ///
+    /// Errors: the bytes are not a block.
+    pub fn prepare(&mut self, raw: &Bytes) -> Result<Prepared, ValidatorError> {
+        let arena = BlockArena::decode(raw.clone())?;
+        let number = arena.number();
+        let tx_count = arena.txs().len();
+        let route = self.route(&arena);
+        Ok(Prepared { number, tx_count, route })
+    }
+
+    fn route(&mut self, arena: &BlockArena) -> Route {
+        let h = arena.header();
+        if arena.number() != self.last_number + 1
+            || h.previous_hash.as_ref() != self.last_hash
+            || h.data_hash.as_ref() != arena.computed_data_hash()
+        {
+            return Route::Host("the block fails the chain checks".into());
+        }
+        let Some(block_policy) = self.block_policy else {
+            return Route::Host("BlockValidation policy not compiled".into());
+        };
+        let config = self.validator.channel_config().clone();
+        let Some(root) = config.config().channel_group.as_ref() else {
+            return Route::Host("no channel group".into());
+        };
+        let mspids = self.encoder.mspids().to_vec();
+        let plan = {
+            let view = self.validator.state().view();
+            let ctx = HostContext {
+                config: &config,
+                view: &view,
+                txids: &self.txids,
+                policies: &self.policies,
+                mspids: &mspids,
+                root,
+            };
+            plan_block(&ctx, arena)
+        };
+        match plan {
+            BlockPlan::Host(reason) => Route::Host(reason),
+            BlockPlan::Hardware(txs) => match self.encoder.encode_block(arena, &txs, block_policy) {
+                Ok(sections) => Route::Hardware(sections),
+                Err(e) => Route::Host(e.0),
+            },
+        }
+    }
+
+    /// Commits the block to the host's ledger (the software validator), after the hardware (or instead of it).
+    /// For a host-path block the returned sections are its `STATE_SYNC` for the hardware KV store.
+    ///
+    /// Errors: the software refuses the block ([`ValidatorError`]).
+    pub fn commit(&mut self, raw: Bytes, host_path: bool) -> Result<(BlockResult, Vec<Section>), ValidatorError> {
+        let arena = BlockArena::decode(raw.clone())?;
+        let result = self.validator.commit_block(raw)?;
+        add_txids(&mut self.txids, &arena);
+        self.last_number = result.number;
+        self.last_hash = block_header_hash(arena.header());
+        let mut sync = Vec::new();
+        if result.config_updated {
+            self.encoder.set_config(self.validator.channel_config().clone());
+            self.block_policy = self.compute_block_policy();
+        }
+        if host_path {
+            sync = self
+                .encoder
+                .encode_state_sync(result.number, &result.updates)
+                .map_err(|e| ValidatorError::Execution { number: result.number, reason: e.0 })?;
+        }
+        Ok((result, sync))
+    }
+}
+
+fn add_txids(set: &mut HashSet<String>, arena: &BlockArena) {
+    for tx in arena.txs() {
+        if let Ok(ch) = tx.channel_header() {
+            if !ch.tx_id.is_empty() {
+                set.insert(ch.tx_id.clone());
+            }
+        }
+    }
+}

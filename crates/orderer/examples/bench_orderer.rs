@@ -1,0 +1,17 @@
+//! Runs the orderer benchmark without the `ferrofabric` binary:
+//! `cargo run --release -p ferrofabric-orderer --example bench_orderer -- [--json] [--txs N] [--clients K] ...`
+//! (the same arguments as `ferrofabric bench orderer`).
+
+use clap::Parser;
+use ferrofabric_orderer::bench::{run, OrdererBenchArgs};
+
+/// Command line of the example.
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: OrdererBenchArgs,
+}
+
+fn main() -> anyhow::Result<()> {
+    run(Cli::parse().args).map(|_| ())
+}

@@ -1,0 +1,502 @@
+//! `ferrofabric bench orderer`: ordering throughput and block latency.
+//!
+//! N pre-signed endorser transactions of real size (testkit transfer transactions: creator and two endorser
+//! certificates, ~4.1 KB each by default) are broadcast by K concurrent clients (one connection and one
+//! Broadcast stream each) while one Deliver client follows the chain. Every creator signature is checked by
+//! the orderer as usual.
+//!
+//! * `tx_per_s` = N / (arrival of the block completing the N transactions − first send);
+//! * block latency = arrival of a block at the Deliver client − send time of its earliest transaction
+//!   (includes batching: with 100 transactions per block, the time to fill a block);
+//! * O-II: with no `--address`, the run is repeated on a fresh node with the per-stream parallel checks off
+//!   (window 1) and the ratio on/off is reported.
+//!
+//! With no `--address` the bench starts its own node (solo loop on the generated network's single-consenter
+//! channel, ledger in a temporary directory, blocks fsynced). With `--address` and `--admin-address` it joins
+//! the generated network's channel on that node over the participation API, measures, and removes it again.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use bytes::Bytes;
+use ferrofabric_protos::common::Status;
+use ferrofabric_protos::orderer::seek_info::SeekBehavior;
+use ferrofabric_testkit::{Network, Workload};
+use futures::StreamExt;
+
+use crate::client::{self, ClientTls, DeliverItem};
+use crate::config::{OrdererConfig, TlsConfig};
+use crate::node::{start, Plugins};
+
+/// Arguments of `ferrofabric bench orderer`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OrdererBenchArgs {
+    /// Number of envelopes (N).
+    #[arg(long, default_value_t = 40_000)]
+    pub txs: usize,
+    /// Concurrent broadcast clients (K).
+    #[arg(long, default_value_t = 4)]
+    pub clients: usize,
+    /// Bytes of each of the two written values; 100 gives ~4.1 KB envelopes.
+    #[arg(long, default_value_t = 100)]
+    pub value_bytes: usize,
+    /// gRPC address of an orderer to measure instead of starting one (needs --admin-address).
+    #[arg(long)]
+    pub address: Option<String>,
+    /// Channel participation address of that orderer (plain HTTP).
+    #[arg(long)]
+    pub admin_address: Option<String>,
+    /// Use TLS on the gRPC connections (own node: the generated network's orderer TLS certificate; external:
+    /// needs --tls-ca).
+    #[arg(long)]
+    pub tls: bool,
+    /// CA PEM of the external orderer's TLS certificate.
+    #[arg(long)]
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// TLS server name to check (default localhost).
+    #[arg(long, default_value = "localhost")]
+    pub tls_server_name: String,
+    /// Do not fsync every block (own node).
+    #[arg(long)]
+    pub no_fsync: bool,
+    /// Skip the O-II-off comparison run.
+    #[arg(long)]
+    pub skip_o2_off: bool,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Default for OrdererBenchArgs {
+    fn default() -> Self {
+        OrdererBenchArgs {
+            txs: 40_000,
+            clients: 4,
+            value_bytes: 100,
+            address: None,
+            admin_address: None,
+            tls: false,
+            tls_ca: None,
+            tls_server_name: "localhost".into(),
+            no_fsync: false,
+            skip_o2_off: false,
+            json: false,
+        }
+    }
+}
+
+/// The result of one measured run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RunResult {
+    /// Transactions per second.
+    pub tx_per_s: f64,
+    /// Seconds from the first send to the last block.
+    pub seconds: f64,
+    /// Blocks received.
+    pub blocks: usize,
+    /// Block latency percentiles in milliseconds.
+    pub block_latency_ms_p50: f64,
+    /// 99th percentile.
+    pub block_latency_ms_p99: f64,
+    /// CPU time the whole process (orderer and clients) used during the run, in seconds (Linux only; 0
+    /// elsewhere).
+    pub cpu_seconds: f64,
+}
+
+/// The whole report (`--json` prints it).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BenchReport {
+    /// Transactions per second with O-II on (the headline number).
+    pub tx_per_s: f64,
+    /// With O-II off, if measured.
+    pub tx_per_s_o2_off: Option<f64>,
+    /// `tx_per_s / tx_per_s_o2_off`.
+    pub o2_ratio: Option<f64>,
+    /// Block latency p50, ms (O-II on).
+    pub block_latency_ms_p50: f64,
+    /// Block latency p99, ms (O-II on).
+    pub block_latency_ms_p99: f64,
+    /// N.
+    pub txs: usize,
+    /// K.
+    pub clients: usize,
+    /// Average envelope size in bytes.
+    pub envelope_bytes: usize,
+    /// Blocks cut (O-II on).
+    pub blocks: usize,
+    /// TLS on the gRPC connections.
+    pub tls: bool,
+    /// Every block fsynced (own node).
+    pub fsync: bool,
+    /// Each run in detail: `[on, off]`.
+    pub runs: Vec<RunResult>,
+}
+
+struct Workset {
+    net: Network,
+    envelopes: Vec<Bytes>,
+    index: HashMap<String, usize>,
+}
+
+fn make_workset(args: &OrdererBenchArgs) -> anyhow::Result<Workset> {
+    let net = Network::generate(2025).map_err(|e| anyhow!("generating the network: {e}"))?;
+    let built = Workload::new(&net, 7)
+        .transfer_txs(args.txs as u64, args.value_bytes, |_| None)
+        .map_err(|e| anyhow!("building transactions: {e}"))?;
+    let index = built.iter().enumerate().map(|(i, b)| (b.tx_id.clone(), i)).collect();
+    let envelopes = built.into_iter().map(|b| b.envelope).collect();
+    Ok(Workset { net, envelopes, index })
+}
+
+/// User + system CPU seconds of this process so far (from `/proc/self/stat`; 0 if unavailable).
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15 (1-based).
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields.get(11..13).map(|f| f.iter().filter_map(|v| v.parse::<f64>().ok()).sum()).unwrap_or(0.0);
+    ticks / 100.0
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+/// Measures one run against a node at `addr` that serves the workset's channel.
+async fn measure(
+    work: &Arc<Workset>,
+    addr: &str,
+    tls: Option<&ClientTls>,
+    clients: usize,
+) -> anyhow::Result<RunResult> {
+    let n = work.envelopes.len();
+    let cpu_start = process_cpu_seconds();
+    let start = Instant::now();
+    let sent_at: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(u64::MAX)).collect());
+
+    // The Deliver client, started first so that no block is missed.
+    let reader = {
+        let user = work.net.client(0);
+        let seek = client::seek_range(1, None, SeekBehavior::BlockUntilReady);
+        let request = client::seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek);
+        let ch = client::connect(addr, tls).await?;
+        let mut stream =
+            client::deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending())).await?;
+        let work = work.clone();
+        tokio::spawn(async move {
+            let mut arrivals = Vec::new();
+            let mut seen = 0usize;
+            while seen < n {
+                match stream.next().await {
+                    Some(Ok(DeliverItem::Block(b))) => {
+                        let at = start.elapsed();
+                        let ids = tx_ids(&b)?;
+                        seen += ids.len();
+                        let idx: Vec<usize> = ids.iter().filter_map(|id| work.index.get(id).copied()).collect();
+                        arrivals.push((at, idx));
+                    }
+                    Some(Ok(DeliverItem::Status(s))) => bail!("deliver ended with status {s}"),
+                    Some(Err(e)) => bail!("deliver failed: {e}"),
+                    None => bail!("deliver stream closed after {seen} transactions"),
+                }
+            }
+            Ok(arrivals)
+        })
+    };
+
+    let per = n.div_ceil(clients.max(1));
+    let mut senders = Vec::new();
+    for c in 0..clients.max(1) {
+        let range = (c * per).min(n)..((c + 1) * per).min(n);
+        let ch = client::connect(addr, tls).await?;
+        let (work, sent_at) = (work.clone(), sent_at.clone());
+        senders.push(tokio::spawn(async move {
+            let expected = range.len();
+            let envs = futures::stream::iter(range).map(move |i| {
+                sent_at[i].store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                work.envelopes[i].clone()
+            });
+            let mut responses = client::broadcast(ch, envs).await?;
+            let mut ok = 0usize;
+            while let Some(r) = responses.next().await {
+                let r = r?;
+                if r.status != Status::Success as i32 {
+                    bail!("broadcast answered {}: {}", r.status, r.info);
+                }
+                ok += 1;
+            }
+            anyhow::ensure!(ok == expected, "{ok} responses for {expected} envelopes");
+            Ok(())
+        }));
+    }
+    for s in senders {
+        s.await.context("broadcast client task")??;
+    }
+    let acked = start.elapsed();
+    let arrivals = tokio::time::timeout(Duration::from_secs(600), reader)
+        .await
+        .context("waiting for the last block")?
+        .context("deliver task")??;
+
+    if std::env::var_os("FERROFABRIC_BENCH_DEBUG").is_some() {
+        let firsts: Vec<String> =
+            arrivals.iter().take(5).map(|(t, _)| format!("{:.0}ms", t.as_secs_f64() * 1e3)).collect();
+        eprintln!(
+            "all acknowledged at {:.0} ms; first blocks at {firsts:?}; last block at {:.0} ms",
+            acked.as_secs_f64() * 1e3,
+            arrivals.last().map(|(t, _)| t.as_secs_f64() * 1e3).unwrap_or(0.0)
+        );
+    }
+    let first_send = sent_at.iter().map(|a| a.load(Ordering::Relaxed)).min().unwrap_or(0);
+    let last = arrivals.last().map(|(t, _)| t.as_nanos() as u64).unwrap_or(0);
+    let seconds = (last.saturating_sub(first_send)) as f64 / 1e9;
+    let mut latencies: Vec<f64> = arrivals
+        .iter()
+        .filter_map(|(at, idx)| {
+            let earliest = idx.iter().map(|&i| sent_at[i].load(Ordering::Relaxed)).min()?;
+            Some((at.as_nanos() as u64).saturating_sub(earliest) as f64 / 1e6)
+        })
+        .collect();
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    Ok(RunResult {
+        tx_per_s: if seconds > 0.0 { n as f64 / seconds } else { 0.0 },
+        seconds,
+        blocks: arrivals.len(),
+        block_latency_ms_p50: percentile(&latencies, 50.0),
+        block_latency_ms_p99: percentile(&latencies, 99.0),
+        cpu_seconds: process_cpu_seconds() - cpu_start,
+    })
+}
+
+fn tx_ids(raw: &Bytes) -> anyhow::Result<Vec<String>> {
+    use ferrofabric_protos::common::{Block, ChannelHeader, Envelope, Payload};
+    use prost::Message;
+    let block = Block::decode(raw.clone())?;
+    block
+        .data
+        .map(|d| d.data)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            let env = Envelope::decode(e)?;
+            let p = Payload::decode(env.payload)?;
+            let header = p.header.ok_or_else(|| anyhow!("envelope without header"))?;
+            Ok(ChannelHeader::decode(header.channel_header)?.tx_id)
+        })
+        .collect()
+}
+
+/// Joins the workset's channel over plain HTTP at `admin` (multipart upload of the genesis block).
+async fn http_request(admin: &str, method: &str, path: &str, content_type: &str, body: &[u8]) -> anyhow::Result<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = crate::config::parse_addr(admin)?;
+    let mut s = tokio::net::TcpStream::connect(addr).await.with_context(|| format!("connecting to {admin}"))?;
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\nContent-Type: {content_type}\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await?;
+    s.write_all(body).await?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await?;
+    let text = String::from_utf8_lossy(&out);
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| anyhow!("bad HTTP response"))?;
+    if status >= 300 {
+        bail!("{method} {path}: HTTP {status}: {}", text.split("\r\n\r\n").nth(1).unwrap_or(""));
+    }
+    Ok(status)
+}
+
+async fn join_channel(admin: &str, genesis: &[u8]) -> anyhow::Result<()> {
+    let boundary = "ferrofabric-bench-boundary";
+    let mut body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"config-block\"; filename=\"genesis.block\"\r\n\
+         Content-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(genesis);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    http_request(
+        admin,
+        "POST",
+        "/participation/v1/channels",
+        &format!("multipart/form-data; boundary={boundary}"),
+        &body,
+    )
+    .await
+    .map(|_| ())
+}
+
+/// The client TLS certificate (PEM) of the single etcdraft consenter named in `genesis`.
+fn consenter_certificate(genesis: &Bytes) -> anyhow::Result<Bytes> {
+    use ferrofabric_protos::common::Block;
+    use prost::Message;
+    let block = Block::decode(genesis.clone())?;
+    let config = ferrofabric_policy::ChannelConfig::from_config_block(&block)?;
+    let metadata = config.orderer().map(|o| o.consensus_metadata().clone()).unwrap_or_default();
+    let md = ferrofabric_protos::etcdraft::ConfigMetadata::decode(metadata)?;
+    md.consenters.first().map(|c| c.client_tls_cert.clone()).ok_or_else(|| anyhow!("the channel has no consenter"))
+}
+
+/// Starts an own node with O-II on or off, runs one measurement, shuts it down.
+async fn own_node_run(work: &Arc<Workset>, args: &OrdererBenchArgs, parallel: bool) -> anyhow::Result<RunResult> {
+    let dir = tempfile::tempdir().context("temporary directory")?;
+    let crypto = dir.path().join("crypto");
+    work.net.write_msp_dirs(&crypto).map_err(|e| anyhow!("writing MSP directories: {e}"))?;
+    let node_dir = crypto.join("ordererOrganizations/example.com/orderers/orderer.example.com");
+    let mut config = OrdererConfig::defaults();
+    config.general.listen_port = 0;
+    config.admin.listen_address = "127.0.0.1:0".into();
+    config.operations.listen_address = String::new();
+    config.general.local_msp_dir = Some(node_dir.join("msp"));
+    config.general.local_msp_id = Some("OrdererMSP".into());
+    config.file_ledger.location = Some(dir.path().join("ledger"));
+    config.ferrofabric.parallel_checks = parallel;
+    if let Some(t) = std::env::var("FERROFABRIC_BENCH_CRYPTO_THREADS").ok().and_then(|v| v.parse().ok()) {
+        config.ferrofabric.crypto_threads = t;
+    }
+    config.ferrofabric.sync_every_block = !args.no_fsync;
+    // The generated network's channel names the fixture's orderer as its single etcdraft consenter; tell the
+    // node it is that consenter (by its certificate) so that it serves the channel.
+    let consenter_cert = dir.path().join("consenter.crt");
+    std::fs::write(&consenter_cert, consenter_certificate(&work.net.genesis_block())?)?;
+    config.general.cluster.client_certificate = Some(consenter_cert);
+    if args.tls {
+        config.general.tls = TlsConfig {
+            enabled: true,
+            certificate: Some(node_dir.join("tls/server.crt")),
+            private_key: Some(node_dir.join("tls/server.key")),
+            ..TlsConfig::default()
+        };
+    }
+    let node = start(config, Plugins::default()).await?;
+    let admin = node.admin_addr.ok_or_else(|| anyhow!("no admin listener"))?.to_string();
+    join_channel(&admin, &work.net.genesis_block()).await?;
+    let tls = if args.tls {
+        Some(ClientTls {
+            ca_pem: std::fs::read(node_dir.join("tls/ca.crt"))?,
+            server_name: args.tls_server_name.clone(),
+            identity: None,
+        })
+    } else {
+        None
+    };
+    if std::env::var_os("FERROFABRIC_BENCH_DEBUG").is_some() {
+        let (_tx, rx) = tokio::sync::watch::channel(false);
+        let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(1).build()?);
+        let handler = crate::broadcast::BroadcastHandler::new(node.registrar.clone(), pool, 1, rx);
+        let t = Instant::now();
+        let m = work.envelopes.len().min(2000);
+        for e in &work.envelopes[..m] {
+            if handler.check(e.clone()).is_err() {
+                bail!("check failed");
+            }
+        }
+        eprintln!("check: {:.1} µs per envelope on one thread", t.elapsed().as_secs_f64() * 1e6 / m as f64);
+    }
+    let result = measure(work, &node.grpc_addr.to_string(), tls.as_ref(), args.clients).await;
+    node.shutdown().await;
+    result
+}
+
+/// Runs the benchmark and prints the report (text, or one JSON object with `--json`). Builds its own Tokio
+/// runtime, so it must not be called from within one.
+///
+/// Errors: generation, start-up, connection or protocol failures (any rejected envelope is an error).
+pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
+    anyhow::ensure!(args.txs > 0 && args.clients > 0, "--txs and --clients must be positive");
+    if !args.json {
+        eprintln!("signing {} envelopes ...", args.txs);
+    }
+    let signing = Instant::now();
+    let work = Arc::new(make_workset(&args)?);
+    if !args.json {
+        eprintln!("signed in {:.1} s; ordering ...", signing.elapsed().as_secs_f64());
+    }
+    let envelope_bytes = work.envelopes.iter().map(Bytes::len).sum::<usize>() / work.envelopes.len();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("async runtime")?;
+    let runs = runtime.block_on(async {
+        let mut runs = Vec::new();
+        match &args.address {
+            None => {
+                runs.push(own_node_run(&work, &args, true).await?);
+                if !args.skip_o2_off {
+                    runs.push(own_node_run(&work, &args, false).await?);
+                }
+            }
+            Some(addr) => {
+                let admin = args.admin_address.as_deref().ok_or_else(|| anyhow!("--address needs --admin-address"))?;
+                let tls = match (&args.tls, &args.tls_ca) {
+                    (false, _) => None,
+                    (true, Some(ca)) => Some(ClientTls {
+                        ca_pem: std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?,
+                        server_name: args.tls_server_name.clone(),
+                        identity: None,
+                    }),
+                    (true, None) => bail!("--tls with --address needs --tls-ca"),
+                };
+                join_channel(admin, &work.net.genesis_block()).await?;
+                let r = measure(&work, addr, tls.as_ref(), args.clients).await;
+                let _ = http_request(admin, "DELETE", "/participation/v1/channels/mychannel", "text/plain", b"").await;
+                runs.push(r?);
+            }
+        }
+        anyhow::Ok(runs)
+    })?;
+    let on = &runs[0];
+    let off = runs.get(1).map(|r| r.tx_per_s);
+    let report = BenchReport {
+        tx_per_s: on.tx_per_s,
+        tx_per_s_o2_off: off,
+        o2_ratio: off.filter(|o| *o > 0.0).map(|o| on.tx_per_s / o),
+        block_latency_ms_p50: on.block_latency_ms_p50,
+        block_latency_ms_p99: on.block_latency_ms_p99,
+        txs: args.txs,
+        clients: args.clients,
+        envelope_bytes,
+        blocks: on.blocks,
+        tls: args.tls,
+        fsync: !args.no_fsync,
+        runs: runs.clone(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!(
+            "orderer: {} envelopes of {} B from {} clients{}: {:.0} tx/s, {} blocks, block latency p50 {:.1} ms p99 {:.1} ms",
+            report.txs,
+            report.envelope_bytes,
+            report.clients,
+            if report.tls { " over TLS" } else { "" },
+            report.tx_per_s,
+            report.blocks,
+            report.block_latency_ms_p50,
+            report.block_latency_ms_p99
+        );
+        for (r, name) in report.runs.iter().zip(["O-II on", "O-II off"]) {
+            println!(
+                "  {name}: {:.0} tx/s in {:.2} s, {:.2} CPU s ({:.0}% of one core)",
+                r.tx_per_s,
+                r.seconds,
+                r.cpu_seconds,
+                100.0 * r.cpu_seconds / r.seconds.max(1e-9)
+            );
+        }
+        if let (Some(off), Some(ratio)) = (report.tx_per_s_o2_off, report.o2_ratio) {
+            println!("O-II off: {off:.0} tx/s; on/off ratio {ratio:.2}");
+        }
+    }
+    Ok(report)
+}

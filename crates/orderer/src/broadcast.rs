@@ -1,0 +1,167 @@
+//! `AtomicBroadcast/Broadcast` (Fabric `orderer/common/broadcast/broadcast.go`), with FastFabric's Opt O-II.
+//!
+//! Per message, in Fabric's order: decode the envelope down to the channel header (BAD_REQUEST), find the
+//! channel (NOT_FOUND), classify by header type (CONFIG and ORDERER_TRANSACTION: BAD_REQUEST), then the
+//! standard filters — empty, size ≤ `AbsoluteMaxBytes`, creator expiry (BAD_REQUEST), `/Channel/Writers`
+//! with the creator's signature (FORBIDDEN) — or, for CONFIG_UPDATE, the config update processor; finally the
+//! message is handed to the channel's consensus (SERVICE_UNAVAILABLE if it cannot take it).
+//!
+//! Differences from Fabric, both deliberate:
+//! * one response per message and the stream stays open after a rejection (Fabric answers and hangs up, so a
+//!   client loses everything it had in flight behind a bad message);
+//! * Opt O-II: up to `window` messages of one stream are checked concurrently on the crypto thread pool; their
+//!   results are consumed in arrival order, so responses — and the order in which messages reach consensus —
+//!   are the stream's order. When consensus lags, handing a message over waits, the window fills, reading
+//!   stops and HTTP/2 flow control pushes back on the client.
+//!
+//! Messages are ordered with the exact bytes the client sent (Fabric re-marshals the decoded envelope, which
+//! gives the same bytes for any canonically encoded message).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use ferrofabric_protos::common::Status;
+use ferrofabric_protos::orderer::BroadcastResponse;
+use futures::stream::{BoxStream, Stream, StreamExt};
+use tokio::sync::{oneshot, watch};
+
+use crate::consensus::Submission;
+use crate::msgprocessor::{classify, inspect, MsgClass, Rejection};
+use crate::registrar::{Channel, Registrar};
+
+/// A message that passed the checks, ready for consensus.
+pub struct Checked {
+    channel: Arc<Channel>,
+    submission: Submission,
+    config: bool,
+}
+
+/// Handles Broadcast streams for all channels of a [`Registrar`].
+pub struct BroadcastHandler {
+    registrar: Arc<Registrar>,
+    pool: Arc<rayon::ThreadPool>,
+    window: usize,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for BroadcastHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BroadcastHandler").field("window", &self.window).finish_non_exhaustive()
+    }
+}
+
+impl BroadcastHandler {
+    /// A handler checking up to `window` messages of a stream at once on `pool` (`window` 1 = O-II off: each
+    /// message is checked after the previous one was handed to consensus). Streams stop reading when
+    /// `shutdown` turns true.
+    pub fn new(
+        registrar: Arc<Registrar>,
+        pool: Arc<rayon::ThreadPool>,
+        window: usize,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        BroadcastHandler { registrar, pool, window: window.max(1), shutdown }
+    }
+
+    /// Serves one Broadcast stream: `inbound` yields the raw marshaled envelopes; the result yields one
+    /// response per message, in order. Ends when the client half-closes or the inbound stream fails (a
+    /// connection cut mid-message); other streams are not affected.
+    pub fn serve<S>(self: &Arc<Self>, inbound: S) -> BoxStream<'static, BroadcastResponse>
+    where
+        S: Stream<Item = Result<Bytes, tonic::Status>> + Send + 'static,
+    {
+        let checker = self.clone();
+        let enqueuer = self.clone();
+        let mut shutdown = self.shutdown.clone();
+        inbound
+            .take_until(async move {
+                let _ = shutdown.wait_for(|s| *s).await;
+            })
+            .take_while(|item| {
+                if let Err(e) = item {
+                    tracing::debug!(error = %e, "broadcast stream ended with an error");
+                }
+                std::future::ready(item.is_ok())
+            })
+            .filter_map(|item| std::future::ready(item.ok()))
+            .map(move |raw| checker.check_on_pool(raw))
+            .buffered(self.window)
+            .then(move |checked| {
+                let handler = enqueuer.clone();
+                async move { handler.enqueue(checked).await }
+            })
+            .boxed()
+    }
+
+    fn check_on_pool(
+        self: &Arc<Self>,
+        raw: Bytes,
+    ) -> impl Future<Output = Result<Checked, Rejection>> + Send + 'static {
+        let (tx, rx) = oneshot::channel();
+        let me = self.clone();
+        self.pool.spawn(move || {
+            let _ = tx.send(me.check(raw));
+        });
+        async move { rx.await.unwrap_or_else(|_| Err(Rejection::unavailable("the message checker stopped"))) }
+    }
+
+    /// Runs every check on one marshaled envelope (see the module docs); CPU-bound (signature verification).
+    ///
+    /// Errors: the [`Rejection`] to send back.
+    pub fn check(&self, raw: Bytes) -> Result<Checked, Rejection> {
+        let msg = inspect(raw)?;
+        let id = &msg.channel_header.channel_id;
+        let channel =
+            self.registrar.channel(id).ok_or_else(|| Rejection::not_found(format!("channel '{id}' does not exist")))?;
+        match classify(msg.channel_header.r#type) {
+            MsgClass::Config => Err(Rejection::bad_request("message is of type that cannot be processed directly")),
+            MsgClass::Unsupported => Err(Rejection::bad_request("message is of type that is no longer supported")),
+            MsgClass::Normal => {
+                let config_seq = channel.support.process_normal(&msg)?;
+                let submission =
+                    Submission { size: msg.size, tx_id: msg.channel_header.tx_id, envelope: msg.raw, config_seq };
+                Ok(Checked { channel, submission, config: false })
+            }
+            MsgClass::ConfigUpdate => {
+                let (envelope, config_seq) = channel.support.process_config_update(&msg)?;
+                let size = inspect(envelope.clone())?.size;
+                let submission = Submission { size, tx_id: String::new(), envelope, config_seq };
+                Ok(Checked { channel, submission, config: true })
+            }
+        }
+    }
+
+    async fn enqueue(&self, checked: Result<Checked, Rejection>) -> BroadcastResponse {
+        let metrics = self.registrar.metrics();
+        let checked = match checked {
+            Ok(c) => c,
+            Err(r) => {
+                metrics.broadcast(false);
+                tracing::debug!(status = r.status.as_str_name(), info = %r.info, "broadcast message rejected");
+                return BroadcastResponse { status: r.status as i32, info: r.info };
+            }
+        };
+        let consensus = &checked.channel.consensus;
+        let result = if let Some(reason) = checked.channel.support.errored() {
+            Err(crate::consensus::ConsensusError(reason))
+        } else if checked.config {
+            consensus.configure(checked.submission).await
+        } else {
+            consensus.order(checked.submission).await
+        };
+        match result {
+            Ok(()) => {
+                metrics.broadcast(true);
+                BroadcastResponse { status: Status::Success as i32, info: String::new() }
+            }
+            Err(e) => {
+                metrics.broadcast(false);
+                BroadcastResponse {
+                    status: Status::ServiceUnavailable as i32,
+                    info: format!("rejected by consenter: {e}"),
+                }
+            }
+        }
+    }
+}

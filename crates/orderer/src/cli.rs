@@ -1,0 +1,138 @@
+//! `ferrofabric orderer`: the command-line entry of the node. A YAML file in the shape of Fabric's
+//! `orderer.yaml` (see [`crate::config`]) with flags that override it, so that a script can start a node
+//! without writing a file.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+use crate::config::{parse_addr, OrdererConfig, TlsConfig};
+use crate::node::{start, Plugins};
+
+/// Arguments of `ferrofabric orderer`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OrdererArgs {
+    /// Configuration file (Fabric orderer.yaml layout); without it, built-in defaults.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// gRPC (Broadcast/Deliver) listen address `host:port` (General.ListenAddress/ListenPort).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Channel participation (admin) listen address `host:port` (Admin.ListenAddress); empty disables it.
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<String>,
+    /// Operations (health, metrics) listen address `host:port` (Operations.ListenAddress); empty disables it.
+    #[arg(long, value_name = "ADDR")]
+    pub operations_listen: Option<String>,
+    /// Local MSP directory in cryptogen's layout (General.LocalMSPDir).
+    #[arg(long, value_name = "DIR")]
+    pub msp_dir: Option<PathBuf>,
+    /// Local MSP ID (General.LocalMSPID).
+    #[arg(long, value_name = "ID")]
+    pub msp_id: Option<String>,
+    /// Ledger directory (FileLedger.Location; Raft WAL and snapshots go below it unless configured).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// TLS directory in cryptogen's layout (`server.crt`, `server.key`, `ca.crt`): enables TLS on the gRPC
+    /// listener and mutual TLS on the admin listener, and names this node among consenters by `server.crt`.
+    #[arg(long, value_name = "DIR")]
+    pub tls_dir: Option<PathBuf>,
+}
+
+impl OrdererArgs {
+    /// The configuration: the file (or defaults) with the flags applied.
+    ///
+    /// Errors: unreadable or malformed file, malformed addresses.
+    pub fn to_config(&self) -> anyhow::Result<OrdererConfig> {
+        let mut c = match &self.config {
+            Some(path) => OrdererConfig::load(path)?,
+            None => OrdererConfig::defaults(),
+        };
+        if let Some(listen) = &self.listen {
+            let addr = parse_addr(listen)?;
+            c.general.listen_address = addr.ip().to_string();
+            c.general.listen_port = addr.port();
+        }
+        if let Some(a) = &self.admin_listen {
+            c.admin.listen_address = a.clone();
+        }
+        if let Some(a) = &self.operations_listen {
+            c.operations.listen_address = a.clone();
+        }
+        if let Some(d) = &self.msp_dir {
+            c.general.local_msp_dir = Some(d.clone());
+        }
+        if let Some(id) = &self.msp_id {
+            c.general.local_msp_id = Some(id.clone());
+        }
+        if let Some(d) = &self.data_dir {
+            c.file_ledger.location = Some(d.clone());
+            c.consensus.wal_dir = Some(d.join("etcdraft/wal"));
+            c.consensus.snap_dir = Some(d.join("etcdraft/snapshot"));
+        }
+        if let Some(d) = &self.tls_dir {
+            let server = TlsConfig {
+                enabled: true,
+                certificate: Some(d.join("server.crt")),
+                private_key: Some(d.join("server.key")),
+                root_cas: vec![d.join("ca.crt")],
+                client_auth_required: false,
+                client_root_cas: Vec::new(),
+            };
+            c.admin.tls =
+                TlsConfig { client_auth_required: true, client_root_cas: vec![d.join("ca.crt")], ..server.clone() };
+            c.general.cluster.client_certificate = Some(d.join("server.crt"));
+            c.general.cluster.client_private_key = Some(d.join("server.key"));
+            c.general.tls = server;
+        }
+        Ok(c)
+    }
+}
+
+/// Runs the node until Ctrl-C or SIGTERM. Builds its own multi-threaded Tokio runtime, so it must not be
+/// called from within one.
+///
+/// Errors: configuration or start-up errors (see [`crate::node::start`]).
+pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
+    let config = args.to_config()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("orderer")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let node = start(config, Plugins::default()).await?;
+        println!(
+            "orderer listening: grpc {} admin {} operations {}",
+            node.grpc_addr,
+            node.admin_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+            node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
+        );
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        node.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

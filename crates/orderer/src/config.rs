@@ -1,0 +1,425 @@
+//! The orderer's local configuration: a YAML file in the shape of Fabric's `orderer.yaml`
+//! (`orderer/common/localconfig/config.go`), of which the sections an ordering node needs are read, plus
+//! Ferrofabric's own tuning section.
+//!
+//! Keys are Fabric's (PascalCase); unknown keys (Kafka, BCCSP, Metrics, ...) are accepted and ignored, so a
+//! Fabric `orderer.yaml` loads unchanged. Relative paths are resolved against the directory of the file (as
+//! Fabric resolves them against `FABRIC_CFG_PATH`). Durations use Go syntax (`"2s"`, `"15m"`), sizes Fabric's
+//! (`"1 MB"`, `"512 KB"`, or a plain byte count).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use serde::Deserialize;
+
+/// TLS settings of one listener (Fabric `localconfig.TLS`). Paths are PEM files.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct TlsConfig {
+    /// Whether the listener speaks TLS.
+    pub enabled: bool,
+    /// The server's private key (PKCS#8 or SEC1 PEM).
+    pub private_key: Option<PathBuf>,
+    /// The server's certificate (PEM).
+    pub certificate: Option<PathBuf>,
+    /// CA certificates a client uses to check this server (kept for cluster use; a server does not need them).
+    #[serde(rename = "RootCAs", deserialize_with = "nullable_vec")]
+    pub root_cas: Vec<PathBuf>,
+    /// Require a client certificate signed by one of [`TlsConfig::client_root_cas`].
+    pub client_auth_required: bool,
+    /// CA certificates accepted for client certificates.
+    #[serde(rename = "ClientRootCAs", deserialize_with = "nullable_vec")]
+    pub client_root_cas: Vec<PathBuf>,
+}
+
+/// `General.Keepalive`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct KeepaliveConfig {
+    /// `ServerInterval`: how often the server pings an idle client (Go duration; default 2h).
+    pub server_interval: Option<String>,
+    /// `ServerTimeout`: how long to wait for the ping's answer (default 20s).
+    pub server_timeout: Option<String>,
+}
+
+/// `General.Cluster`: only the certificate that names this node among a channel's consenters is read here.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ClusterConfig {
+    /// TLS client certificate this node presents to other consenters; it is how a channel's consenter list
+    /// identifies the node. The key is not needed to tell which consenter this node is.
+    pub client_certificate: Option<PathBuf>,
+    /// Its private key (unused until a cluster consensus needs it).
+    pub client_private_key: Option<PathBuf>,
+}
+
+/// `General.Authentication`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct AuthenticationConfig {
+    /// `TimeWindow`: how far a Deliver request's timestamp may be from the server's clock (default 15m).
+    pub time_window: Option<String>,
+    /// `NoExpirationChecks`: skip the broadcast creator-certificate expiry check.
+    pub no_expiration_checks: bool,
+}
+
+/// The `General` section.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct GeneralConfig {
+    /// IP address or host name of the gRPC (AtomicBroadcast) listener.
+    pub listen_address: String,
+    /// Its TCP port (0 picks a free port).
+    pub listen_port: u16,
+    /// TLS of the gRPC listener.
+    #[serde(rename = "TLS")]
+    pub tls: TlsConfig,
+    /// gRPC keepalive.
+    pub keepalive: KeepaliveConfig,
+    /// Largest gRPC message accepted, bytes (default 100 MiB).
+    pub max_recv_msg_size: Option<u64>,
+    /// Largest gRPC message sent, bytes (default 100 MiB).
+    pub max_send_msg_size: Option<u64>,
+    /// Cluster settings.
+    pub cluster: ClusterConfig,
+    /// The local MSP directory in cryptogen's layout (`signcerts/`, `keystore/`).
+    #[serde(rename = "LocalMSPDir")]
+    pub local_msp_dir: Option<PathBuf>,
+    /// The local MSP ID, e.g. `OrdererMSP`.
+    #[serde(rename = "LocalMSPID")]
+    pub local_msp_id: Option<String>,
+    /// Client authentication settings.
+    pub authentication: AuthenticationConfig,
+}
+
+impl Default for GeneralConfig {
+    fn default() -> Self {
+        GeneralConfig {
+            listen_address: "127.0.0.1".into(),
+            listen_port: 7050,
+            tls: TlsConfig::default(),
+            keepalive: KeepaliveConfig::default(),
+            max_recv_msg_size: None,
+            max_send_msg_size: None,
+            cluster: ClusterConfig::default(),
+            local_msp_dir: None,
+            local_msp_id: None,
+            authentication: AuthenticationConfig::default(),
+        }
+    }
+}
+
+/// `FileLedger`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct FileLedgerConfig {
+    /// Directory of the channels' ledgers (`<Location>/chains/<channel>`).
+    pub location: Option<PathBuf>,
+}
+
+/// An HTTP listener: `Admin` (channel participation) or `Operations` (health, metrics).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct HttpListenerConfig {
+    /// `host:port`; empty disables the listener.
+    pub listen_address: String,
+    /// Its TLS settings.
+    #[serde(rename = "TLS")]
+    pub tls: TlsConfig,
+}
+
+/// `ChannelParticipation`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ChannelParticipationConfig {
+    /// Whether the API answers (Fabric answers 503 when disabled).
+    pub enabled: bool,
+    /// Largest join request body, e.g. `"1 MB"`.
+    pub max_request_body_size: Option<serde_yaml::Value>,
+}
+
+impl Default for ChannelParticipationConfig {
+    fn default() -> Self {
+        ChannelParticipationConfig { enabled: true, max_request_body_size: None }
+    }
+}
+
+/// `Consensus` (etcdraft's WAL and snapshot directories, used by the Raft backend).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct ConsensusDirs {
+    /// Write-ahead log directory.
+    #[serde(rename = "WALDir")]
+    pub wal_dir: Option<PathBuf>,
+    /// Snapshot directory.
+    pub snap_dir: Option<PathBuf>,
+}
+
+/// Ferrofabric's tuning (`Ferrofabric:` section; not in Fabric's file).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct TuningConfig {
+    /// FastFabric Opt O-II: check the messages of one Broadcast stream in parallel (responses stay in order).
+    pub parallel_checks: bool,
+    /// How many messages of one stream may be in checking at once when `parallel_checks` is on.
+    pub broadcast_window: usize,
+    /// Capacity of each channel's consensus queue (messages). A full queue makes Broadcast wait.
+    pub queue_size: usize,
+    /// How long Broadcast waits for room in a full consensus queue before answering SERVICE_UNAVAILABLE.
+    pub queue_timeout: Option<String>,
+    /// Threads checking signatures and signing blocks; 0 = one per core.
+    pub crypto_threads: usize,
+    /// Blocks signed in parallel ahead of the one being appended.
+    pub signing_window: usize,
+    /// `fsync` every appended block (`true`, default) or leave it to the OS.
+    pub sync_every_block: bool,
+}
+
+impl Default for TuningConfig {
+    fn default() -> Self {
+        TuningConfig {
+            parallel_checks: true,
+            broadcast_window: 256,
+            queue_size: 10_000,
+            queue_timeout: None,
+            crypto_threads: 0,
+            signing_window: 8,
+            sync_every_block: true,
+        }
+    }
+}
+
+/// The whole file (Fabric `localconfig.TopLevel`, the parts used here).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct OrdererConfig {
+    /// `General`.
+    pub general: GeneralConfig,
+    /// `FileLedger`.
+    pub file_ledger: FileLedgerConfig,
+    /// `Operations` listener.
+    pub operations: HttpListenerConfig,
+    /// `Admin` listener (channel participation).
+    pub admin: HttpListenerConfig,
+    /// `ChannelParticipation`.
+    pub channel_participation: ChannelParticipationConfig,
+    /// `Consensus`.
+    pub consensus: ConsensusDirs,
+    /// `Ferrofabric` tuning.
+    pub ferrofabric: TuningConfig,
+}
+
+impl OrdererConfig {
+    /// Defaults of a node started without a file: gRPC on 127.0.0.1:7050, admin on 127.0.0.1:7053,
+    /// operations on 127.0.0.1:8443, no TLS.
+    pub fn defaults() -> Self {
+        OrdererConfig {
+            admin: HttpListenerConfig { listen_address: "127.0.0.1:7053".into(), tls: TlsConfig::default() },
+            operations: HttpListenerConfig { listen_address: "127.0.0.1:8443".into(), tls: TlsConfig::default() },
+            ..OrdererConfig::default()
+        }
+    }
+
+    /// Parses YAML text; relative paths are resolved against `base_dir`.
+    ///
+    /// Errors: YAML syntax or type errors (with serde's location).
+    pub fn from_yaml(text: &str, base_dir: &Path) -> anyhow::Result<Self> {
+        let mut config: OrdererConfig = serde_yaml::from_str(text).context("parsing the orderer YAML")?;
+        config.resolve_paths(base_dir);
+        Ok(config)
+    }
+
+    /// Reads and parses the file at `path` ([`Self::from_yaml`] with the file's directory as base).
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        Self::from_yaml(&text, base)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        let fix = |p: &mut Option<PathBuf>| {
+            if let Some(path) = p {
+                if path.is_relative() {
+                    *path = base.join(&*path);
+                }
+            }
+        };
+        let fix_tls = |t: &mut TlsConfig| {
+            fix(&mut t.private_key);
+            fix(&mut t.certificate);
+            for p in t.root_cas.iter_mut().chain(t.client_root_cas.iter_mut()) {
+                if p.is_relative() {
+                    *p = base.join(&*p);
+                }
+            }
+        };
+        fix_tls(&mut self.general.tls);
+        fix_tls(&mut self.admin.tls);
+        fix_tls(&mut self.operations.tls);
+        fix(&mut self.general.cluster.client_certificate);
+        fix(&mut self.general.cluster.client_private_key);
+        fix(&mut self.general.local_msp_dir);
+        fix(&mut self.file_ledger.location);
+        fix(&mut self.consensus.wal_dir);
+        fix(&mut self.consensus.snap_dir);
+    }
+
+    /// The gRPC listen address (`ListenAddress:ListenPort`).
+    ///
+    /// Errors: the pair is not a socket address (host names other than `localhost` are not resolved).
+    pub fn listen_addr(&self) -> anyhow::Result<SocketAddr> {
+        let host = match self.general.listen_address.as_str() {
+            "localhost" => "127.0.0.1",
+            h => h,
+        };
+        parse_addr(&format!("{host}:{}", self.general.listen_port))
+    }
+
+    /// `General.Authentication.TimeWindow`, default 15 minutes.
+    pub fn time_window(&self) -> anyhow::Result<Duration> {
+        opt_duration(self.general.authentication.time_window.as_deref(), Duration::from_secs(15 * 60))
+    }
+
+    /// `Ferrofabric.QueueTimeout`, default 10 s.
+    pub fn queue_timeout(&self) -> anyhow::Result<Duration> {
+        opt_duration(self.ferrofabric.queue_timeout.as_deref(), Duration::from_secs(10))
+    }
+
+    /// `ChannelParticipation.MaxRequestBodySize` in bytes, default 1 MiB (Fabric's default "1 MB").
+    pub fn max_request_body_size(&self) -> anyhow::Result<usize> {
+        match &self.channel_participation.max_request_body_size {
+            None | Some(serde_yaml::Value::Null) => Ok(1 << 20),
+            Some(serde_yaml::Value::Number(n)) => {
+                n.as_u64().and_then(|v| usize::try_from(v).ok()).ok_or_else(|| anyhow!("bad MaxRequestBodySize {n}"))
+            }
+            Some(serde_yaml::Value::String(s)) => parse_size(s),
+            Some(other) => bail!("bad MaxRequestBodySize {other:?}"),
+        }
+    }
+}
+
+fn nullable_vec<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    Ok(Option::<Vec<PathBuf>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Parses `host:port` (IPv4, `[IPv6]` or `localhost`).
+///
+/// Errors: not a socket address.
+pub fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
+    let s = s.trim();
+    let fixed = s.strip_prefix("localhost:").map(|p| format!("127.0.0.1:{p}"));
+    fixed.as_deref().unwrap_or(s).parse().with_context(|| format!("{s:?} is not an address of the form host:port"))
+}
+
+fn opt_duration(s: Option<&str>, default: Duration) -> anyhow::Result<Duration> {
+    match s {
+        None | Some("") => Ok(default),
+        Some(s) => parse_duration(s),
+    }
+}
+
+/// Parses a non-negative Go duration such as `"2s"`, `"1m30s"`, `"500ms"`, `"1.5h"` (units ns, us, µs, ms, s,
+/// m, h; bare `"0"` allowed).
+///
+/// Errors: empty, negative, missing or unknown unit, malformed number.
+pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() {
+        bail!("empty duration");
+    }
+    let mut rest = s;
+    let mut total = 0f64;
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        if num_len == 0 {
+            bail!("invalid duration {s:?}: expected a number");
+        }
+        let value: f64 = rest[..num_len].parse().with_context(|| format!("invalid duration {s:?}"))?;
+        rest = &rest[num_len..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            "" => bail!("invalid duration {s:?}: missing unit"),
+            u => bail!("invalid duration {s:?}: unknown unit {u:?}"),
+        };
+        rest = &rest[unit_len..];
+        total += value * scale;
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// Parses a byte size as Fabric's config does: a plain number of bytes or a number with a unit
+/// `B`, `KB`, `MB`, `GB` (powers of 1024, as Fabric's `StringToBytesHookFunc`), spaces allowed.
+///
+/// Errors: malformed number or unknown unit.
+pub fn parse_size(s: &str) -> anyhow::Result<usize> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let n: usize = t[..split].parse().with_context(|| format!("bad size {s:?}"))?;
+    let mult: usize = match t[split..].trim().to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" => 1 << 10,
+        "M" | "MB" => 1 << 20,
+        "G" | "GB" => 1 << 30,
+        u => bail!("bad size {s:?}: unknown unit {u:?}"),
+    };
+    n.checked_mul(mult).ok_or_else(|| anyhow!("size {s:?} overflows"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fabric_fixture_orderer_yaml_loads() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/fabric-2.5/orderer.yaml");
+        let c = OrdererConfig::load(&path).unwrap();
+        let base = path.parent().unwrap();
+        assert_eq!(c.listen_addr().unwrap(), "127.0.0.1:7050".parse().unwrap());
+        assert!(c.general.tls.enabled);
+        assert!(!c.general.tls.client_auth_required);
+        assert!(c.general.tls.client_root_cas.is_empty());
+        assert_eq!(c.general.local_msp_id.as_deref(), Some("OrdererMSP"));
+        assert_eq!(
+            c.general.local_msp_dir.as_deref(),
+            Some(
+                base.join("organizations/ordererOrganizations/example.com/orderers/orderer.example.com/msp").as_path()
+            )
+        );
+        assert_eq!(c.file_ledger.location.as_deref(), Some(base.join("orderer/data").as_path()));
+        assert_eq!(c.admin.listen_address, "127.0.0.1:7053");
+        assert!(c.admin.tls.client_auth_required);
+        assert_eq!(c.admin.tls.client_root_cas.len(), 1);
+        assert_eq!(c.operations.listen_address, "127.0.0.1:8443");
+        assert_eq!(c.max_request_body_size().unwrap(), 1 << 20);
+        assert_eq!(c.time_window().unwrap(), Duration::from_secs(900));
+        assert!(c.consensus.wal_dir.unwrap().ends_with("orderer/data/etcdraft/wal"));
+        assert_eq!(c.ferrofabric, TuningConfig::default());
+    }
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert_eq!(parse_size("1 MB").unwrap(), 1 << 20);
+        assert_eq!(parse_size("512 KB").unwrap(), 512 << 10);
+        assert_eq!(parse_size("100").unwrap(), 100);
+        assert!(parse_size("1 XB").is_err());
+        assert_eq!(parse_addr("localhost:7050").unwrap(), "127.0.0.1:7050".parse().unwrap());
+        assert!(parse_addr("nohost").is_err());
+    }
+}

@@ -1,0 +1,211 @@
+//! Which accepted messages this node is still responsible for, and which were ordered recently.
+//!
+//! Fabric's Raft chain answers SUCCESS once a message is queued at the leader, so a leader crash loses what
+//! it had queued. Here a node answers SUCCESS only once the message is *held* by two nodes (the receiving
+//! node and the leader, or the leader and a follower it backed the message up to). Every holder keeps the
+//! message until it applies a block that contains it; when the leader changes, holders hand their messages
+//! to the new leader again. The leader drops a message it is already cutting or that was ordered recently
+//! ([`Book::is_recent`]), so a message reaches the ledger at most once, and — with at most one crashed
+//! node at a time in a three-node cluster — at least once.
+//!
+//! Messages are identified by the first 16 bytes of the SHA-256 of the envelope bytes ([`Key`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+use crate::consensus::Submission;
+
+/// A message's identity: SHA-256 of the marshaled envelope, first 16 bytes.
+pub(crate) type Key = [u8; 16];
+
+/// The [`Key`] of a marshaled envelope.
+pub(crate) fn key_of(envelope: &[u8]) -> Key {
+    let digest = Sha256::digest(envelope);
+    let mut k = [0u8; 16];
+    k.copy_from_slice(&digest[..16]);
+    k
+}
+
+/// A held message.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    /// The message as accepted.
+    pub(crate) submission: Submission,
+    /// A CONFIG message (ordered alone in its block).
+    pub(crate) config: bool,
+    /// When it was last handed to a leader (or accepted).
+    pub(crate) last_sent: Instant,
+    accepted: Instant,
+    seq: u64,
+}
+
+/// Held messages in acceptance order plus the keys of recently applied messages. Not thread-safe by
+/// itself; the chain shares it behind a mutex.
+#[derive(Debug)]
+pub(crate) struct Book {
+    held: HashMap<Key, Held>,
+    order: BTreeMap<u64, Key>,
+    next_seq: u64,
+    max_held: usize,
+    recent: HashSet<Key>,
+    recent_order: VecDeque<Key>,
+    max_recent: usize,
+}
+
+impl Book {
+    /// A book holding at most `max_held` messages and remembering the last `max_recent` applied ones.
+    pub(crate) fn new(max_held: usize, max_recent: usize) -> Book {
+        Book {
+            held: HashMap::new(),
+            order: BTreeMap::new(),
+            next_seq: 0,
+            max_held: max_held.max(1),
+            recent: HashSet::new(),
+            recent_order: VecDeque::new(),
+            max_recent: max_recent.max(1),
+        }
+    }
+
+    /// Starts holding `submission` (no-op if already held, or if it was applied recently: it is in the
+    /// ledger already). Returns false when the book is full.
+    pub(crate) fn hold(&mut self, key: Key, submission: Submission, config: bool, now: Instant) -> bool {
+        if self.held.contains_key(&key) || self.recent.contains(&key) {
+            return true;
+        }
+        if self.held.len() >= self.max_held {
+            return false;
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.order.insert(seq, key);
+        self.held.insert(key, Held { submission, config, last_sent: now, accepted: now, seq });
+        true
+    }
+
+    /// Stops holding `key` (the client was told the message failed, or the leader discarded it).
+    pub(crate) fn release(&mut self, key: &Key) {
+        if let Some(h) = self.held.remove(key) {
+            self.order.remove(&h.seq);
+        }
+    }
+
+    /// Records that the messages `keys` were applied in a block: they are no longer held and count as
+    /// recent.
+    pub(crate) fn applied<'a>(&mut self, keys: impl IntoIterator<Item = &'a Key>) {
+        for key in keys {
+            self.release(key);
+            if self.recent.insert(*key) {
+                self.recent_order.push_back(*key);
+                if self.recent_order.len() > self.max_recent {
+                    if let Some(old) = self.recent_order.pop_front() {
+                        self.recent.remove(&old);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether `key` was applied recently (within the last `max_recent` applied messages).
+    pub(crate) fn is_recent(&self, key: &Key) -> bool {
+        self.recent.contains(key)
+    }
+
+    /// Every held message, in acceptance order.
+    pub(crate) fn all(&self) -> Vec<(Key, Held)> {
+        self.order.values().filter_map(|k| self.held.get(k).map(|h| (*k, h.clone()))).collect()
+    }
+
+    /// Held messages last sent at least `age` ago, in acceptance order; their send time becomes `now`.
+    pub(crate) fn due(&mut self, age: Duration, now: Instant) -> Vec<(Key, Held)> {
+        let mut out = Vec::new();
+        for k in self.order.values() {
+            if let Some(h) = self.held.get_mut(k) {
+                if now.saturating_duration_since(h.last_sent) >= age {
+                    h.last_sent = now;
+                    out.push((*k, h.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Makes every held message due now (a new leader was elected).
+    pub(crate) fn all_due(&mut self, age: Duration, now: Instant) {
+        let past = now.checked_sub(age).unwrap_or(now);
+        for h in self.held.values_mut() {
+            h.last_sent = past;
+        }
+    }
+
+    /// Drops messages accepted more than `limit` ago (a message nobody orders must not be held forever).
+    /// Returns how many were dropped.
+    pub(crate) fn expire(&mut self, limit: Duration, now: Instant) -> usize {
+        let old: Vec<Key> = self
+            .held
+            .iter()
+            .filter(|(_, h)| now.saturating_duration_since(h.accepted) > limit)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in &old {
+            self.release(k);
+        }
+        old.len()
+    }
+}
+
+/// The [`Key`] of every envelope of a block's data.
+pub(crate) fn block_keys(envelopes: &[Bytes]) -> Vec<Key> {
+    envelopes.iter().map(|e| key_of(e)).collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn sub(tag: &'static [u8]) -> (Key, Submission) {
+        let envelope = Bytes::from_static(tag);
+        (key_of(tag), Submission { envelope, tx_id: String::new(), size: tag.len() as u32, config_seq: 0 })
+    }
+
+    #[test]
+    fn held_until_applied_then_recent_and_bounded() {
+        let now = Instant::now();
+        let mut b = Book::new(2, 2);
+        let (k1, s1) = sub(b"one");
+        let (k2, s2) = sub(b"two");
+        let (k3, s3) = sub(b"three");
+        assert!(b.hold(k1, s1.clone(), false, now));
+        assert!(b.hold(k2, s2, false, now));
+        assert!(b.hold(k1, s1.clone(), false, now), "holding twice is a no-op");
+        assert!(!b.hold(k3, s3.clone(), false, now), "full");
+        assert_eq!(b.all().iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![k1, k2]);
+        b.applied([&k1]);
+        assert!(!b.held.contains_key(&k1) && b.is_recent(&k1));
+        assert!(b.hold(k1, s1, false, now) && !b.held.contains_key(&k1), "an applied message is not held again");
+        assert!(b.hold(k3, s3, false, now));
+        b.applied([&k2, &k3]);
+        assert!(!b.is_recent(&k1), "only the last two applied keys are remembered");
+        assert!(b.is_recent(&k2) && b.is_recent(&k3));
+        assert!(b.held.is_empty());
+    }
+
+    #[test]
+    fn due_and_expiry_follow_the_clock() {
+        let t0 = Instant::now();
+        let mut b = Book::new(10, 10);
+        let (k1, s1) = sub(b"one");
+        b.hold(k1, s1, false, t0);
+        assert!(b.due(Duration::from_secs(5), t0 + Duration::from_secs(1)).is_empty());
+        assert_eq!(b.due(Duration::from_secs(5), t0 + Duration::from_secs(6)).len(), 1);
+        assert!(b.due(Duration::from_secs(5), t0 + Duration::from_secs(7)).is_empty(), "just resent");
+        b.all_due(Duration::from_secs(5), t0 + Duration::from_secs(7));
+        assert_eq!(b.due(Duration::from_secs(5), t0 + Duration::from_secs(7)).len(), 1);
+        assert_eq!(b.expire(Duration::from_secs(60), t0 + Duration::from_secs(30)), 0);
+        assert_eq!(b.expire(Duration::from_secs(60), t0 + Duration::from_secs(61)), 1);
+        assert!(b.held.is_empty());
+    }
+}

@@ -1,0 +1,130 @@
+//! Catching up with the cluster: blocks a Raft snapshot (or a gap in the log) says this node is missing are
+//! pulled over `AtomicBroadcast/Deliver` from the other consenters, as Fabric's etcdraft chain does with its
+//! block puller (`orderer/common/cluster/deliver.go`).
+//!
+//! The request is a SeekInfo from the ledger height to the last missing block, signed by this node's
+//! identity (the channel's Readers policy must admit it — an orderer organization member is a Reader in
+//! configtxgen's profiles) and sent over mutual TLS. Every pulled block must carry the data hash of its
+//! envelopes, and [`ChainSupport::append_block`] checks that it continues the chain, so a block from a
+//! faulty peer cannot be stored; the next peer is then tried.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferrofabric_protos::common::Block;
+use ferrofabric_protos::orderer::seek_info::SeekBehavior;
+use futures::StreamExt;
+use prost::Message;
+
+use super::transport::{endpoint, ClusterTls};
+use crate::block::block_data_hash;
+use crate::client::{self, DeliverItem};
+use crate::support::ChainSupport;
+
+/// How long a Deliver stream may stay silent before the next source is tried.
+const IDLE: Duration = Duration::from_secs(10);
+
+/// Where blocks can be pulled from.
+#[derive(Debug, Clone)]
+pub(crate) struct Source {
+    /// Raft ID of the consenter.
+    pub(crate) id: u64,
+    /// Its host.
+    pub(crate) host: String,
+    /// Its port.
+    pub(crate) port: u16,
+}
+
+/// Checks a pulled block: it decodes and its header's data hash matches its envelopes.
+///
+/// Errors: a message naming the defect.
+pub(crate) fn check_pulled(raw: &Bytes) -> Result<Block, String> {
+    let block = Block::decode(raw.clone()).map_err(|e| format!("pulled block does not decode: {e}"))?;
+    let header = block.header.as_ref().ok_or("pulled block has no header")?;
+    let data = block.data.as_ref().map(|d| d.data.as_slice()).unwrap_or_default();
+    if header.data_hash.as_ref() != block_data_hash(data) {
+        return Err(format!("pulled block {} has a wrong data hash", header.number));
+    }
+    Ok(block)
+}
+
+/// Pulls blocks `from..=to` of `support`'s channel from one of `sources` (tried in order) and hands each
+/// one, in order, to `apply`, which appends it. Returns once block `to` was applied.
+///
+/// Errors: every source failed (the last failure is reported); `apply` failed.
+pub(crate) async fn pull<F>(
+    support: &ChainSupport,
+    tls: &ClusterTls,
+    extra_roots: &[Vec<u8>],
+    sources: &[Source],
+    from: u64,
+    to: u64,
+    mut apply: F,
+) -> Result<(), String>
+where
+    F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
+{
+    let mut next = from;
+    let mut last_error = "no other consenter to pull from".to_owned();
+    for source in sources {
+        if next > to {
+            break;
+        }
+        match pull_from(support, tls, extra_roots, source, &mut next, to, &mut apply).await {
+            Ok(()) => return Ok(()),
+            Err(e) => {
+                tracing::warn!(channel = %support.channel_id(), source = source.id, error = %e, "pulling blocks failed");
+                last_error = e;
+            }
+        }
+    }
+    if next > to {
+        Ok(())
+    } else {
+        Err(last_error)
+    }
+}
+
+async fn pull_from<F>(
+    support: &ChainSupport,
+    tls: &ClusterTls,
+    extra_roots: &[Vec<u8>],
+    source: &Source,
+    next: &mut u64,
+    to: u64,
+    apply: &mut F,
+) -> Result<(), String>
+where
+    F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
+{
+    let ep = endpoint(&source.host, source.port, tls, extra_roots).map_err(|e| format!("endpoint: {e}"))?;
+    let channel = tokio::time::timeout(IDLE, ep.connect())
+        .await
+        .map_err(|_| "connect timed out".to_owned())?
+        .map_err(|e| format!("connect: {e}"))?;
+    let signer = support.signer().clone();
+    let seek = client::seek_range(*next, Some(to), SeekBehavior::BlockUntilReady);
+    let env = client::seek_envelope(support.channel_id(), signer.serialized(), |m| signer.sign(m), &seek);
+    let requests = futures::stream::iter(vec![env]).chain(futures::stream::pending());
+    let mut stream = client::deliver(channel, requests).await.map_err(|e| format!("Deliver: {e}"))?;
+    while *next <= to {
+        let item = tokio::time::timeout(IDLE, stream.next())
+            .await
+            .map_err(|_| format!("no block {} within {IDLE:?}", *next))?;
+        match item {
+            Some(Ok(DeliverItem::Block(raw))) => {
+                let block = check_pulled(&raw)?;
+                let number = block.header.as_ref().map(|h| h.number).unwrap_or_default();
+                if number != *next {
+                    return Err(format!("expected block {} but got block {number}", *next));
+                }
+                apply(raw, block).await?;
+                *next += 1;
+            }
+            Some(Ok(DeliverItem::Status(s))) => return Err(format!("Deliver ended with status {s}")),
+            Some(Err(e)) => return Err(format!("Deliver stream: {e}")),
+            None => return Err("Deliver stream ended".into()),
+        }
+    }
+    Ok(())
+}

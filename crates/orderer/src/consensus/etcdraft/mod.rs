@@ -1,0 +1,447 @@
+//! `etcdraft`: crash-fault-tolerant ordering with Raft (Fabric `orderer/consensus/etcdraft`), on raft-rs with
+//! raft-engine as write-ahead log.
+//!
+//! # Pieces
+//! * [`Cluster`] (one per node): the TLS material to dial other consenters, the channels' chains by name,
+//!   the [`ClusterService`] (`orderer.Cluster/Step`) to add to the node's gRPC server, and the
+//!   [`RaftFactory`] to register under `etcdraft`.
+//! * Per channel, a [`RaftChain`]: a Raft thread (`raftnode`) that owns the log (`storage`: raft-engine
+//!   under `Consensus.WALDir/<channel>`, snapshots under `Consensus.SnapDir/<channel>`), an async leader
+//!   loop (`chain`) and one link per other consenter (`transport`).
+//!
+//! # Channel configuration
+//! The consenters and options come from the `ConsensusType` metadata of the channel configuration
+//! (`etcdraft.ConfigMetadata`). Consenter `i` (in configuration order) has Raft ID `i + 1`, unless the ledger
+//! tip records other IDs in its `BlockMetadata.consenter_ids`. A node finds its own ID by matching its TLS
+//! certificate ([`ChainSupport::node_certificate`]) with the consenters' client or server certificates, and
+//! reaches the others at their `host:port`, which is where they serve both the cluster service and
+//! Deliver. Election timeout = `TickInterval × ElectionTick`; heartbeat = `TickInterval × HeartbeatTick`;
+//! pre-vote and check-quorum are on, as in Fabric.
+//!
+//! # Blocks
+//! The leader cuts, creates and *signs* each block (consenter metadata `etcdraft.BlockMetadata{consenter_ids,
+//! next_consenter_id, raft_index}` inside `OrdererBlockMetadata`), and replicates the signed bytes as one
+//! Raft entry. Every node, the leader included, appends committed entries with
+//! [`ChainSupport::append_block`], so all ledgers hold byte-identical blocks. (Fabric's followers re-sign
+//! each block themselves, so their copies differ in signatures.)
+//!
+//! # Recovery and catch-up
+//! On restart the log is replayed from the newest snapshot; blocks the ledger already holds are skipped by
+//! number, and `BlockMetadata.raft_index` of the ledger tip tells Raft what was applied. Every
+//! `Options.SnapshotIntervalSize` bytes of blocks a snapshot is taken (data: the tip block, as in Fabric)
+//! and the log compacted. A node that receives a snapshot, or meets a block beyond its ledger height,
+//! pulls the missing blocks with Deliver from the other consenters (`catchup`).
+//!
+//! # Differences from Fabric
+//! * SUCCESS means the message is held by two nodes and will be ordered even if the leader crashes (see
+//!   `book`); Fabric answers once the message is queued at the leader.
+//! * A byte-identical envelope submitted again while its first copy is held or was ordered recently (the
+//!   last 2^18 messages) is answered SUCCESS and ordered once; Fabric orders both copies and the peers
+//!   mark the second one a duplicate transaction.
+//! * Membership is static: a config block that changes the consenter set is stored, but Raft keeps the
+//!   set it started with (Fabric reconfigures Raft). Non-consenter followers are not implemented.
+//! * A channel with exactly one consenter is served by the solo loop
+//!   ([`crate::consensus::solo::SingleRaftNodeFactory`]): a single voter commits every proposal at once.
+//! * The cluster service authenticates callers by their TLS client certificate, so the node's gRPC
+//!   listener must request client certificates (`General.TLS.ClientRootCAs`). Dialed consenters are
+//!   checked against the CA roots (channel orderer organizations' TLS roots and `General.TLS.RootCAs`) and
+//!   their host name, not pinned to the consenter's server certificate.
+
+mod book;
+mod catchup;
+mod chain;
+mod raftnode;
+mod storage;
+mod transport;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use bytes::Bytes;
+use ferrofabric_policy::ChannelConfig;
+use ferrofabric_protos::common::{Block, BlockMetadataIndex, Metadata, OrdererBlockMetadata};
+use ferrofabric_protos::etcdraft;
+use ferrofabric_protos::msp::{FabricMspConfig, MspConfig};
+use prost::Message;
+use tokio::sync::{mpsc, watch};
+
+pub use chain::RaftChain;
+pub use transport::{ClusterService, ClusterTls, CLUSTER_SERVICE_NAME};
+
+use self::book::Book;
+use self::catchup::Source;
+use self::chain::{run_chain, LoopParams, Shared, Timing};
+use self::raftnode::{Input, RaftLoop, RaftParams, RaftStatus};
+use self::storage::WalStorage;
+use self::transport::{endpoint, PeerLink};
+use super::solo::SingleRaftNodeFactory;
+use super::{ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory};
+use crate::config::{parse_duration, OrdererConfig};
+use crate::tls::pem_cert_der;
+
+/// Fabric's defaults for `etcdraft.Options` fields left at zero.
+const DEFAULT_TICK: Duration = Duration::from_millis(500);
+const DEFAULT_ELECTION_TICK: u32 = 10;
+const DEFAULT_HEARTBEAT_TICK: u32 = 1;
+const DEFAULT_MAX_INFLIGHT_BLOCKS: u32 = 5;
+const DEFAULT_SNAPSHOT_INTERVAL: u64 = 16 << 20;
+/// Entries kept before a snapshot for followers that are only slightly behind (Fabric keeps 4).
+const SNAPSHOT_CATCHUP_ENTRIES: u64 = 4;
+/// Held messages per channel (each holds its envelope).
+const MAX_HELD: usize = 200_000;
+/// Applied messages remembered to drop resubmitted duplicates.
+const MAX_RECENT: usize = 1 << 18;
+/// A held message is given up after this long.
+const HOLD_LIMIT: Duration = Duration::from_secs(600);
+
+/// The node's Raft cluster (Fabric `orderer/common/cluster/comm.go` `Comm` plus the etcdraft `Consenter`):
+/// the TLS material to dial other consenters, the channels' running chains by channel ID, and the
+/// `orderer.Cluster` service. Share as `Arc<Cluster>`; thread-safe.
+pub struct Cluster {
+    tls: Option<ClusterTls>,
+    max_message: usize,
+    chains: RwLock<HashMap<String, Arc<Shared>>>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let channels: Vec<String> = self.chains.read().map(|c| c.keys().cloned().collect()).unwrap_or_default();
+        f.debug_struct("Cluster").field("tls", &self.tls.is_some()).field("channels", &channels).finish()
+    }
+}
+
+fn read(path: &std::path::Path, what: &str) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading the cluster {what} {}", path.display()))
+}
+
+impl Cluster {
+    /// A cluster dialing with `tls` (None: multi-consenter channels are refused) and accepting messages up
+    /// to `max_message` bytes.
+    pub fn new(tls: Option<ClusterTls>, max_message: usize) -> Arc<Cluster> {
+        Arc::new(Cluster { tls, max_message, chains: RwLock::new(HashMap::new()) })
+    }
+
+    /// The cluster of a node configured by `config`: client certificate and key from
+    /// `General.Cluster.ClientCertificate` / `ClientPrivateKey`, else `General.TLS.Certificate` /
+    /// `PrivateKey` when TLS is enabled; root CAs from `General.TLS.RootCAs`; message limit
+    /// `General.MaxRecvMsgSize` (default 100 MiB).
+    ///
+    /// Errors: configured files that cannot be read.
+    pub fn from_config(config: &OrdererConfig) -> anyhow::Result<Arc<Cluster>> {
+        let g = &config.general;
+        let (cert, key) = match (&g.cluster.client_certificate, &g.cluster.client_private_key) {
+            (Some(c), Some(k)) => (Some(c.clone()), Some(k.clone())),
+            _ if g.tls.enabled => (g.tls.certificate.clone(), g.tls.private_key.clone()),
+            _ => (None, None),
+        };
+        let tls = match (cert, key) {
+            (Some(cert), Some(key)) => Some(ClusterTls {
+                certificate_pem: read(&cert, "client certificate")?,
+                private_key_pem: read(&key, "client key")?,
+                root_cas_pem: g.tls.root_cas.iter().map(|p| read(p, "root CA")).collect::<anyhow::Result<_>>()?,
+            }),
+            _ => None,
+        };
+        let max = g.max_recv_msg_size.unwrap_or(100 << 20).max(g.max_send_msg_size.unwrap_or(100 << 20));
+        Ok(Cluster::new(tls, usize::try_from(max).unwrap_or(usize::MAX)))
+    }
+
+    /// The factory to register under `etcdraft` in the node's [`super::ConsensusRegistry`].
+    pub fn factory(self: &Arc<Self>) -> Arc<dyn ConsensusFactory> {
+        Arc::new(RaftFactory { cluster: self.clone() })
+    }
+
+    /// The `orderer.Cluster` gRPC service to add to the node's server.
+    pub fn service(self: &Arc<Self>) -> ClusterService {
+        ClusterService::new(self.clone())
+    }
+
+    pub(crate) fn chain(&self, channel: &str) -> Option<Arc<Shared>> {
+        self.chains.read().unwrap_or_else(|e| e.into_inner()).get(channel).cloned()
+    }
+
+    fn register(&self, shared: Arc<Shared>) {
+        let mut chains = self.chains.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(old) = chains.insert(shared.channel.clone(), shared) {
+            old.halt();
+        }
+    }
+
+    pub(crate) fn unregister(&self, shared: &Arc<Shared>) {
+        let mut chains = self.chains.write().unwrap_or_else(|e| e.into_inner());
+        if chains.get(&shared.channel).is_some_and(|c| Arc::ptr_eq(c, shared)) {
+            chains.remove(&shared.channel);
+        }
+    }
+}
+
+/// Starts [`RaftChain`]s for `etcdraft` channels (Fabric `orderer/consensus/etcdraft/consenter.go`
+/// `HandleChain`); channels with a single consenter go to the solo loop. Errors from `start`: bad consensus
+/// metadata or options, no cluster TLS, this node not among the consenters, no WAL or snapshot directory,
+/// an unreadable WAL.
+#[derive(Debug, Clone)]
+pub struct RaftFactory {
+    cluster: Arc<Cluster>,
+}
+
+fn err(msg: impl Into<String>) -> ConsensusError {
+    ConsensusError(msg.into())
+}
+
+/// `etcdraft.BlockMetadata` recorded in `block`'s SIGNATURES metadata, if any.
+fn raft_block_metadata(block: &Block) -> Option<etcdraft::BlockMetadata> {
+    let raw = block.metadata.as_ref()?.metadata.get(BlockMetadataIndex::Signatures as usize)?;
+    let value = Metadata::decode(raw.clone()).ok()?.value;
+    let consenter = OrdererBlockMetadata::decode(value).ok()?.consenter_metadata;
+    let inner = Metadata::decode(consenter).ok()?.value;
+    if inner.is_empty() {
+        return None;
+    }
+    etcdraft::BlockMetadata::decode(inner).ok()
+}
+
+/// The ledger tip's Raft metadata.
+fn tip_metadata(support: &ChainSupport) -> Option<etcdraft::BlockMetadata> {
+    let height = support.store().height();
+    let raw = support.store().block(height.checked_sub(1)?).ok()??;
+    raft_block_metadata(&Block::decode(raw).ok()?)
+}
+
+/// TLS root and intermediate CA certificates (PEM) of the channel's orderer organizations.
+fn orderer_tls_roots(config: &ChannelConfig) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let Some(orderer) = config.config().channel_group.as_ref().and_then(|g| g.groups.get("Orderer")) else {
+        return out;
+    };
+    for org in orderer.groups.values() {
+        let Some(value) = org.values.get("MSP") else { continue };
+        let Ok(msp) = MspConfig::decode(value.value.clone()) else { continue };
+        if msp.r#type != 0 {
+            continue;
+        }
+        let Ok(fabric) = FabricMspConfig::decode(msp.config) else { continue };
+        out.extend(fabric.tls_root_certs.iter().chain(fabric.tls_intermediate_certs.iter()).map(|c| c.to_vec()));
+    }
+    out
+}
+
+/// The options of `md` with Fabric's defaults for zero values.
+struct Options {
+    tick: Duration,
+    election_tick: u32,
+    heartbeat_tick: u32,
+    max_inflight: u32,
+    snapshot_interval: u64,
+}
+
+fn options(md: &etcdraft::ConfigMetadata) -> Result<Options, ConsensusError> {
+    let o = md.options.clone().unwrap_or_default();
+    let tick = if o.tick_interval.is_empty() {
+        DEFAULT_TICK
+    } else {
+        parse_duration(&o.tick_interval).map_err(|e| err(format!("bad etcdraft TickInterval: {e}")))?
+    };
+    if tick.is_zero() {
+        return Err(err("etcdraft TickInterval must be positive"));
+    }
+    let nz = |v: u32, d: u32| if v == 0 { d } else { v };
+    let opts = Options {
+        tick,
+        election_tick: nz(o.election_tick, DEFAULT_ELECTION_TICK),
+        heartbeat_tick: nz(o.heartbeat_tick, DEFAULT_HEARTBEAT_TICK),
+        max_inflight: nz(o.max_inflight_blocks, DEFAULT_MAX_INFLIGHT_BLOCKS),
+        snapshot_interval: if o.snapshot_interval_size == 0 {
+            DEFAULT_SNAPSHOT_INTERVAL
+        } else {
+            u64::from(o.snapshot_interval_size)
+        },
+    };
+    if opts.election_tick <= opts.heartbeat_tick {
+        return Err(err(format!(
+            "etcdraft ElectionTick ({}) must be greater than HeartbeatTick ({})",
+            opts.election_tick, opts.heartbeat_tick
+        )));
+    }
+    Ok(opts)
+}
+
+/// Sends raft-rs's log records to `tracing` (target `raft`): errors and warnings as such, the rest at debug.
+struct TracingDrain;
+
+struct KvText(String);
+
+impl slog::Serializer for KvText {
+    fn emit_arguments(&mut self, key: slog::Key, val: &std::fmt::Arguments<'_>) -> slog::Result {
+        use std::fmt::Write;
+        let _ = write!(self.0, " {key}={val}");
+        Ok(())
+    }
+}
+
+impl slog::Drain for TracingDrain {
+    type Ok = ();
+    type Err = slog::Never;
+
+    fn log(&self, record: &slog::Record<'_>, values: &slog::OwnedKVList) -> Result<(), slog::Never> {
+        use slog::KV;
+        let mut kv = KvText(String::new());
+        let _ = record.kv().serialize(record, &mut kv);
+        let _ = values.serialize(record, &mut kv);
+        match record.level() {
+            slog::Level::Critical | slog::Level::Error => tracing::error!(target: "raft", "{}{}", record.msg(), kv.0),
+            slog::Level::Warning => tracing::warn!(target: "raft", "{}{}", record.msg(), kv.0),
+            _ => tracing::debug!(target: "raft", "{}{}", record.msg(), kv.0),
+        }
+        Ok(())
+    }
+}
+
+impl ConsensusFactory for RaftFactory {
+    fn start(&self, support: Arc<ChainSupport>, ctx: &ConsensusContext) -> Result<Arc<dyn Consensus>, ConsensusError> {
+        let config = support.config();
+        let channel = support.channel_id().to_owned();
+        let orderer = config.orderer().ok_or_else(|| err("the channel configuration has no Orderer group"))?;
+        let md = etcdraft::ConfigMetadata::decode(orderer.consensus_metadata().clone())
+            .map_err(|e| err(format!("bad etcdraft consensus metadata: {e}")))?;
+        if md.consenters.len() <= 1 {
+            return SingleRaftNodeFactory.start(support, ctx);
+        }
+        let tls = self.cluster.tls.clone().ok_or_else(|| {
+            err(format!(
+                "etcdraft channel {channel} has {} consenters: cluster TLS is needed (General.Cluster.ClientCertificate \
+                 and ClientPrivateKey, or General.TLS)",
+                md.consenters.len()
+            ))
+        })?;
+        let ours = support.node_certificate().map(<[u8]>::to_vec).ok_or_else(|| {
+            err(format!("etcdraft channel {channel}: this node's TLS certificate is unknown, so it cannot tell which consenter it is"))
+        })?;
+        let n = md.consenters.len();
+        let tip = tip_metadata(&support);
+        let ids: Vec<u64> = match &tip {
+            Some(m) if m.consenter_ids.len() == n => m.consenter_ids.clone(),
+            _ => (1..=n as u64).collect(),
+        };
+        let mut consenter_certs = Vec::new();
+        let mut self_id = None;
+        for (c, id) in md.consenters.iter().zip(&ids) {
+            for pem in [&c.client_tls_cert, &c.server_tls_cert] {
+                if let Some(der) = pem_cert_der(pem) {
+                    if der == ours {
+                        self_id = Some(*id);
+                    }
+                    consenter_certs.push((der, *id));
+                }
+            }
+        }
+        let self_id = self_id.ok_or_else(|| {
+            err(format!(
+                "this orderer's TLS certificate is not among the {n} consenters of etcdraft channel {channel}; \
+                 following a channel without being a consenter is not implemented"
+            ))
+        })?;
+        let opts = options(&md)?;
+        let wal_dir = ctx.wal_dir.as_ref().ok_or_else(|| err("Consensus.WALDir is not configured"))?.join(&channel);
+        let snap_dir = ctx.snap_dir.as_ref().ok_or_else(|| err("Consensus.SnapDir is not configured"))?.join(&channel);
+        let storage = WalStorage::open(&wal_dir, &snap_dir, &ids).map_err(|e| err(e.to_string()))?;
+        let tip_index = tip.map(|m| m.raft_index).unwrap_or_default();
+        let applied = storage.snapshot_index().max(tip_index.min(storage.hard_state().commit));
+        let raft_config = raft::Config {
+            id: self_id,
+            election_tick: opts.election_tick as usize,
+            heartbeat_tick: opts.heartbeat_tick as usize,
+            applied,
+            max_size_per_msg: 4 << 20,
+            max_inflight_msgs: 256,
+            check_quorum: true,
+            pre_vote: true,
+            ..raft::Config::default()
+        };
+        raft_config.validate().map_err(|e| err(format!("Raft configuration: {e}")))?;
+        let logger = slog::Logger::root(TracingDrain, slog::o!("channel" => channel.clone()));
+        let raw = raft::RawNode::new(&raft_config, storage, &logger).map_err(|e| err(format!("starting Raft: {e}")))?;
+
+        let (raft_tx, raft_rx) = std::sync::mpsc::channel::<Input>();
+        let (cut_tx, cut_rx) = mpsc::channel(ctx.queue_size.max(1));
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (halt_tx, halt_rx) = watch::channel(false);
+        let (status_tx, _) = watch::channel(RaftStatus::default());
+        let extra_roots = orderer_tls_roots(&config);
+        let report_tx = raft_tx.clone();
+        let report: Arc<dyn Fn(transport::LinkEvent) + Send + Sync> = Arc::new(move |ev| {
+            let _ = report_tx.send(Input::Link(ev));
+        });
+        let mut peers = HashMap::new();
+        let mut sources = Vec::new();
+        for (c, id) in md.consenters.iter().zip(&ids) {
+            if *id == self_id {
+                continue;
+            }
+            let port =
+                u16::try_from(c.port).map_err(|_| err(format!("consenter {}:{} has a bad port", c.host, c.port)))?;
+            let ep = endpoint(&c.host, port, &tls, &extra_roots)
+                .map_err(|e| err(format!("consenter {}:{}: {e}", c.host, c.port)))?;
+            peers.insert(*id, PeerLink::spawn(*id, ep, self.cluster.max_message, report.clone(), halt_rx.clone()));
+            sources.push(Source { id: *id, host: c.host.clone(), port });
+        }
+        let election_timeout = opts.tick * opts.election_tick;
+        let (_, batch_timeout) = support.batch_limits();
+        let shared = Arc::new(Shared {
+            channel: channel.clone(),
+            self_id,
+            support: support.clone(),
+            book: Mutex::new(Book::new(MAX_HELD, MAX_RECENT)),
+            status: status_tx,
+            raft_tx,
+            raft_backlog: AtomicUsize::new(0),
+            cut_tx,
+            peers,
+            consenter_certs,
+            halted: AtomicBool::new(false),
+            caught_up: AtomicBool::new(false),
+            halt_tx,
+            timing: Timing {
+                queue_timeout: ctx.queue_timeout,
+                resubmit_age: batch_timeout * 2 + election_timeout,
+                hold_limit: HOLD_LIMIT,
+            },
+            backups: (n - 1) / 2,
+        });
+        self.cluster.register(shared.clone());
+        tokio::spawn(run_chain(
+            shared.clone(),
+            LoopParams { consenter_ids: ids.clone(), max_inflight: opts.max_inflight as usize },
+            cut_rx,
+            events_rx,
+        ));
+        let params = RaftParams {
+            tick: opts.tick,
+            snapshot_interval: opts.snapshot_interval,
+            keep_entries: SNAPSHOT_CATCHUP_ENTRIES,
+            sources,
+            tls,
+            extra_roots,
+        };
+        let raft_loop =
+            RaftLoop::new(raw, shared.clone(), raft_rx, events_tx, tokio::runtime::Handle::current(), params);
+        let spawned = std::thread::Builder::new().name(format!("raft-{channel}")).spawn(move || raft_loop.run());
+        if let Err(e) = spawned {
+            shared.halt();
+            self.cluster.unregister(&shared);
+            return Err(err(format!("starting the Raft thread: {e}")));
+        }
+        tracing::info!(%channel, id = self_id, consenters = n, applied, "etcdraft chain started");
+        Ok(Arc::new(RaftChain { shared, cluster: self.cluster.clone() }))
+    }
+}
+
+/// The `etcdraft.BlockMetadata` (consenter IDs, next consenter ID, Raft index) recorded in the
+/// `OrdererBlockMetadata.consenter_metadata` of the marshaled block `raw` (Fabric
+/// `orderer/consensus/etcdraft/util.go` `ReadBlockMetadata`); `None` for blocks without it (genesis, solo)
+/// or that do not decode.
+pub fn block_raft_metadata(raw: &Bytes) -> Option<etcdraft::BlockMetadata> {
+    raft_block_metadata(&Block::decode(raw.clone()).ok()?)
+}

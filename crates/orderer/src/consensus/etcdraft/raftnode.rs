@@ -1,0 +1,467 @@
+//! The Raft thread of one channel: owns the raft-rs `RawNode` and its [`WalStorage`], ticks, steps messages
+//! from the cluster service, proposes the leader's signed blocks, persists, sends, and applies committed
+//! blocks to the ledger (Fabric `orderer/consensus/etcdraft/node.go` and the apply half of `chain.go`).
+//!
+//! Blocking work (WAL fsync, the ledger append queue, catch-up pulls) happens here, off the async
+//! runtime; the thread talks to the async side through channels and [`tokio::runtime::Handle::block_on`].
+//!
+//! Leadership: when this node becomes leader it first applies every entry its log held at the election
+//! (they may carry blocks of the previous leader), then tells the chain loop, with a fresh *session*
+//! number, which Raft index its next proposal will get; the chain loop restarts block assembly from the
+//! ledger tip. A proposal
+//! from another session, or whose index does not match the log, is refused and the session restarts the
+//! same way; so `BlockMetadata.raft_index`, which the leader fixes before signing, is always the index of
+//! the entry that carries the block.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferrofabric_protos::common::Block;
+use futures::FutureExt;
+use prost::Message as _;
+use protobuf::Message as _;
+use raft::prelude::{Entry, EntryType, Message as RaftMessage, MessageType, Snapshot};
+use raft::{RawNode, SnapshotStatus, StateRole};
+use raft_engine::LogBatch;
+use tokio::sync::mpsc;
+
+use super::book::block_keys;
+use super::catchup::{self, Source};
+use super::chain::Shared;
+use super::storage::WalStorage;
+use super::transport::{consensus_request, ClusterTls, LinkEvent};
+
+/// Inputs of the Raft thread.
+pub(crate) enum Input {
+    /// A Raft message from a peer.
+    Step(RaftMessage),
+    /// A signed block the leader wants replicated as the entry at `index`.
+    Propose {
+        /// The leadership session the block was made in.
+        session: u64,
+        /// The Raft index recorded in the block's metadata.
+        index: u64,
+        /// The block number (for logs).
+        number: u64,
+        /// The marshaled, signed block.
+        data: Bytes,
+    },
+    /// The chain loop lost track of session `0` (e.g. signing failed); start a new one.
+    Resync(u64),
+    /// A link event.
+    Link(LinkEvent),
+    /// Stop.
+    Halt,
+}
+
+/// What the Raft thread tells the chain loop.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// This node leads and has applied everything its log held at the election: blocks may be created,
+    /// the next proposal becomes entry `next_index`.
+    LeaderReady {
+        /// Session number for proposals.
+        session: u64,
+        /// Raft term.
+        term: u64,
+        /// Index of the next entry this node will propose.
+        next_index: u64,
+    },
+    /// This node no longer leads.
+    NotLeader,
+    /// Block `number` was appended to the ledger.
+    Applied {
+        /// Block number.
+        number: u64,
+    },
+    /// A proposal of `session` was refused; wait for the next [`Event::LeaderReady`].
+    Rejected {
+        /// The refused session.
+        session: u64,
+    },
+}
+
+/// Who leads, as seen by this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct RaftStatus {
+    /// Raft ID of the leader, 0 when unknown.
+    pub(crate) leader: u64,
+    /// Current term.
+    pub(crate) term: u64,
+}
+
+/// Settings of the Raft thread.
+pub(crate) struct RaftParams {
+    /// `Options.TickInterval`.
+    pub(crate) tick: Duration,
+    /// Take a snapshot after this many bytes of blocks (`Options.SnapshotIntervalSize`).
+    pub(crate) snapshot_interval: u64,
+    /// Entries kept before a snapshot's index when compacting (Fabric's `SnapshotCatchUpEntries`).
+    pub(crate) keep_entries: u64,
+    /// The other consenters, to pull blocks from.
+    pub(crate) sources: Vec<Source>,
+    /// TLS to reach them.
+    pub(crate) tls: ClusterTls,
+    /// Roots from the channel configuration.
+    pub(crate) extra_roots: Vec<Vec<u8>>,
+}
+
+/// The Raft thread's state.
+pub(crate) struct RaftLoop {
+    raw: RawNode<WalStorage>,
+    shared: Arc<Shared>,
+    rx: Receiver<Input>,
+    events: mpsc::UnboundedSender<Event>,
+    handle: tokio::runtime::Handle,
+    params: RaftParams,
+    was_leader: bool,
+    session: u64,
+    ready_at: Option<u64>,
+    since_snapshot: u64,
+    status: RaftStatus,
+}
+
+/// Upper bound of inputs handled between two readiness checks.
+const DRAIN: usize = 4096;
+
+impl RaftLoop {
+    /// A loop over `raw`; nothing runs until [`RaftLoop::run`].
+    pub(crate) fn new(
+        raw: RawNode<WalStorage>,
+        shared: Arc<Shared>,
+        rx: Receiver<Input>,
+        events: mpsc::UnboundedSender<Event>,
+        handle: tokio::runtime::Handle,
+        params: RaftParams,
+    ) -> RaftLoop {
+        RaftLoop {
+            raw,
+            shared,
+            rx,
+            events,
+            handle,
+            params,
+            was_leader: false,
+            session: 0,
+            ready_at: None,
+            since_snapshot: 0,
+            status: RaftStatus::default(),
+        }
+    }
+
+    /// Runs until halted or until the channel fails (the failure is recorded on the channel).
+    pub(crate) fn run(mut self) {
+        let channel = self.shared.channel.clone();
+        if let Err(e) = self.startup_catch_up() {
+            self.fail(e);
+            return;
+        }
+        let tick = self.params.tick;
+        let mut next_tick = Instant::now() + tick;
+        'outer: loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(wait) {
+                Ok(input) => {
+                    if !self.handle_input(input) {
+                        break;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            for _ in 0..DRAIN {
+                match self.rx.try_recv() {
+                    Ok(input) => {
+                        if !self.handle_input(input) {
+                            break 'outer;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            if Instant::now() >= next_tick {
+                self.raw.tick();
+                next_tick = Instant::now() + tick;
+            }
+            if let Err(e) = self.on_ready() {
+                self.fail(e);
+                return;
+            }
+            self.track_leadership();
+            if self.shared.halted.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        tracing::debug!(%channel, "raft thread exited");
+    }
+
+    fn fail(&mut self, reason: String) {
+        tracing::error!(channel = %self.shared.channel, %reason, "raft chain stops");
+        self.shared.support.set_errored(format!("etcdraft: {reason}"));
+        self.shared.status.send_replace(RaftStatus::default());
+        let _ = self.events.send(Event::NotLeader);
+    }
+
+    fn handle_input(&mut self, input: Input) -> bool {
+        match input {
+            Input::Step(m) => {
+                self.shared.raft_backlog.fetch_sub(1, Ordering::Relaxed);
+                if let Err(e) = self.raw.step(m) {
+                    tracing::debug!(channel = %self.shared.channel, error = %e, "raft step refused");
+                }
+            }
+            Input::Propose { session, index, number, data } => self.propose(session, index, number, data),
+            Input::Resync(session) => {
+                if session == self.session {
+                    self.restart_session();
+                }
+            }
+            Input::Link(LinkEvent::Unreachable(id)) => self.raw.report_unreachable(id),
+            Input::Link(LinkEvent::Snapshot(id, ok)) => {
+                let status = if ok { SnapshotStatus::Finish } else { SnapshotStatus::Failure };
+                self.raw.report_snapshot(id, status);
+            }
+            Input::Halt => return false,
+        }
+        true
+    }
+
+    fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+
+    /// Starts a new leadership session: refuse older proposals and wait until the log is applied.
+    fn restart_session(&mut self) {
+        let old = self.session;
+        self.session += 1;
+        self.ready_at = self.is_leader().then(|| self.raw.raft.raft_log.last_index());
+        let _ = self.events.send(Event::Rejected { session: old });
+    }
+
+    fn propose(&mut self, session: u64, index: u64, number: u64, data: Bytes) {
+        if session != self.session || !self.is_leader() || self.ready_at.is_some() {
+            let _ = self.events.send(Event::Rejected { session });
+            return;
+        }
+        let expected = self.raw.raft.raft_log.last_index() + 1;
+        if index != expected {
+            tracing::warn!(channel = %self.shared.channel, number, index, expected, "block made for another Raft index; resyncing");
+            self.restart_session();
+            return;
+        }
+        if let Err(e) = self.raw.propose(Vec::new(), data.to_vec()) {
+            tracing::warn!(channel = %self.shared.channel, number, error = %e, "proposal dropped; resyncing");
+            self.restart_session();
+        }
+    }
+
+    fn track_leadership(&mut self) {
+        let leader = self.is_leader();
+        if leader && !self.was_leader {
+            self.session += 1;
+            self.ready_at = Some(self.raw.raft.raft_log.last_index());
+        }
+        if !leader && self.was_leader {
+            self.ready_at = None;
+            let _ = self.events.send(Event::NotLeader);
+        }
+        self.was_leader = leader;
+        let log = &self.raw.raft.raft_log;
+        self.shared.caught_up.store(log.applied >= log.committed, Ordering::Relaxed);
+        if let Some(at) = self.ready_at {
+            if self.raw.raft.raft_log.applied >= at {
+                self.ready_at = None;
+                let next_index = self.raw.raft.raft_log.last_index() + 1;
+                let _ = self.events.send(Event::LeaderReady {
+                    session: self.session,
+                    term: self.raw.raft.term,
+                    next_index,
+                });
+            }
+        }
+        let status = RaftStatus { leader: self.raw.raft.leader_id, term: self.raw.raft.term };
+        if status != self.status {
+            if status.leader != self.status.leader {
+                tracing::info!(
+                    channel = %self.shared.channel,
+                    "etcdraft: term {} leader {} (this node is {})",
+                    status.term,
+                    status.leader,
+                    self.shared.self_id
+                );
+            }
+            self.status = status;
+            self.shared.status.send_replace(status);
+        }
+    }
+
+    fn send(&mut self, msgs: Vec<RaftMessage>) {
+        for m in msgs {
+            let to = m.to;
+            let snapshot = m.get_msg_type() == MessageType::MsgSnapshot;
+            let Some(peer) = self.shared.peers.get(&to) else { continue };
+            let bytes = match m.write_to_bytes() {
+                Ok(b) => Bytes::from(b),
+                Err(e) => {
+                    tracing::error!(error = %e, "encoding a Raft message");
+                    continue;
+                }
+            };
+            if !peer.send_raft(consensus_request(&self.shared.channel, bytes), snapshot) {
+                self.raw.report_unreachable(to);
+                if snapshot {
+                    self.raw.report_snapshot(to, SnapshotStatus::Failure);
+                }
+            }
+        }
+    }
+
+    fn on_ready(&mut self) -> Result<(), String> {
+        if !self.raw.has_ready() {
+            return Ok(());
+        }
+        let mut ready = self.raw.ready();
+        if !ready.messages().is_empty() {
+            self.send(ready.take_messages());
+        }
+        if !ready.snapshot().is_empty() {
+            let snap = ready.snapshot().clone();
+            self.raw.mut_store().apply_snapshot(snap.clone()).map_err(|e| e.to_string())?;
+            self.install_snapshot(&snap)?;
+        }
+        self.apply_entries(ready.take_committed_entries())?;
+        let mut batch = LogBatch::default();
+        let store = self.raw.mut_store();
+        store.stage_entries(&mut batch, ready.entries()).map_err(|e| e.to_string())?;
+        if let Some(hs) = ready.hs() {
+            store.stage_hard_state(&mut batch, hs.clone()).map_err(|e| e.to_string())?;
+        }
+        store.write(&mut batch, ready.must_sync()).map_err(|e| e.to_string())?;
+        if !ready.persisted_messages().is_empty() {
+            self.send(ready.take_persisted_messages());
+        }
+        let mut light = self.raw.advance(ready);
+        if let Some(commit) = light.commit_index() {
+            let mut batch = LogBatch::default();
+            let store = self.raw.mut_store();
+            store.stage_commit(&mut batch, commit).map_err(|e| e.to_string())?;
+            store.write(&mut batch, false).map_err(|e| e.to_string())?;
+        }
+        self.send(light.take_messages());
+        self.apply_entries(light.take_committed_entries())?;
+        self.raw.advance_apply();
+        Ok(())
+    }
+
+    fn apply_entries(&mut self, entries: Vec<Entry>) -> Result<(), String> {
+        for e in entries {
+            if e.get_entry_type() != EntryType::EntryNormal || e.data.is_empty() {
+                continue;
+            }
+            self.apply_block(e.data.clone())?;
+            self.since_snapshot += e.data.len() as u64;
+            if self.since_snapshot >= self.params.snapshot_interval {
+                self.since_snapshot = 0;
+                let keep = self.params.keep_entries;
+                self.raw.mut_store().create_snapshot(e.index, e.data.clone(), keep).map_err(|e| e.to_string())?;
+                tracing::debug!(channel = %self.shared.channel, index = e.index, "raft snapshot taken");
+            }
+        }
+        Ok(())
+    }
+
+    /// Appends a committed block unless the ledger has it already (a replay after restart); pulls the
+    /// blocks before it first if the ledger is behind.
+    fn apply_block(&mut self, raw: Bytes) -> Result<(), String> {
+        let block = Block::decode(raw.clone()).map_err(|e| format!("a committed entry is not a block: {e}"))?;
+        let number = block.header.as_ref().map(|h| h.number).ok_or("a committed block has no header")?;
+        let next = self.shared.support.next_queued_number();
+        if number < next {
+            return Ok(());
+        }
+        if number > next {
+            self.pull(next, number - 1)?;
+        }
+        let shared = self.shared.clone();
+        let events = self.events.clone();
+        self.handle.block_on(apply_pulled(shared, events, raw, block))
+    }
+
+    /// Brings the ledger up to the block carried by `snap`.
+    fn install_snapshot(&mut self, snap: &Snapshot) -> Result<(), String> {
+        if snap.get_data().is_empty() {
+            return Ok(());
+        }
+        let raw = snap.data.clone();
+        let block = Block::decode(raw.clone()).map_err(|e| format!("Raft snapshot does not hold a block: {e}"))?;
+        let number = block.header.as_ref().map(|h| h.number).ok_or("snapshot block has no header")?;
+        let next = self.shared.support.next_queued_number();
+        if number < next {
+            return Ok(());
+        }
+        tracing::info!(channel = %self.shared.channel, from = next, to = number, "catching up to a Raft snapshot");
+        if number > next {
+            self.pull(next, number - 1)?;
+        }
+        let shared = self.shared.clone();
+        let events = self.events.clone();
+        self.handle.block_on(apply_pulled(shared, events, raw, block))
+    }
+
+    fn startup_catch_up(&mut self) -> Result<(), String> {
+        let snap = self.raw.store().latest_snapshot().clone();
+        self.install_snapshot(&snap)
+    }
+
+    /// Pulls blocks `from..=to` from the other consenters, retrying until it works or the chain halts.
+    fn pull(&mut self, from: u64, to: u64) -> Result<(), String> {
+        let leader = self.raw.raft.leader_id;
+        let mut sources = self.params.sources.clone();
+        sources.sort_by_key(|s| s.id != leader);
+        loop {
+            let shared = self.shared.clone();
+            let events = self.events.clone();
+            let start = shared.support.next_queued_number().max(from);
+            if start > to {
+                return Ok(());
+            }
+            let result = self.handle.block_on(catchup::pull(
+                &self.shared.support,
+                &self.params.tls,
+                &self.params.extra_roots,
+                &sources,
+                start,
+                to,
+                move |raw, block| apply_pulled(shared.clone(), events.clone(), raw, block).boxed(),
+            ));
+            match result {
+                Ok(()) => return Ok(()),
+                Err(e) if self.shared.halted.load(Ordering::Relaxed) => {
+                    return Err(format!("halted while pulling: {e}"))
+                }
+                Err(e) => {
+                    tracing::warn!(channel = %self.shared.channel, error = %e, "catch-up failed; retrying");
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+            }
+        }
+    }
+}
+
+/// Appends one block to the ledger and records its messages as applied.
+async fn apply_pulled(
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<Event>,
+    raw: Bytes,
+    block: Block,
+) -> Result<(), String> {
+    let number = block.header.as_ref().map(|h| h.number).unwrap_or_default();
+    shared.support.append_block(raw).await.map_err(|e| e.0)?;
+    let keys = block_keys(block.data.as_ref().map(|d| d.data.as_slice()).unwrap_or_default());
+    shared.lock_book().applied(keys.iter());
+    let _ = events.send(Event::Applied { number });
+    Ok(())
+}

@@ -1,0 +1,201 @@
+//! Consensus behind a trait (Fabric `orderer/consensus/consensus.go`: `Consenter`, `Chain`).
+//!
+//! The broadcast handler checks a message (decode, filters, policies), then hands it to the channel's
+//! [`Consensus`] with [`Consensus::order`] (normal messages) or [`Consensus::configure`] (CONFIG transactions
+//! made from a CONFIG_UPDATE). What a consensus implementation does with it is its own business; to turn
+//! ordered messages into blocks it uses the [`ChainSupport`] it was started with:
+//! [`crate::cutter::BlockCutter`] for batching, [`ChainSupport::create_next_block`] for headers,
+//! [`ChainSupport::write_block`] / [`ChainSupport::write_config_block`] for blocks this node signs, and
+//! [`ChainSupport::append_block`] for blocks that arrive complete.
+//!
+//! # How the backends fit
+//! * **solo** ([`solo`]): one node; `order` queues the message, a loop cuts and writes blocks signed by the node.
+//! * **etcdraft**: `order` on a follower forwards the [`Submission`] to the leader; the leader's loop cuts,
+//!   creates and *signs* blocks (`write_block` with an `etcdraft.BlockMetadata` as consenter metadata), and
+//!   proposes the signed block bytes through Raft; every node, the leader included, applies committed entries
+//!   with `append_block`, so all ledgers are byte-identical. `configure` goes through the same path; the
+//!   support's `revalidate` / `reprocess_config` handle messages that were checked under an older config.
+//!   Catch-up reads blocks from the support's [`ChainSupport::store`].
+//! * **Kafka with payloads aside (FastFabric Opt O-I)**: `order` stores the envelope locally by
+//!   [`Submission::tx_id`] (and sends it to the other orderers out of band) while only the transaction ID goes
+//!   through Kafka; the consume loop runs a `BlockCutter<String>` over IDs with the sizes carried along
+//!   ([`Submission::size`]), then swaps the payloads back in before `create_next_block`.
+//! * **BFT (SmartBFT / BFT-SMaRt, 3f+1 nodes)**: `order` submits the request to the BFT library (which may
+//!   forward it to the leader); on decision each node signs the proposed header with
+//!   [`crate::block::block_signature`], the signatures are exchanged, and the block carrying a quorum of
+//!   `MetadataSignature`s is built with [`crate::block::orderer_metadata`] / [`crate::block::encode_block`] and
+//!   stored with `append_block`.
+//!
+//! Back-pressure is part of `order`'s contract: the returned future completes when the message is accepted
+//! (queued, forwarded, proposed); an implementation that cannot accept it within its own bound returns
+//! [`ConsensusError`], which Broadcast reports as SERVICE_UNAVAILABLE.
+
+pub mod etcdraft;
+pub mod solo;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+
+pub use crate::support::{ChainSupport, ConsensusError};
+
+/// A checked message handed to consensus.
+#[derive(Debug, Clone)]
+pub struct Submission {
+    /// The marshaled Envelope, exactly as it will appear in the block.
+    pub envelope: Bytes,
+    /// The channel header's transaction ID (empty for CONFIG transactions made by the orderer).
+    pub tx_id: String,
+    /// Fabric's message size: `len(payload) + len(signature)`.
+    pub size: u32,
+    /// The config sequence the message was checked at; if the channel's sequence has moved on when the
+    /// message is about to be cut, it must be re-validated (Fabric's `configSeq` argument).
+    pub config_seq: u64,
+}
+
+/// This node's relation to a channel's consensus, as the channel participation API reports it (Fabric
+/// `types.ConsensusRelation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConsensusRelation {
+    /// A member of the channel's consenter set.
+    Consenter,
+    /// Follows the channel by pulling blocks; not a consenter.
+    Follower,
+    /// Only tracks the channel's config blocks.
+    ConfigTracker,
+    /// A non-cluster consensus type (solo).
+    Other,
+}
+
+impl ConsensusRelation {
+    /// Fabric's JSON spelling (`"consenter"`, `"follower"`, `"config-tracker"`, `"other"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConsensusRelation::Consenter => "consenter",
+            ConsensusRelation::Follower => "follower",
+            ConsensusRelation::ConfigTracker => "config-tracker",
+            ConsensusRelation::Other => "other",
+        }
+    }
+}
+
+/// The channel's state as the participation API reports it (Fabric `types.Status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChannelStatus {
+    /// Taking part in consensus (or following with height past the join block).
+    Active,
+    /// Catching up with the cluster.
+    OnBoarding,
+    /// Not storing blocks.
+    Inactive,
+    /// The last operation failed.
+    Failed,
+}
+
+impl ChannelStatus {
+    /// Fabric's JSON spelling (`"active"`, `"onboarding"`, `"inactive"`, `"failed"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChannelStatus::Active => "active",
+            ChannelStatus::OnBoarding => "onboarding",
+            ChannelStatus::Inactive => "inactive",
+            ChannelStatus::Failed => "failed",
+        }
+    }
+}
+
+/// One channel's consensus instance (Fabric's `consensus.Chain`). See the module docs for how solo, etcdraft,
+/// Kafka-with-payloads-aside and BFT implement it.
+pub trait Consensus: Send + Sync + 'static {
+    /// Accepts a normal message for ordering (Fabric `Chain.Order`, including `WaitReady`). Completes when the
+    /// message is accepted; errors (SERVICE_UNAVAILABLE to the client) if it cannot be accepted in bounded time,
+    /// the node is not part of a working quorum, or the chain was halted.
+    fn order(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>>;
+
+    /// Accepts a CONFIG transaction (made from a CONFIG_UPDATE) for ordering alone in its own block (Fabric
+    /// `Chain.Configure`). Errors as [`Consensus::order`].
+    fn configure(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>>;
+
+    /// This node's relation to the channel and the channel's status, for the participation API.
+    fn relation(&self) -> (ConsensusRelation, ChannelStatus);
+
+    /// Stops the instance (Fabric `Chain.Halt`): later `order`/`configure` calls fail. Idempotent.
+    fn halt(&self);
+}
+
+/// Node-level settings handed to every consensus instance.
+#[derive(Debug, Clone)]
+pub struct ConsensusContext {
+    /// Capacity of the queue of accepted, not yet cut messages.
+    pub queue_size: usize,
+    /// How long `order` waits for room in a full queue before giving up.
+    pub queue_timeout: Duration,
+    /// `Consensus.WALDir` (Raft).
+    pub wal_dir: Option<PathBuf>,
+    /// `Consensus.SnapDir` (Raft).
+    pub snap_dir: Option<PathBuf>,
+}
+
+impl Default for ConsensusContext {
+    fn default() -> Self {
+        ConsensusContext { queue_size: 10_000, queue_timeout: Duration::from_secs(10), wal_dir: None, snap_dir: None }
+    }
+}
+
+/// Starts consensus instances of one consensus type (Fabric's `consensus.Consenter`). Must be called from
+/// within a Tokio runtime.
+pub trait ConsensusFactory: Send + Sync {
+    /// Starts the instance for the channel behind `support` (its ledger holds at least the join block).
+    ///
+    /// Errors: the channel's configuration cannot be served by this implementation (e.g. a consenter set this
+    /// node is not part of, bad consensus metadata).
+    fn start(&self, support: Arc<ChainSupport>, ctx: &ConsensusContext) -> Result<Arc<dyn Consensus>, ConsensusError>;
+}
+
+/// The consensus implementations this node can run, by `ConsensusType.type` of the channel configuration.
+#[derive(Clone)]
+pub struct ConsensusRegistry {
+    factories: HashMap<String, Arc<dyn ConsensusFactory>>,
+}
+
+impl std::fmt::Debug for ConsensusRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConsensusRegistry").field("types", &self.factories.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl Default for ConsensusRegistry {
+    fn default() -> Self {
+        Self::with_defaults()
+    }
+}
+
+impl ConsensusRegistry {
+    /// An empty registry.
+    pub fn empty() -> Self {
+        ConsensusRegistry { factories: HashMap::new() }
+    }
+
+    /// `solo`, and `etcdraft` channels with a single consenter served by the solo loop (a stand-in until the
+    /// Raft backend registers itself under `etcdraft`).
+    pub fn with_defaults() -> Self {
+        let mut r = Self::empty();
+        r.register("solo", Arc::new(solo::SoloFactory));
+        r.register("etcdraft", Arc::new(solo::SingleRaftNodeFactory));
+        r
+    }
+
+    /// Adds or replaces the factory for `consensus_type`.
+    pub fn register(&mut self, consensus_type: &str, factory: Arc<dyn ConsensusFactory>) {
+        self.factories.insert(consensus_type.to_owned(), factory);
+    }
+
+    /// The factory for `consensus_type`, if registered.
+    pub fn get(&self, consensus_type: &str) -> Option<&Arc<dyn ConsensusFactory>> {
+        self.factories.get(consensus_type)
+    }
+}

@@ -1,0 +1,231 @@
+//! Starting an orderer node: local MSP, ledger, channels, and the three listeners (gRPC AtomicBroadcast,
+//! admin/channel participation, operations). Fabric `orderer/common/server/main.go`, reduced to what this
+//! node implements.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context};
+use ferrofabric_block_store::{StoreOptions, SyncPolicy};
+use ferrofabric_msp::SigningIdentity;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::broadcast::BroadcastHandler;
+use crate::config::{parse_addr, parse_duration, OrdererConfig};
+use crate::configupdate::ConfigUpdateProcessor;
+use crate::consensus::{ConsensusContext, ConsensusRegistry};
+use crate::deliver::DeliverHandler;
+use crate::grpc::AtomicBroadcastService;
+use crate::metrics::Metrics;
+use crate::msgprocessor::FilterOptions;
+use crate::registrar::{Registrar, RegistrarParams};
+use crate::{operations, participation, tls};
+
+/// Pluggable parts of a node: the consensus implementations and the CONFIG_UPDATE processor.
+#[derive(Clone, Default)]
+pub struct Plugins {
+    /// Consensus types this node runs (default: solo, single-consenter etcdraft).
+    pub registry: ConsensusRegistry,
+    /// CONFIG_UPDATE implementation; without one, CONFIG_UPDATE messages get BAD_REQUEST "not supported yet".
+    pub config_processor: Option<Arc<dyn ConfigUpdateProcessor>>,
+}
+
+impl std::fmt::Debug for Plugins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plugins")
+            .field("registry", &self.registry)
+            .field("config_processor", &self.config_processor.is_some())
+            .finish()
+    }
+}
+
+/// A running node. Dropping it does not stop it; call [`RunningOrderer::shutdown`].
+pub struct RunningOrderer {
+    /// Bound address of the gRPC (AtomicBroadcast) listener.
+    pub grpc_addr: SocketAddr,
+    /// Bound address of the admin (channel participation) listener, if enabled.
+    pub admin_addr: Option<SocketAddr>,
+    /// Bound address of the operations listener, if enabled.
+    pub operations_addr: Option<SocketAddr>,
+    /// The channels.
+    pub registrar: Arc<Registrar>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for RunningOrderer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningOrderer")
+            .field("grpc_addr", &self.grpc_addr)
+            .field("admin_addr", &self.admin_addr)
+            .field("operations_addr", &self.operations_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunningOrderer {
+    /// Stops the listeners, ends open Broadcast and Deliver streams, halts every channel's consensus, and
+    /// waits (up to 5 s) for the listeners to close.
+    pub async fn shutdown(self) {
+        self.shutdown.send_replace(true);
+        let stores = self.registrar.close_all();
+        let tasks = self.tasks;
+        let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
+        if tokio::time::timeout(std::time::Duration::from_secs(5), futures::future::join_all(tasks)).await.is_err() {
+            tracing::warn!("listeners did not close within 5 s; aborting them");
+            for a in aborts {
+                a.abort();
+            }
+        }
+        // Ledgers close when the consensus loops and commit threads have stopped; wait so that a node restarted
+        // on the same directory can open them.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while stores.iter().any(|s| s.strong_count() > 0) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Waits until a listener task ends (normally never), then shuts down.
+    pub async fn wait(mut self) {
+        if !self.tasks.is_empty() {
+            let (_, _, rest) = futures::future::select_all(std::mem::take(&mut self.tasks)).await;
+            self.tasks = rest;
+        }
+        self.shutdown().await;
+    }
+}
+
+/// Starts a node from `config` on the current Tokio runtime (multi-threaded).
+///
+/// Errors: no local MSP directory or ID, no ledger location, unreadable MSP or TLS material, a listener that
+/// cannot bind, a stored channel that cannot be opened, admin TLS without client authentication (Fabric
+/// requires it).
+pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<RunningOrderer> {
+    let general = &config.general;
+    let msp_dir = general.local_msp_dir.clone().ok_or_else(|| anyhow!("General.LocalMSPDir (--msp-dir) is not set"))?;
+    let msp_id = general.local_msp_id.clone().ok_or_else(|| anyhow!("General.LocalMSPID (--msp-id) is not set"))?;
+    let signer = SigningIdentity::from_msp_dir(&msp_id, &msp_dir)
+        .with_context(|| format!("loading the local MSP {msp_id} from {}", msp_dir.display()))?;
+    let ledger_dir =
+        config.file_ledger.location.clone().ok_or_else(|| anyhow!("FileLedger.Location (--data-dir) is not set"))?;
+    let tuning = &config.ferrofabric;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(tuning.crypto_threads)
+        .thread_name(|i| format!("orderer-crypto-{i}"))
+        .build()
+        .context("building the crypto thread pool")?;
+    let pool = Arc::new(pool);
+    let node_cert_path = general.cluster.client_certificate.clone().or_else(|| general.tls.certificate.clone());
+    let node_certificate = match node_cert_path {
+        Some(p) => Some(
+            tls::pem_cert_der(&std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?)
+                .ok_or_else(|| anyhow!("no certificate in {}", p.display()))?,
+        ),
+        None => None,
+    };
+    let metrics = Arc::new(Metrics::default());
+    // etcdraft channels with several consenters run on Raft; their node-to-node traffic uses `cluster`.
+    let cluster = crate::consensus::etcdraft::Cluster::from_config(&config)?;
+    let mut registry = plugins.registry;
+    registry.register("etcdraft", cluster.factory());
+    let registrar = Registrar::open(RegistrarParams {
+        ledger_dir,
+        signer: Arc::new(signer),
+        pool: pool.clone(),
+        registry,
+        consensus: ConsensusContext {
+            queue_size: tuning.queue_size,
+            queue_timeout: config.queue_timeout()?,
+            wal_dir: config.consensus.wal_dir.clone(),
+            snap_dir: config.consensus.snap_dir.clone(),
+        },
+        config_processor: plugins.config_processor,
+        filter_options: FilterOptions { no_expiration_checks: general.authentication.no_expiration_checks },
+        signing_window: tuning.signing_window,
+        store_options: StoreOptions {
+            sync: if tuning.sync_every_block { SyncPolicy::EveryBlock } else { SyncPolicy::None },
+            ..StoreOptions::default()
+        },
+        node_certificate,
+        metrics,
+    })?;
+
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+
+    // gRPC.
+    let window = if tuning.parallel_checks { tuning.broadcast_window } else { 1 };
+    let broadcast = Arc::new(BroadcastHandler::new(registrar.clone(), pool, window, shutdown_rx.clone()));
+    let deliver = Arc::new(DeliverHandler::new(registrar.clone(), config.time_window()?, shutdown_rx.clone()));
+    let max_recv = general.max_recv_msg_size.unwrap_or(100 << 20) as usize;
+    let max_send = general.max_send_msg_size.unwrap_or(100 << 20) as usize;
+    let service = AtomicBroadcastService::new(broadcast, deliver, max_recv, max_send);
+    let incoming = tonic::transport::server::TcpIncoming::bind(config.listen_addr()?)
+        .with_context(|| {
+            format!("binding the gRPC listener {}", config.listen_addr().map(|a| a.to_string()).unwrap_or_default())
+        })?
+        .with_nodelay(Some(true));
+    let grpc_addr = incoming.local_addr()?;
+    let keepalive = |s: &Option<String>, default: u64| -> anyhow::Result<std::time::Duration> {
+        s.as_deref().map(parse_duration).unwrap_or(Ok(std::time::Duration::from_secs(default)))
+    };
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(keepalive(&general.keepalive.server_interval, 7200)?))
+        .http2_keepalive_timeout(Some(keepalive(&general.keepalive.server_timeout, 20)?))
+        .initial_connection_window_size(Some(8 << 20))
+        .initial_stream_window_size(Some(4 << 20));
+    if general.tls.enabled {
+        builder = builder.tls_config(tls::grpc_server_tls(&general.tls)?).context("gRPC TLS")?;
+    }
+    let router = builder.add_service(service).add_service(cluster.service());
+    let mut rx = shutdown_rx.clone();
+    tasks.push(tokio::spawn(async move {
+        let signal = async move {
+            let _ = rx.wait_for(|s| *s).await;
+        };
+        if let Err(e) = router.serve_with_incoming_shutdown(incoming, signal).await {
+            tracing::error!(error = %e, "gRPC server failed");
+        }
+    }));
+
+    // Admin (channel participation).
+    let mut admin_addr = None;
+    if !config.admin.listen_address.is_empty() {
+        let tls_config = if config.admin.tls.enabled {
+            anyhow::ensure!(
+                config.admin.tls.client_auth_required,
+                "Admin.TLS.ClientAuthRequired must be true when Admin.TLS.Enabled is true"
+            );
+            Some(tls::http_server_tls(&config.admin.tls).context("admin TLS")?)
+        } else {
+            None
+        };
+        let listener = tokio::net::TcpListener::bind(parse_addr(&config.admin.listen_address)?)
+            .await
+            .with_context(|| format!("binding the admin listener {}", config.admin.listen_address))?;
+        admin_addr = Some(listener.local_addr()?);
+        let app = participation::router(
+            registrar.clone(),
+            config.channel_participation.enabled,
+            config.max_request_body_size()?,
+        );
+        tasks.push(tokio::spawn(operations::serve_http(listener, app, tls_config, shutdown_rx.clone())));
+    }
+
+    // Operations.
+    let mut operations_addr = None;
+    if !config.operations.listen_address.is_empty() {
+        let tls_config =
+            if config.operations.tls.enabled { Some(tls::http_server_tls(&config.operations.tls)?) } else { None };
+        let listener = tokio::net::TcpListener::bind(parse_addr(&config.operations.listen_address)?)
+            .await
+            .with_context(|| format!("binding the operations listener {}", config.operations.listen_address))?;
+        operations_addr = Some(listener.local_addr()?);
+        let app = operations::router(registrar.clone());
+        tasks.push(tokio::spawn(operations::serve_http(listener, app, tls_config, shutdown_rx.clone())));
+    }
+
+    tracing::info!(%grpc_addr, ?admin_addr, ?operations_addr, channels = ?registrar.channel_ids(), "orderer started");
+    Ok(RunningOrderer { grpc_addr, admin_addr, operations_addr, registrar, shutdown, tasks })
+}

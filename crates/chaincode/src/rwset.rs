@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 use bytes::Bytes;
 use ferrofabric_protos::kvrwset::{
     range_query_info::ReadsInfo, HashedRwSet, KvMetadataEntry, KvMetadataWrite, KvMetadataWriteHash, KvRead,
-    KvReadHash, KvWrite, KvWriteHash, KvrwSet, QueryReads, QueryReadsMerkleSummary, RangeQueryInfo, Version,
+    KvReadHash, KvWrite, KvWriteHash, KvrwSet, RangeQueryInfo, Version,
 };
 use ferrofabric_protos::rwset::{
     tx_read_write_set::DataModel, CollectionHashedReadWriteSet, CollectionPvtReadWriteSet, NsPvtReadWriteSet,
@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 /// Results per leaf of the range-query Merkle tree, and the fan-out of its inner nodes (Fabric's
 /// `maxDegreeQueryReadsHashing` in `txmgr/query_executor.go`).
-pub const MAX_DEGREE: usize = 50;
+pub const MAX_DEGREE: usize = ferrofabric_validator::rangequery::MAX_DEGREE;
 
 pub(crate) fn sha256(data: &[u8]) -> Bytes {
     Bytes::copy_from_slice(&Sha256::digest(data))
@@ -199,105 +199,30 @@ fn kv_write(key: &str, value: &Bytes) -> KvWrite {
     KvWrite { key: key.to_owned(), is_delete: value.is_empty(), value: value.clone() }
 }
 
-/// The reads of one range query, summarised as Fabric's `RangeQueryResultsHelper` does: up to [`MAX_DEGREE`] reads
-/// are kept raw; beyond that, every batch of `MAX_DEGREE + 1` reads is hashed into a Merkle tree whose nodes have at
-/// most `MAX_DEGREE` children, and only the top level is kept.
+/// The reads of one range query, summarised as Fabric's `RangeQueryResultsHelper` does (shared with MVCC
+/// validation: [`ferrofabric_validator::rangequery`]).
 pub(crate) fn range_reads_info(reads: Vec<KvRead>) -> Option<ReadsInfo> {
-    let mut tree = MerkleTree::default();
-    let mut pending: Vec<KvRead> = Vec::new();
-    for r in reads {
-        pending.push(r);
-        if pending.len() > MAX_DEGREE {
-            tree.update(hash_reads(std::mem::take(&mut pending)));
-        }
-    }
-    if tree.is_empty() {
-        // Fabric sets the raw reads only when there are some (a nil slice leaves `reads_info` unset).
-        return (!pending.is_empty()).then_some(ReadsInfo::RawReads(QueryReads { kv_reads: pending }));
-    }
-    if !pending.is_empty() {
-        tree.update(hash_reads(pending));
-    }
-    tree.done();
-    Some(ReadsInfo::ReadsMerkleHashes(QueryReadsMerkleSummary {
-        max_degree: MAX_DEGREE as u32,
-        max_level: tree.max_level,
-        max_level_hashes: tree.levels.get(&tree.max_level).cloned().unwrap_or_default(),
-    }))
-}
-
-fn hash_reads(kv_reads: Vec<KvRead>) -> Bytes {
-    sha256(&QueryReads { kv_reads }.encode_to_vec())
-}
-
-/// Fabric's range-query Merkle tree: levels numbered from 1 (leaves); a level that grows beyond `MAX_DEGREE` hashes
-/// are combined (concatenated and hashed) into one hash of the next level.
-struct MerkleTree {
-    levels: BTreeMap<u32, Vec<Bytes>>,
-    max_level: u32,
-}
-
-impl Default for MerkleTree {
-    fn default() -> Self {
-        MerkleTree { levels: BTreeMap::new(), max_level: 1 }
-    }
-}
-
-fn combine(hashes: &[Bytes]) -> Bytes {
-    let mut h = Sha256::new();
-    for x in hashes {
-        h.update(x);
-    }
-    Bytes::copy_from_slice(&h.finalize())
-}
-
-impl MerkleTree {
-    fn is_empty(&self) -> bool {
-        self.max_level == 1 && self.levels.get(&1).is_none_or(Vec::is_empty)
-    }
-
-    fn update(&mut self, leaf: Bytes) {
-        self.levels.entry(1).or_default().push(leaf);
-        let mut level = 1;
-        loop {
-            let Some(hashes) = self.levels.get(&level) else { return };
-            if hashes.len() <= MAX_DEGREE {
-                return;
-            }
-            let combined = combine(hashes);
-            self.levels.remove(&level);
-            level += 1;
-            self.levels.entry(level).or_default().push(combined);
-            self.max_level = self.max_level.max(level);
-        }
-    }
-
-    fn done(&mut self) {
-        let mut level = 1;
-        while level < self.max_level {
-            let hashes = self.levels.remove(&level).unwrap_or_default();
-            match hashes.len() {
-                0 => {}
-                1 => self.levels.entry(level + 1).or_default().push(hashes[0].clone()),
-                _ => {
-                    let c = combine(&hashes);
-                    self.levels.entry(level + 1).or_default().push(c);
-                }
-            }
-            level += 1;
-        }
-        let top = self.levels.get(&self.max_level).cloned().unwrap_or_default();
-        if top.len() > MAX_DEGREE {
-            self.levels.remove(&self.max_level);
-            self.max_level += 1;
-            self.levels.insert(self.max_level, vec![combine(&top)]);
-        }
-    }
+    ferrofabric_validator::rangequery::summarize(reads, MAX_DEGREE)
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use ferrofabric_protos::kvrwset::QueryReads;
+
+    // Independent oracles for the expected hashes.
+    fn hash_reads(kv_reads: Vec<KvRead>) -> Bytes {
+        sha256(&QueryReads { kv_reads }.encode_to_vec())
+    }
+
+    fn combine(hashes: &[Bytes]) -> Bytes {
+        let mut h = Sha256::new();
+        for x in hashes {
+            h.update(x);
+        }
+        Bytes::copy_from_slice(&h.finalize())
+    }
+
     use super::*;
 
     fn read(i: usize) -> KvRead {

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 use bytes::Bytes;
 use ferrofabric_arena::{BlockArena, NsRwSet};
 use ferrofabric_protos::common::HeaderType;
-use ferrofabric_protos::kvrwset::{range_query_info::ReadsInfo, KvMetadataEntry, RangeQueryInfo, Version};
+use ferrofabric_protos::kvrwset::{range_query_info::ReadsInfo, KvMetadataEntry, KvRead, RangeQueryInfo, Version};
 use ferrofabric_state::{Height, StateKey, StateView, Update, UpdateBatch, VersionedValue};
 use prost::Message;
 use sha2::{Digest, Sha256};
@@ -186,9 +186,20 @@ fn range_query_valid(view: &StateView<'_>, batch: &UpdateBatch, ns: &str, rq: &R
                     .all(|(r, (k, h))| r.key.as_bytes() == k.as_ref() && height(&r.version) == Some(*h))
         }
         None => results.is_empty(),
-        // Results summarised as Merkle hashes (queries of more than `maxDegree` results) are not re-hashed yet:
-        // treated as a phantom read, which is the safe side (documented in the crate docs).
-        Some(ReadsInfo::ReadsMerkleHashes(_)) => false,
+        // Results summarised as Merkle hashes: rebuild the summary with the endorser's fan-out and compare.
+        Some(ReadsInfo::ReadsMerkleHashes(want)) => {
+            let reads = results
+                .into_iter()
+                .map(|(k, h)| KvRead {
+                    key: String::from_utf8_lossy(&k).into_owned(),
+                    version: Some(Version { block_num: h.block_num, tx_num: h.tx_num }),
+                })
+                .collect();
+            match crate::rangequery::summarize(reads, want.max_degree as usize) {
+                Some(ReadsInfo::ReadsMerkleHashes(got)) => &got == want,
+                _ => false,
+            }
+        }
     }
 }
 
@@ -335,4 +346,49 @@ pub(crate) fn commit_hash(filter: &[u8], batch: &UpdateBatch, previous: Option<&
         h.update(p);
     }
     h.finalize().into()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use ferrofabric_state::WorldState;
+
+    fn state_with(n: u64) -> WorldState {
+        let state = WorldState::new();
+        let mut b = UpdateBatch::new();
+        for i in 0..n {
+            let v = VersionedValue { value: Bytes::from_static(b"v"), metadata: vec![], version: Height::new(2, i) };
+            b.put(StateKey::public("cc", format!("k{i:03}")), Update::Put(v));
+        }
+        state.apply(2, &b);
+        state
+    }
+
+    fn merkle_query(n: u64, bump: Option<u64>) -> RangeQueryInfo {
+        let reads = (0..n)
+            .map(|i| KvRead {
+                key: format!("k{i:03}"),
+                version: Some(Version { block_num: 2, tx_num: if Some(i) == bump { 99 } else { i } }),
+            })
+            .collect();
+        RangeQueryInfo {
+            start_key: "k".into(),
+            end_key: "l".into(),
+            itr_exhausted: true,
+            reads_info: crate::rangequery::summarize(reads, crate::rangequery::MAX_DEGREE),
+        }
+    }
+
+    #[test]
+    fn merkle_summarised_range_queries_are_rehashed_and_compared() {
+        let state = state_with(120);
+        let view = state.view();
+        let batch = UpdateBatch::new();
+        let ok = merkle_query(120, None);
+        assert!(matches!(ok.reads_info, Some(ReadsInfo::ReadsMerkleHashes(_))));
+        assert!(range_query_valid(&view, &batch, "cc", &ok));
+        assert!(!range_query_valid(&view, &batch, "cc", &merkle_query(120, Some(77))));
+        assert!(!range_query_valid(&view, &batch, "cc", &merkle_query(119, None)));
+    }
 }

@@ -126,8 +126,9 @@ module reg_map
       if (kv_overflow) sticky_kv <= 1'b1;
       if (proto_error) sticky_proto <= 1'b1;
 
-      // Clearing the bitmap of the bank about to be filled, one word per cycle.
-      if (clearing) begin
+      // Clearing the bitmap of the bank about to be filled, one word per cycle, once that bank is free (it may
+      // still be on display).
+      if (clearing && !full[wb]) begin
         if (clr_idx == ($clog2(VW+1))'(VW)) clearing <= 1'b0;
         else clr_idx <= clr_idx + 1'b1;
       end
@@ -163,7 +164,7 @@ module reg_map
 
   // Bank memories (written as results arrive, cleared per block for the bitmap).
   always_ff @(posedge clk) begin
-    if (clearing && clr_idx != ($clog2(VW+1))'(VW))
+    if (clearing && !full[wb] && clr_idx != ($clog2(VW+1))'(VW))
       vbits[{wb, clr_idx[$clog2(VW)-1:0]}] <= '0;
     if (res_valid && res_ready) begin
       codes[{wb, idx[TW-1:2]}][8*idx[1:0] +: 8] <= res.code;

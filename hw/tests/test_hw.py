@@ -108,3 +108,8 @@ def test_version_parser():
     """Version varint decoding."""
     _run("version_parser", ["version_parser.sv"], "tb_small", {}, "default",
          testcase=["version_parser_decodes_varints"])
+
+
+def test_reg_map():
+    """AXI-Lite registers and the two result banks."""
+    _run("reg_map", ["bmac_pkg.sv", "sync_fifo.sv", "reg_map.sv"], "tb_reg_map", {}, "default")

@@ -305,6 +305,72 @@ impl VerilatorProcessor {
     }
 }
 
+/// A throughput run: blocks fed back to back ([`VerilatorProcessor::run_pipelined`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PipelinedRun {
+    /// Blocks fed.
+    pub blocks: usize,
+    /// Their transactions.
+    pub txs: usize,
+    /// Cycles from the first datagram to the last result.
+    pub cycles: u64,
+    /// Cycles from the first result to the last (the steady state, for two or more blocks).
+    pub steady_cycles: u64,
+    /// Transactions of every block but the first.
+    pub steady_txs: usize,
+    /// The LATENCY register of each block (HEADER section to result).
+    pub latencies: Vec<u32>,
+}
+
+impl VerilatorProcessor {
+    /// Feeds hardware-path blocks back to back, the way a host that keeps up would, and measures the card.
+    /// The host prepares and commits each block first. Its plans depend on the committed state, and the
+    /// software ledger gives that state without waiting for the card. The card's codes must then equal the
+    /// host's.
+    ///
+    /// Errors: a block that is not hardware-path, a disagreement, or the simulation failing.
+    pub fn run_pipelined(&mut self, blocks: &[Bytes]) -> Result<PipelinedRun, ProcessError> {
+        let mut work = Vec::with_capacity(blocks.len());
+        for raw in blocks {
+            let p = self.host.prepare(raw)?;
+            let Route::Hardware(sections) = p.route else {
+                return Err(ProcessError::Hardware(format!("block {} is not hardware-path", p.number)));
+            };
+            let (res, _) = self.host.commit(raw.clone(), false)?;
+            let frames = sections
+                .iter()
+                .map(|s| s.to_frame().map_err(|e| ProcessError::Hardware(e.to_string())))
+                .collect::<Result<Vec<_>, _>>()?;
+            work.push((p.number, res.transactions_filter(), frames));
+        }
+        let t0 = self.card.sim().cycles();
+        for (_, _, frames) in &work {
+            for f in frames {
+                self.card.send(f)?;
+            }
+        }
+        let mut results = Vec::with_capacity(work.len());
+        for _ in 0..work.len() {
+            results.push(self.card.next_result()?);
+        }
+        for ((number, codes, _), r) in work.iter().zip(&results) {
+            if r.number != *number || r.codes != *codes || !r.block_valid {
+                return Err(ProcessError::Hardware(format!("block {number}: the card's codes differ from the host's")));
+            }
+        }
+        let last = results.last().map(|r| r.at_cycle).unwrap_or(t0);
+        let first = results.first().map(|r| r.at_cycle).unwrap_or(t0);
+        Ok(PipelinedRun {
+            blocks: work.len(),
+            txs: work.iter().map(|w| w.1.len()).sum(),
+            cycles: last - t0,
+            steady_cycles: last - first,
+            steady_txs: work.iter().skip(1).map(|w| w.1.len()).sum(),
+            latencies: results.iter().map(|r| r.latency).collect(),
+        })
+    }
+}
+
 impl BlockProcessor for VerilatorProcessor {
     fn name(&self) -> String {
         format!("verilator {}x{}", self.config.0, self.config.1)

@@ -107,6 +107,8 @@ model!("8x2", m8x2, 8, 2);
 model!("5x3", m5x3, 5, 3);
 model!("16x2", m16x2, 16, 2);
 
+// One push per configuration that build.rs compiled (cfg-gated, so not a `vec![]`).
+#[allow(clippy::vec_init_then_push)]
 fn all() -> Vec<&'static Fns> {
     #[allow(unused_mut)]
     let mut v: Vec<&'static Fns> = Vec::new();

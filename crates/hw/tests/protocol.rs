@@ -25,6 +25,8 @@ struct Run {
     host_blocks: Vec<(u64, String)>,
     wire_bytes: usize,
     protobuf_bytes: usize,
+    /// Per hardware-path block: protobuf bytes / wire bytes.
+    ratios: Vec<f64>,
     checked_txs: usize,
 }
 
@@ -35,19 +37,28 @@ fn replay_fixture() -> Run {
     assert_eq!(blocks[0], genesis);
     let mut host = HostSession::new(genesis, PolicyTable::builtin()).unwrap();
     let mut dec = Decoder::new();
-    let mut run =
-        Run { hardware_blocks: vec![], host_blocks: vec![], wire_bytes: 0, protobuf_bytes: 0, checked_txs: 0 };
+    let mut run = Run {
+        hardware_blocks: vec![],
+        host_blocks: vec![],
+        wire_bytes: 0,
+        protobuf_bytes: 0,
+        ratios: vec![],
+        checked_txs: 0,
+    };
     for raw in &blocks[1..] {
         let prepared = host.prepare(raw).unwrap();
         let host_path = match &prepared.route {
             Route::Hardware(sections) => {
                 run.hardware_blocks.push(prepared.number);
                 run.protobuf_bytes += raw.len();
+                let mut block_wire = 0;
                 for s in sections {
                     let frame = s.to_frame().unwrap();
                     run.wire_bytes += frame.len();
+                    block_wire += frame.len();
                     assert_eq!(&Section::from_frame(&frame).unwrap(), s);
                 }
+                run.ratios.push(raw.len() as f64 / block_wire as f64);
                 run.checked_txs += check_block(&mut dec, raw, sections);
                 false
             }
@@ -163,7 +174,9 @@ fn fixture_sections_decode_to_the_fabric_block_and_are_smaller_than_protobuf() {
         "protocol: {} wire bytes (incl. Ethernet/IP/UDP headers and identity-cache fills) for {} protobuf bytes: {ratio:.2}x smaller",
         run.wire_bytes, run.protobuf_bytes
     );
-    // Blocks 1-8 are lifecycle/config-era blocks; every smallbank/transfer block after them is hardware-path.
+    let (lo, hi) = run.ratios.iter().fold((f64::MAX, 0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+    eprintln!("per block: {lo:.2}x to {hi:.2}x smaller");
+    // Blocks 1-6 are lifecycle blocks; every smallbank/transfer block after them is hardware-path.
     assert!(run.hardware_blocks.len() >= 18, "{:?}", run.host_blocks);
     assert!(run.checked_txs >= 700);
     assert!(ratio > 3.0, "{ratio}");

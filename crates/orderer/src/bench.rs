@@ -397,14 +397,19 @@ async fn own_node_run(work: &Arc<Workset>, args: &OrdererBenchArgs, parallel: bo
         let (_tx, rx) = tokio::sync::watch::channel(false);
         let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(1).build()?);
         let handler = crate::broadcast::BroadcastHandler::new(node.registrar.clone(), pool, 1, rx);
-        let t = Instant::now();
-        let m = work.envelopes.len().min(2000);
-        for e in &work.envelopes[..m] {
-            if handler.check(e.clone()).is_err() {
-                bail!("check failed");
-            }
-        }
-        eprintln!("check: {:.1} µs per envelope on one thread", t.elapsed().as_secs_f64() * 1e6 / m as f64);
+        let envs = work.envelopes.clone();
+        let per = std::thread::Builder::new()
+            .name("check-probe".into())
+            .spawn(move || {
+                let m = envs.len().min(10_000);
+                let _ = handler.check(envs[0].clone());
+                let t = Instant::now();
+                let ok = envs[..m].iter().filter(|e| handler.check((*e).clone()).is_ok()).count();
+                (t.elapsed().as_secs_f64() * 1e6 / m as f64, ok == m)
+            })?
+            .join()
+            .map_err(|_| anyhow!("probe panicked"))?;
+        eprintln!("check: {:.1} µs per envelope on one thread (all ok: {})", per.0, per.1);
     }
     let result = measure(work, &node.grpc_addr.to_string(), tls.as_ref(), args.clients).await;
     node.shutdown().await;

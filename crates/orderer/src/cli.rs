@@ -94,6 +94,13 @@ impl OrdererArgs {
 ///
 /// Errors: configuration or start-up errors (see [`crate::node::start`]).
 pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
+    run_with(args, Plugins::default())
+}
+
+/// [`run`] with other consensus implementations or a CONFIG_UPDATE processor plugged in.
+///
+/// Errors: as [`run`].
+pub fn run_with(args: OrdererArgs, plugins: Plugins) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -101,7 +108,7 @@ pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let node = start(config, Plugins::default()).await?;
+        let node = start(config, plugins).await?;
         println!(
             "orderer listening: grpc {} admin {} operations {}",
             node.grpc_addr,
@@ -134,5 +141,44 @@ async fn wait_for_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/fabric-2.5");
+        let args = OrdererArgs {
+            config: Some(fixture.join("orderer.yaml")),
+            listen: Some("127.0.0.1:17050".into()),
+            admin_listen: Some("127.0.0.1:17053".into()),
+            operations_listen: Some(String::new()),
+            msp_dir: Some("/tmp/msp".into()),
+            msp_id: Some("OtherMSP".into()),
+            data_dir: Some("/tmp/data".into()),
+            tls_dir: Some("/tmp/tls".into()),
+        };
+        let c = args.to_config().unwrap();
+        assert_eq!(c.listen_addr().unwrap(), "127.0.0.1:17050".parse().unwrap());
+        assert_eq!(c.admin.listen_address, "127.0.0.1:17053");
+        assert!(c.operations.listen_address.is_empty());
+        assert_eq!(c.general.local_msp_dir.as_deref(), Some(std::path::Path::new("/tmp/msp")));
+        assert_eq!(c.general.local_msp_id.as_deref(), Some("OtherMSP"));
+        assert_eq!(c.file_ledger.location.as_deref(), Some(std::path::Path::new("/tmp/data")));
+        assert_eq!(c.consensus.wal_dir.as_deref(), Some(std::path::Path::new("/tmp/data/etcdraft/wal")));
+        assert!(c.general.tls.enabled && !c.general.tls.client_auth_required);
+        assert_eq!(c.general.tls.private_key.as_deref(), Some(std::path::Path::new("/tmp/tls/server.key")));
+        assert!(c.admin.tls.enabled && c.admin.tls.client_auth_required);
+        assert_eq!(c.admin.tls.client_root_cas, vec![std::path::PathBuf::from("/tmp/tls/ca.crt")]);
+        // Untouched values come from the file.
+        assert!(c.channel_participation.enabled);
+
+        let defaults = OrdererArgs::default().to_config().unwrap();
+        assert_eq!(defaults.listen_addr().unwrap(), "127.0.0.1:7050".parse().unwrap());
+        assert_eq!(defaults.admin.listen_address, "127.0.0.1:7053");
     }
 }

@@ -18,11 +18,9 @@
 //! [`client::Follower`] with [`client::DeliverApi::Peer`] is the client side.
 //!
 //! # Not done / differences from Fabric
-//! * Restart re-validates the stored chain from the genesis block and only cross-checks the state checkpoint
-//!   (commit hash and header hash at its block): [`ferrofabric_validator::Validator`] cannot yet be started from a
-//!   restored state. With such a constructor (state from [`checkpoint::Checkpoint::to_world_state`], the channel
-//!   config of the last config block, the txid set from the stored blocks, the last header hash and commit hash),
-//!   recovery would re-validate only the blocks after the checkpoint.
+//! * A restart resumes from the state checkpoint and re-validates only the blocks stored after it; the txid set is
+//!   rebuilt by reading the stored blocks before it (decoding only, no signature checks), so start-up still reads
+//!   the whole chain once. Fabric keeps that index on disk.
 //! * Private data is not kept: `DeliverWithPrivateData` sends an empty private data map.
 //! * No TLS binding (`tls_cert_hash`) check on Deliver requests; the operations listener has no TLS.
 

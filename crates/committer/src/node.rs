@@ -20,9 +20,9 @@
 //! re-validating them gives the same results because neither the data hash nor the orderer signatures cover the
 //! TRANSACTIONS_FILTER and COMMIT_HASH entries (the validator reads only SIGNATURES).
 //!
-//! On start the committer re-validates every stored block from the genesis block (the validator has no way yet to
-//! start from a restored state, see the crate docs) and requires each block's recomputed filter and commit hash to
-//! equal the stored ones, and the commit hash at the checkpoint's block to equal the checkpoint's; then it asks the
+//! On start the committer resumes from the checkpoint when it matches the stored chain (header hash and COMMIT_HASH
+//! of its block) and re-validates only the stored blocks after it, or every stored block when there is no usable
+//! checkpoint; each re-validated block's filter and commit hash must equal the stored ones. Then it asks the
 //! orderers for the blocks from its height on. A `kill -9` at any moment loses at most blocks that were not yet
 //! appended; they are fetched again, so the final state and every commit hash equal those of an uninterrupted run.
 
@@ -40,7 +40,7 @@ use ferrofabric_msp::SigningIdentity;
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex, Metadata};
 use ferrofabric_state::{StateKey, VersionedValue};
-use ferrofabric_validator::{BlockResult, Validator, ValidatorError, ValidatorOptions};
+use ferrofabric_validator::{BlockResult, ResumePoint, Validator, ValidatorError, ValidatorOptions};
 use prost::Message;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -109,6 +109,8 @@ pub fn open_store(data_dir: &Path, sync_every_block: bool) -> anyhow::Result<Blo
 pub struct Recovery {
     /// Blocks re-validated from the store (block 0 excluded).
     pub replayed: u64,
+    /// The checkpoint block the validator resumed from, `None` when it re-validated from block 0.
+    pub resumed_from: Option<u64>,
     /// The checkpoint found, as (block number, commit hash), if any.
     pub checkpoint: Option<(u64, Option<[u8; 32]>)>,
     /// How long the replay took.
@@ -116,9 +118,10 @@ pub struct Recovery {
 }
 
 /// Rebuilds the validator from the block store: block 0 from the store (or, when the store is empty, from
-/// `genesis`, which is then stored with its TRANSACTIONS_FILTER), then every stored block re-validated in order; each
-/// result must match the stored TRANSACTIONS_FILTER and COMMIT_HASH and, at the checkpoint's block, the checkpoint's
-/// commit hash and header hash. A damaged checkpoint is ignored with a warning (it is only a cross-check here).
+/// `genesis`, which is then stored with its TRANSACTIONS_FILTER); then, if the state checkpoint matches the stored
+/// chain, the validator resumes from it ([`Validator::resume`]) and only the stored blocks after it are validated
+/// again; otherwise (no checkpoint, a damaged one, one that disagrees with the store) every stored block is. Each
+/// re-validated block must match its stored TRANSACTIONS_FILTER and COMMIT_HASH.
 ///
 /// Errors: no genesis for an empty store, a genesis that is not block 0 or differs from the stored one, unreadable
 /// blocks, a stored block the validator refuses or whose re-validation disagrees with what is stored.
@@ -150,8 +153,6 @@ pub fn recover(
             bail!("the configured GenesisBlock is not block 0 of the stored chain");
         }
     }
-    let mut validator = Validator::new(block0, options).map_err(|e| anyhow!("genesis block: {e}"))?;
-
     let checkpoint = match Checkpoint::read(data_dir) {
         Ok(c) => c,
         Err(e) => {
@@ -160,9 +161,21 @@ pub fn recover(
         }
     };
     let height = store.height();
+    let resumed = checkpoint.as_ref().filter(|c| c.number > 0 && c.number < height).and_then(|c| {
+        resume_from_checkpoint(store, c, options.clone())
+            .inspect_err(|e| {
+                tracing::warn!(error = format!("{e:#}"), checkpoint = c.number, "re-validating from block 0 instead")
+            })
+            .ok()
+    });
+    let mut validator = match resumed {
+        Some(v) => v,
+        None => Validator::new(block0, options).map_err(|e| anyhow!("genesis block: {e}"))?,
+    };
+    let resumed_from = (validator.height() > 0).then_some(validator.height());
     let mut failure: Option<anyhow::Error> = None;
     let mut replayed = 0u64;
-    let stored = store.blocks(1..height);
+    let stored = store.blocks(validator.height() + 1..height);
     let blocks = stored.map_while(|r| match r {
         Ok(b) => Some(b),
         Err(e) => {
@@ -215,9 +228,35 @@ pub fn recover(
             tracing::warn!(checkpoint = c.number, height, "the state checkpoint is ahead of the block store");
         }
     }
-    let recovery =
-        Recovery { replayed, checkpoint: checkpoint.map(|c| (c.number, c.commit_hash)), elapsed: started.elapsed() };
+    let recovery = Recovery {
+        replayed,
+        resumed_from,
+        checkpoint: checkpoint.map(|c| (c.number, c.commit_hash)),
+        elapsed: started.elapsed(),
+    };
     Ok((validator, recovery))
+}
+
+/// A validator at the checkpoint's block, from the checkpoint's state and the stored blocks up to it (their txids and
+/// last valid configuration), so that only the blocks after it are validated again. The checkpoint must match the
+/// stored chain: its header hash that of the stored block, its commit hash the stored COMMIT_HASH.
+fn resume_from_checkpoint(
+    store: &BlockStore,
+    checkpoint: &Checkpoint,
+    options: ValidatorOptions,
+) -> anyhow::Result<Validator> {
+    let mut point = ResumePoint::new(checkpoint.to_world_state(), checkpoint.commit_hash, checkpoint.header_hash);
+    for block in store.blocks(0..checkpoint.number + 1) {
+        let block = block.context("reading a stored block")?;
+        if crate::client::block_number(&block)? == checkpoint.number {
+            let (_, stored_hash) = stored_peer_metadata(&block)?;
+            if stored_hash != checkpoint.commit_hash {
+                bail!("block {}: the checkpoint's commit hash differs from the stored COMMIT_HASH", checkpoint.number);
+            }
+        }
+        point.add_committed_block(block)?;
+    }
+    Ok(Validator::resume(point, options)?)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -457,6 +496,7 @@ pub struct RunningCommitter {
     follower: JoinHandle<()>,
     pipeline: JoinHandle<anyhow::Result<()>>,
     listeners: Vec<JoinHandle<()>>,
+    deliver: PeerDeliverService,
 }
 
 impl std::fmt::Debug for RunningCommitter {
@@ -473,6 +513,13 @@ impl RunningCommitter {
     /// A receiver of the progress (height, commit hash, failure).
     pub fn status(&self) -> watch::Receiver<Status> {
         self.status.clone()
+    }
+
+    /// Another handle on the peer Deliver service this committer serves (same ledger, configuration and metrics),
+    /// for a process that serves it on further listeners: `ferrofabric node` puts it next to `protos.Endorser` on
+    /// each peer port, as a Fabric peer address serves both.
+    pub fn deliver_service(&self) -> PeerDeliverService {
+        self.deliver.clone()
     }
 
     /// Waits until the chain has `height` blocks or the pipeline fails.
@@ -584,7 +631,7 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
     let ledger = DeliverLedger { channel_id: channel_id.clone(), store: store.clone(), config: config_rx };
     let service = PeerDeliverService::new(ledger, parse_duration(&config.time_window)?, Some(deliver_metrics));
     let (deliver_addr, task) =
-        grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| b.add_service(service))?;
+        grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| b.add_service(service.clone()))?;
     listeners.push(task);
     let mut operations_addr = None;
     if !config.operations_listen_address.is_empty() {
@@ -648,6 +695,7 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
         follower,
         pipeline,
         listeners,
+        deliver: service,
     })
 }
 

@@ -44,7 +44,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ferrofabric_arena::{block_header_bytes, block_header_hash, BlockArena};
 use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
-use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, Metadata, SignatureHeader};
+use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType, Metadata, SignatureHeader};
 use ferrofabric_state::{UpdateBatch, WorldState};
 use prost::Message;
 
@@ -115,6 +115,68 @@ impl BlockResult {
     }
 }
 
+/// Where a [`Validator`] resumes after a restart: the world state of a checkpoint taken after block `N` (FastFabric's
+/// in-memory state, Opt P-I, made durable) plus the committed blocks `0..=N` as the peer stored them, from which the
+/// ledger's transaction ids and the channel configuration in force after `N` are taken. Only the blocks after `N`
+/// then need validating again.
+///
+/// Build it with [`ResumePoint::new`], add the stored blocks in order with [`ResumePoint::add_committed_block`],
+/// then call [`Validator::resume`].
+pub struct ResumePoint {
+    state: WorldState,
+    commit_hash: Option<[u8; 32]>,
+    header_hash: [u8; 32],
+    txids: HashSet<String>,
+    /// Number and header hash of the last block added.
+    last: Option<(u64, [u8; 32])>,
+    /// The last CONFIG block whose transaction was committed VALID.
+    config_block: Option<BlockArena>,
+}
+
+impl ResumePoint {
+    /// A resume point from a checkpoint: `state` is the world state after block `N` (its height must be `N`),
+    /// `commit_hash` the commit hash after `N` (`None` only for `N = 0`) and `header_hash` the SHA-256 of block
+    /// `N`'s header ([`ferrofabric_arena::block_header_hash`]), which ties the checkpoint to one chain.
+    pub fn new(state: WorldState, commit_hash: Option<[u8; 32]>, header_hash: [u8; 32]) -> ResumePoint {
+        ResumePoint { state, commit_hash, header_hash, txids: HashSet::new(), last: None, config_block: None }
+    }
+
+    /// Adds the next committed block (`0`, then `1`, ...) as the peer stored it, with its TRANSACTIONS_FILTER: its
+    /// transaction ids join the ledger's set and, if it is a CONFIG block whose transaction is flagged VALID, its
+    /// configuration becomes the one in force. Signatures are not verified again: the block was validated when it
+    /// was committed.
+    ///
+    /// Errors: the block does not decode, does not follow the last one added (number, previous hash), or a CONFIG
+    /// block has no TRANSACTIONS_FILTER.
+    pub fn add_committed_block(&mut self, raw: Bytes) -> Result<(), ValidatorError> {
+        let arena = BlockArena::decode(raw)?;
+        let number = arena.number();
+        match self.last {
+            None if number != 0 => return Err(bad(number, "the stored blocks must start at block 0")),
+            Some((n, _)) if number != n + 1 => return Err(bad(number, format!("expected block {}", n + 1))),
+            Some((_, hash)) if arena.header().previous_hash.as_ref() != hash => {
+                return Err(bad(number, "previous hash does not match the hash of the block before"))
+            }
+            _ => {}
+        }
+        let is_config = arena.txs().len() == 1
+            && arena.txs()[0].channel_header().is_ok_and(|ch| ch.r#type == HeaderType::Config as i32);
+        let config_in_force = is_config
+            && match arena.metadata().metadata.get(BlockMetadataIndex::TransactionsFilter as usize) {
+                Some(f) if !f.is_empty() => f[0] == TxValidationCode::Valid as i32 as u8,
+                // Block 0 is stored before any validation; its configuration is the channel's by definition.
+                _ if number == 0 => true,
+                _ => return Err(bad(number, "a stored CONFIG block has no TRANSACTIONS_FILTER")),
+            };
+        record_txids(&arena, &mut self.txids);
+        self.last = Some((number, block_header_hash(arena.header())));
+        if config_in_force {
+            self.config_block = Some(arena);
+        }
+        Ok(())
+    }
+}
+
 /// A channel's validator and in-memory ledger state. See the crate docs.
 pub struct Validator {
     config: Arc<ChannelConfig>,
@@ -138,20 +200,8 @@ impl Validator {
             return Err(bad(arena.number(), "a genesis block must be block 0"));
         }
         let config = config_from_block(&arena)?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(options.threads)
-            .thread_name(|i| format!("validate-{i}"))
-            .build()
-            .map(Arc::new)
-            .map_err(|e| ValidatorError::Execution { number: 0, reason: format!("thread pool: {e}") })?;
         let mut txids = HashSet::new();
-        for tx in arena.txs() {
-            if let Ok(ch) = tx.channel_header() {
-                if !ch.tx_id.is_empty() {
-                    txids.insert(ch.tx_id.clone());
-                }
-            }
-        }
+        record_txids(&arena, &mut txids);
         let state = Arc::new(WorldState::new());
         state.apply(0, &UpdateBatch::new());
         Ok(Validator {
@@ -161,7 +211,38 @@ impl Validator {
             last_number: 0,
             last_hash: block_header_hash(arena.header()),
             commit_hash: None,
-            pool,
+            pool: validation_pool(&options)?,
+            policies: vscc::PolicyCache::default(),
+        })
+    }
+
+    /// Resumes a channel from a [`ResumePoint`] (a state checkpoint plus the stored blocks up to it) instead of
+    /// re-validating the chain from block 0; the next block to commit is `point`'s last block + 1.
+    ///
+    /// Errors: no block was added to `point`, the blocks added do not form a chain from block 0, the checkpoint's
+    /// header hash is not the last block's, or the last valid configuration does not load.
+    pub fn resume(point: ResumePoint, options: ValidatorOptions) -> Result<Validator, ValidatorError> {
+        let ResumePoint { state, commit_hash, header_hash, txids, last, config_block } = point;
+        let (number, last_hash) = last.ok_or_else(|| bad(0, "a resume point needs the stored blocks up to it"))?;
+        if last_hash != header_hash {
+            return Err(bad(number, "the checkpoint does not belong to this chain (header hash differs)"));
+        }
+        let state_height = state.view().height();
+        if state_height != Some(number) {
+            return Err(bad(number, format!("the checkpoint state is at block {state_height:?}")));
+        }
+        if number > 0 && commit_hash.is_none() {
+            return Err(bad(number, "a checkpoint after block 0 must carry the commit hash"));
+        }
+        let config_block = config_block.ok_or_else(|| bad(number, "no configuration block among the stored blocks"))?;
+        Ok(Validator {
+            config: Arc::new(config_from_block(&config_block)?),
+            state: Arc::new(state),
+            txids,
+            last_number: number,
+            last_hash,
+            commit_hash,
+            pool: validation_pool(&options)?,
             policies: vscc::PolicyCache::default(),
         })
     }
@@ -278,13 +359,7 @@ impl Validator {
         };
 
         self.state.apply(number, &updates);
-        for tx in arena.txs() {
-            if let Ok(ch) = tx.channel_header() {
-                if !ch.tx_id.is_empty() {
-                    self.txids.insert(ch.tx_id.clone());
-                }
-            }
-        }
+        record_txids(&arena, &mut self.txids);
         let config_updated = new_config.is_some();
         if let Some(c) = new_config {
             self.config = Arc::new(c);
@@ -369,6 +444,28 @@ fn check_block_signatures(config: &ChannelConfig, arena: &BlockArena) -> Result<
         .ok_or_else(|| sig_err("the channel has no /Channel/Orderer/BlockValidation policy".into()))?;
     let set = SignatureSet::new(items, config.msp_manager());
     policy.evaluate(&set).map_err(|e| sig_err(e.to_string()))
+}
+
+/// The pool of validation threads ([`ValidatorOptions::threads`]).
+fn validation_pool(options: &ValidatorOptions) -> Result<Arc<rayon::ThreadPool>, ValidatorError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(options.threads)
+        .thread_name(|i| format!("validate-{i}"))
+        .build()
+        .map(Arc::new)
+        .map_err(|e| ValidatorError::Execution { number: 0, reason: format!("thread pool: {e}") })
+}
+
+/// Adds the block's transaction ids to the ledger's set: every transaction's, valid or not, as Fabric's block index
+/// keeps them (a later transaction with the same id is a DUPLICATE_TXID).
+fn record_txids(arena: &BlockArena, txids: &mut HashSet<String>) {
+    for tx in arena.txs() {
+        if let Ok(ch) = tx.channel_header() {
+            if !ch.tx_id.is_empty() {
+                txids.insert(ch.tx_id.clone());
+            }
+        }
+    }
 }
 
 fn bad(number: u64, reason: impl Into<String>) -> ValidatorError {

@@ -254,42 +254,12 @@ pub fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
     bail!("bad listen address {s:?}: expected ip:port")
 }
 
-/// Parses a Go duration: a sequence of decimal numbers with units `ns`, `us`, `ms`, `s`, `m`, `h` (e.g. `1m30s`,
-/// `2.5s`), or a bare `0`.
+/// Parses a non-negative Go duration (`1m30s`, `2.5s`, `250ms`, a bare `0`) with
+/// [`ferrofabric_policy::duration::parse_std`], the one Go-duration parser of the workspace.
 ///
-/// Errors: an empty string, a missing or unknown unit, a bad number.
+/// Errors: an empty string, a missing or unknown unit, a bad number, a negative duration.
 pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    let s = s.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() {
-        bail!("empty duration");
-    }
-    let mut total = 0f64;
-    let mut rest = s;
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        if num_len == 0 {
-            bail!("bad duration {s:?}: expected a number");
-        }
-        let value: f64 = rest[..num_len].parse().map_err(|_| anyhow!("bad duration {s:?}"))?;
-        rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => bail!("bad duration {s:?}: missing unit"),
-            u => bail!("bad duration {s:?}: unknown unit {u:?}"),
-        };
-        rest = &rest[unit_len..];
-        total += value * scale;
-    }
-    Duration::try_from_secs_f64(total).map_err(|e| anyhow!("bad duration {s:?}: {e}"))
+    ferrofabric_policy::duration::parse_std(s).map_err(|e| anyhow!(e))
 }
 
 #[cfg(test)]

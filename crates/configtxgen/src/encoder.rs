@@ -15,7 +15,8 @@ use prost::encoding::{encode_key, encode_varint, WireType};
 use prost::Message;
 
 use crate::model::{Application, Consortium, Orderer, Organization, Policy, Profile};
-use crate::{duration, implicit_meta_policy, signature_policy, ConfigtxgenError};
+use crate::{implicit_meta_policy, signature_policy, ConfigtxgenError};
+use ferrofabric_policy::duration;
 
 const ADMINS: &str = "Admins";
 const ORDERER_ADMINS: &str = "/Channel/Orderer/Admins";

@@ -27,7 +27,6 @@
 //! ```
 
 pub mod cli;
-mod duration;
 mod encoder;
 mod error;
 mod genesis;

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer};
 
-use crate::{duration, ConfigtxgenError};
+use crate::ConfigtxgenError;
+use ferrofabric_policy::duration;
 
 /// `null` (YAML `Key:` with nothing after it) reads as the type's default, as Go leaves a nil slice/map.
 fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>

@@ -2,16 +2,16 @@
 //! transaction IDs and the channel configuration, brought forward by the committer's validated blocks without
 //! validating them again. Several replicas (one per endorser process) scale endorsement out.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
-use ferrofabric_arena::{BlockArena, NsRwSet};
+use ferrofabric_arena::BlockArena;
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType};
-use ferrofabric_protos::kvrwset::KvMetadataEntry;
 use ferrofabric_protos::peer::TxValidationCode;
-use ferrofabric_state::{Height, StateKey, StateView, Update, UpdateBatch, VersionedValue, WorldState};
+use ferrofabric_validator::apply_write_set;
+use ferrofabric_state::{Height, StateView, UpdateBatch, WorldState};
 use prost::Message;
 
 /// Why a block could not be applied to a [`Replica`] (nothing of it was applied).
@@ -208,7 +208,7 @@ impl Replica {
             } else if ch.r#type == HeaderType::EndorserTransaction as i32 {
                 // A VALID endorser transaction always has a decodable read/write set; skip defensively otherwise.
                 if let Ok(rwset) = tx.rwset() {
-                    apply_writes(&view, &mut batch, rwset, Height::new(number, i as u64));
+                    apply_write_set(&view, &mut batch, rwset, Height::new(number, i as u64));
                 }
             }
         }
@@ -225,72 +225,3 @@ impl Replica {
     }
 }
 
-/// What one transaction does to one key (Fabric's `keyOps` in `txmgmt/validation/tx_ops.go`).
-#[derive(Default)]
-struct KeyOp {
-    value: Option<Bytes>,
-    delete: bool,
-    metadata: Option<Vec<(String, Bytes)>>,
-}
-
-fn sorted_entries(entries: &[KvMetadataEntry]) -> Vec<(String, Bytes)> {
-    let mut m: Vec<(String, Bytes)> = entries.iter().map(|e| (e.name.clone(), e.value.clone())).collect();
-    m.sort_by(|a, b| a.0.cmp(&b.0));
-    m
-}
-
-/// Fabric's `applyWriteSet`: value writes keep the key's latest metadata unless the transaction also writes
-/// metadata; a metadata-only write changes an existing key (and is ignored for an absent one); a delete wins.
-fn apply_writes(view: &StateView<'_>, batch: &mut UpdateBatch, rwset: &[NsRwSet], h: Height) {
-    let mut ops: BTreeMap<StateKey, KeyOp> = BTreeMap::new();
-    for ns in rwset {
-        for w in &ns.kv.writes {
-            let op = ops.entry(StateKey::public(&ns.namespace, Bytes::copy_from_slice(w.key.as_bytes()))).or_default();
-            if w.is_delete {
-                op.delete = true;
-            } else {
-                op.value = Some(w.value.clone());
-            }
-        }
-        for m in &ns.kv.metadata_writes {
-            let op = ops.entry(StateKey::public(&ns.namespace, Bytes::copy_from_slice(m.key.as_bytes()))).or_default();
-            op.metadata = Some(sorted_entries(&m.entries));
-        }
-        for c in &ns.collections {
-            for w in &c.hashed.hashed_writes {
-                let op = ops.entry(StateKey::hashed(&ns.namespace, &c.collection, w.key_hash.clone())).or_default();
-                if w.is_delete || w.value_hash.is_empty() {
-                    op.delete = true;
-                } else {
-                    op.value = Some(w.value_hash.clone());
-                }
-            }
-            for m in &c.hashed.metadata_writes {
-                let op = ops.entry(StateKey::hashed(&ns.namespace, &c.collection, m.key_hash.clone())).or_default();
-                op.metadata = Some(sorted_entries(&m.entries));
-            }
-        }
-    }
-    for (key, op) in ops {
-        let latest = || match batch.get(&key) {
-            Some(Update::Put(v)) => Some(v.clone()),
-            Some(Update::Delete(_)) => None,
-            None => view.get(&key),
-        };
-        let update = if op.delete {
-            Update::Delete(h)
-        } else if let Some(value) = op.value {
-            let metadata = match op.metadata {
-                Some(m) => m,
-                None => latest().map(|v| v.metadata).unwrap_or_default(),
-            };
-            Update::Put(VersionedValue { value, metadata, version: h })
-        } else {
-            match (latest(), op.metadata) {
-                (Some(v), Some(metadata)) => Update::Put(VersionedValue { value: v.value, metadata, version: h }),
-                _ => continue,
-            }
-        };
-        batch.put(key, update);
-    }
-}

@@ -320,42 +320,12 @@ fn opt_duration(s: Option<&str>, default: Duration) -> anyhow::Result<Duration> 
     }
 }
 
-/// Parses a non-negative Go duration such as `"2s"`, `"1m30s"`, `"500ms"`, `"1.5h"` (units ns, us, µs, ms, s,
-/// m, h; bare `"0"` allowed).
+/// Parses a non-negative Go duration such as `"2s"`, `"1m30s"`, `"500ms"`, `"1.5h"` (bare `"0"` allowed) with
+/// [`ferrofabric_policy::duration::parse_std`], the one Go-duration parser of the workspace.
 ///
 /// Errors: empty, negative, missing or unknown unit, malformed number.
 pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    let s = s.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() {
-        bail!("empty duration");
-    }
-    let mut rest = s;
-    let mut total = 0f64;
-    while !rest.is_empty() {
-        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-        if num_len == 0 {
-            bail!("invalid duration {s:?}: expected a number");
-        }
-        let value: f64 = rest[..num_len].parse().with_context(|| format!("invalid duration {s:?}"))?;
-        rest = &rest[num_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            "" => bail!("invalid duration {s:?}: missing unit"),
-            u => bail!("invalid duration {s:?}: unknown unit {u:?}"),
-        };
-        rest = &rest[unit_len..];
-        total += value * scale;
-    }
-    Ok(Duration::from_secs_f64(total))
+    ferrofabric_policy::duration::parse_std(s).map_err(|e| anyhow::anyhow!(e))
 }
 
 /// Parses a byte size as Fabric's config does: a plain number of bytes or a number with a unit

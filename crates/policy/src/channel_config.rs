@@ -19,7 +19,6 @@ use ferrofabric_protos::msp::MspConfig;
 use ferrofabric_protos::{orderer as ab, peer};
 use prost::Message;
 
-use crate::duration::parse_go_duration;
 use crate::error::PolicyError;
 use crate::policy::{CompiledSignaturePolicy, ImplicitMetaPolicy, Policy, RejectPolicy, UnsupportedPolicy};
 
@@ -706,7 +705,8 @@ fn parse_orderer(
         ));
     }
     let timeout_path = format!("{path}/BatchTimeout");
-    let timeout_ns = parse_go_duration(&batch_timeout.timeout).map_err(|e| PolicyError::config(&timeout_path, e))?;
+    let timeout_ns =
+        crate::duration::parse(&batch_timeout.timeout).map_err(|e| PolicyError::config(&timeout_path, e))?;
     let timeout_ns = u64::try_from(timeout_ns)
         .ok()
         .filter(|ns| *ns > 0)

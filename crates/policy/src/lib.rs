@@ -22,7 +22,7 @@
 //! ```
 
 mod channel_config;
-mod duration;
+pub mod duration;
 mod error;
 mod policy;
 mod signature_set;

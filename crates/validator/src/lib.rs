@@ -49,6 +49,7 @@ use ferrofabric_state::{UpdateBatch, WorldState};
 use prost::Message;
 
 pub use ferrofabric_protos::peer::TxValidationCode;
+pub use mvcc::apply_write_set;
 
 /// Tuning of a [`Validator`].
 #[derive(Clone, Debug, Default)]

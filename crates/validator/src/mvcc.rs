@@ -113,7 +113,7 @@ pub(crate) fn validate_and_prepare(
         let code = mvcc_check(view, &batch, rwset);
         codes[i] = code;
         if code == Code::Valid {
-            apply_writes(view, &mut batch, rwset, Height::new(block, i as u64));
+            apply_write_set(view, &mut batch, rwset, Height::new(block, i as u64));
         }
     }
     (codes, batch)
@@ -223,8 +223,12 @@ fn metadata_entries(entries: &[KvMetadataEntry]) -> Vec<(String, Bytes)> {
     m
 }
 
-/// Applies a valid transaction's writes to the batch (Fabric's `prepareTxOps` / `applyWriteSet`).
-fn apply_writes(view: &StateView<'_>, batch: &mut UpdateBatch, rwset: &[NsRwSet], h: Height) {
+/// Applies a valid transaction's writes to `batch` at height `h` = (block, tx) (Fabric's `prepareTxOps` /
+/// `applyWriteSet` in `core/ledger/kvledger/txmgmt/validation/tx_ops.go`): a value write keeps the key's latest
+/// metadata (from `batch`, else from `view`) unless the transaction writes metadata too; a metadata-only write changes
+/// an existing key and is ignored for an absent one; a delete wins; an empty value (or, for hashed writes, the hash of
+/// an empty value) is a delete. Used by the validator's commit and by replicas that apply already-validated blocks.
+pub fn apply_write_set(view: &StateView<'_>, batch: &mut UpdateBatch, rwset: &[NsRwSet], h: Height) {
     let mut ops: BTreeMap<StateKey, KeyOp> = BTreeMap::new();
     for ns in rwset {
         for w in &ns.kv.writes {

@@ -10,8 +10,8 @@ use ferrofabric_arena::BlockArena;
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType};
 use ferrofabric_protos::peer::TxValidationCode;
-use ferrofabric_validator::apply_write_set;
 use ferrofabric_state::{Height, StateView, UpdateBatch, WorldState};
+use ferrofabric_validator::apply_write_set;
 use prost::Message;
 
 /// Why a block could not be applied to a [`Replica`] (nothing of it was applied).
@@ -224,4 +224,3 @@ impl Replica {
         Ok(())
     }
 }
-

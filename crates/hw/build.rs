@@ -24,6 +24,13 @@ fn main() {
         return;
     }
     let Some(root) = verilator_root() else {
+        // Watch where an install would put `verilator` (a missing file makes cargo rerun this script), so that the
+        // backend is built as soon as Verilator is installed, e.g. by hw/run-tests.
+        if let Some(path) = std::env::var_os("PATH") {
+            for dir in std::env::split_paths(&path) {
+                println!("cargo:rerun-if-changed={}", dir.join("verilator").display());
+            }
+        }
         println!(
             "cargo:warning=ferrofabric-hw: `verilator` not found on PATH; the Verilator backend is compiled out \
              (install Verilator 5, e.g. with hw/run-tests, and rebuild)"

@@ -1,6 +1,6 @@
-// The BMac card (hw/DESIGN.md): the protocol processor on the network stream,
-// the five FIFOs, the block processor and the AXI-Lite register map. `irq` is
-// high while a result waits to be read (STATUS bit 0).
+// The BMac card (hw/DESIGN.md): the protocol processor (PP_LANES lanes) on
+// the network stream, the five FIFOs, the block processor and the AXI-Lite
+// register map. `irq` is high while a result waits to be read (STATUS bit 0).
 module bmac_top
   import bmac_pkg::*;
 #(
@@ -12,7 +12,8 @@ module bmac_top
     parameter int KV_PROBES  = 32,
     parameter int ID_SLOTS   = 64,
     parameter int ID_BYTES   = 2048,
-    parameter int MAX_TX     = 1024
+    parameter int MAX_TX     = 1024,
+    parameter int PP_LANES   = 2
 ) (
     input  logic        clk,
     input  logic        rst_n,
@@ -49,7 +50,7 @@ module bmac_top
   wr_rec_t    pw;
   logic       blk_start, proto_error;
 
-  protocol_processor #(.ID_SLOTS(ID_SLOTS), .ID_BYTES(ID_BYTES)) u_pp (
+  pp_lanes #(.LANES(PP_LANES), .ID_SLOTS(ID_SLOTS), .ID_BYTES(ID_BYTES)) u_pp (
       .clk, .rst_n, .s_axis_tdata, .s_axis_tkeep, .s_axis_tlast, .s_axis_tvalid, .s_axis_tready,
       .blk_valid(pb_valid), .blk_ready(pb_ready), .blk_rec(pb),
       .tx_valid(pt_valid), .tx_ready(pt_ready), .tx(pt),
@@ -61,7 +62,9 @@ module bmac_top
 
   // The five FIFOs between the processors. rdset/wrset hold a transaction's whole read/write set (48
   // annotations at most), so the protocol processor never waits on a transaction the block processor has not
-  // seen yet.
+  // seen yet. Reads and writes leave only when MVCC takes them, after validation: with more than 8 validators
+  // the sets of every transaction in flight (2 per validator, pipelined) must fit, or the validators starve.
+  localparam int SET_DEPTH = (N > 8) ? (1 << $clog2(16 * N)) : 64;
   logic qb_valid, qb_ready, qt_valid, qt_ready, qe_valid, qe_ready, qr_valid, qr_ready, qw_valid, qw_ready;
   block_rec_t qb;
   tx_rec_t    qt;
@@ -78,10 +81,10 @@ module bmac_top
   sync_fifo #(.W($bits(end_rec_t)), .DEPTH(16)) u_ends_fifo (
       .clk, .rst_n, .in_valid(pe_valid), .in_ready(pe_ready), .in_data(pe),
       .out_valid(qe_valid), .out_ready(qe_ready), .out_data(qe), .count());
-  sync_fifo #(.W($bits(rd_rec_t)), .DEPTH(64)) u_rdset_fifo (
+  sync_fifo #(.W($bits(rd_rec_t)), .DEPTH(SET_DEPTH)) u_rdset_fifo (
       .clk, .rst_n, .in_valid(pr_valid), .in_ready(pr_ready), .in_data(pr),
       .out_valid(qr_valid), .out_ready(qr_ready), .out_data(qr), .count());
-  sync_fifo #(.W($bits(wr_rec_t)), .DEPTH(64)) u_wrset_fifo (
+  sync_fifo #(.W($bits(wr_rec_t)), .DEPTH(SET_DEPTH)) u_wrset_fifo (
       .clk, .rst_n, .in_valid(pw_valid), .in_ready(pw_ready), .in_data(pw),
       .out_valid(qw_valid), .out_ready(qw_ready), .out_data(qw), .count());
   /* verilator lint_on PINCONNECTEMPTY */

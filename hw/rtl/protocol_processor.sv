@@ -57,7 +57,16 @@ module protocol_processor
     input  logic        wr_ready,
     output wr_rec_t     wr,
     output logic        blk_start,     // one-cycle strobe: a HEADER section was parsed
-    output logic        proto_error    // one-cycle strobe: a section was dropped
+    output logic        proto_error,   // one-cycle strobe: a section was dropped
+    // End of every TX, METADATA and STATE_SYNC section (dropped ones included), with the records it wrote,
+    // for pp_lanes to merge the lanes in order.
+    output logic        sec_valid,
+    input  logic        sec_ready,
+    output logic [7:0]  sec_rd,
+    output logic [7:0]  sec_wr,
+    output logic [2:0]  sec_ends,
+    output logic        sec_tx,
+    output logic        sec_blk
 );
   localparam int SW  = $clog2(ID_SLOTS);
   localparam int IBW = $clog2(ID_BYTES);
@@ -92,9 +101,10 @@ module protocol_processor
 
   // ------------------------------------------------------------------- FSM
   typedef enum logic [3:0] {
-    P_HDR, P_ANN, P_PAY, P_IDS, P_TAIL, P_FIN, P_WKEY, P_WTX, P_WEND, P_WBLK, P_DROP
+    P_HDR, P_ANN, P_PAY, P_IDS, P_TAIL, P_FIN, P_WKEY, P_WTX, P_WEND, P_WBLK, P_DROP, P_DONE
   } state_t;
   state_t st;
+  state_t after_done;   // where P_DONE goes: P_HDR, or P_DROP for the rest of a broken frame
 
   logic [6:0]  hcnt;
   logic        hdr_ok;
@@ -349,6 +359,7 @@ module protocol_processor
   assign end_out = '{has_key: w_has_key, der_ok: sig_ok[wslot], org: w_id[15:8], roles: w_id[7:4], sig: w_sig};
   assign blk_rec = '{blk: f_blk, policy_id: f_info[63:56], has_key: w_has_key, der_ok: sig_ok[wslot],
                      org: w_id[15:8], roles: w_id[7:4], sig: w_sig};
+  assign sec_valid = st == P_DONE;
   assign tx_valid  = st == P_WTX;
   assign end_valid = st == P_WEND;
   assign blk_valid = st == P_WBLK;
@@ -375,10 +386,38 @@ module protocol_processor
   assign ann_bad = ann_fire && (!ann_kind_ok ||
                    (!(loc_in && loc_ready) && !(fld_in && fld_ready) && !((hq_in & hq_ready) != '0)));
 
+  // Records written by the current section (for the end-of-section token).
+  always_ff @(posedge clk or negedge rst_n) begin
+    if (!rst_n) begin
+      sec_rd   <= '0;
+      sec_wr   <= '0;
+      sec_ends <= '0;
+      sec_tx   <= 1'b0;
+      sec_blk  <= 1'b0;
+    end else if (st == P_HDR && b_valid && hcnt == 7'd0) begin
+      sec_rd   <= '0;
+      sec_wr   <= '0;
+      sec_ends <= '0;
+      sec_tx   <= 1'b0;
+      sec_blk  <= 1'b0;
+    end else begin
+      if (rd_valid && rd_ready) sec_rd <= sec_rd + 8'd1;
+      if (wr_valid && wr_ready) sec_wr <= sec_wr + 8'd1;
+      if (end_valid && end_ready) sec_ends <= sec_ends + 3'd1;
+      if (tx_valid && tx_ready) sec_tx <= 1'b1;
+      if (blk_valid && blk_ready) sec_blk <= 1'b1;
+    end
+  end
+
+  // Sections that end with a token: TX, METADATA, STATE_SYNC.
+  logic tokened;
+  assign tokened = f_type == T_TX || f_type == T_METADATA || f_type == T_STATE_SYNC;
+
   // ------------------------------------------------------------ sequencing
   always_ff @(posedge clk or negedge rst_n) begin
     if (!rst_n) begin
       st          <= P_HDR;
+      after_done  <= P_HDR;
       hcnt        <= '0;
       hdr_ok      <= 1'b1;
       f_type      <= '0;
@@ -483,9 +522,15 @@ module protocol_processor
             end
           endcase
           if (b_last && hcnt != 7'(HDR_LEN - 1)) begin
-            // A frame shorter than the headers: not ours, or truncated.
+            // A frame shorter than the headers: not ours, or truncated. pp_lanes decided on its first 48
+            // bytes; if those looked like a section with records, it waits for a token.
             hcnt   <= '0;
             hdr_ok <= 1'b1;
+            if (hcnt >= 7'd47 && hdr_ok && tokened) begin
+              proto_error <= 1'b1;
+              st          <= P_DONE;
+              after_done  <= P_HDR;
+            end
           end else if (hcnt == 7'(HDR_LEN - 1)) begin
             hcnt       <= '0;
             frame_done <= b_last;
@@ -523,12 +568,18 @@ module protocol_processor
           if (b_last) begin
             proto_error <= 1'b1;
             soft_rst    <= 1'b1;
-            st          <= P_HDR;
+            if (tokened) begin
+              st         <= P_DONE;
+              after_done <= P_HDR;
+            end else st <= P_HDR;
           end else if (abyte == 3'd7) begin
             if (ann_bad) begin
               proto_error <= 1'b1;
               soft_rst    <= 1'b1;
-              st          <= P_DROP;
+              if (tokened) begin
+                st         <= P_DONE;
+                after_done <= P_DROP;
+              end else st <= P_DROP;
             end else begin
               if (ann_new.kind == K_HASH) begin
                 hash_used[ann_new.ns[2:0]] <= 1'b1;
@@ -550,7 +601,10 @@ module protocol_processor
               if (spos + 16'd1 != f_psize) begin
                 proto_error <= 1'b1;
                 soft_rst    <= 1'b1;
-                st          <= P_HDR;
+                if (tokened) begin
+                  st         <= P_DONE;
+                  after_done <= P_HDR;
+                end else st <= P_HDR;
               end
             end
           end
@@ -564,7 +618,10 @@ module protocol_processor
               if (map_bad) begin
                 proto_error <= 1'b1;
                 soft_rst    <= 1'b1;
-                st          <= frame_done ? P_HDR : P_DROP;
+                if (tokened) begin
+                  st         <= P_DONE;
+                  after_done <= (frame_done ? P_HDR : P_DROP);
+                end else st <= (frame_done ? P_HDR : P_DROP);
               end else begin
                 if (loc_q.flags[0] && 32'(loc_q.ns) < SLOTS) begin
                   sg_valid[loc_q.ns[2:0]] <= 1'b1;
@@ -606,7 +663,10 @@ module protocol_processor
               // A region beyond the payload: the section cannot be complete.
               proto_error <= 1'b1;
               soft_rst    <= 1'b1;
-              st          <= P_HDR;
+              if (tokened) begin
+                st         <= P_DONE;
+                after_done <= P_HDR;
+              end else st <= P_HDR;
             end else begin
               wslot <= '0;
               unique case (f_type)
@@ -616,7 +676,10 @@ module protocol_processor
                   st        <= P_HDR;
                 end
                 T_TX, T_METADATA: st <= P_WKEY;
-                default: st <= P_HDR;
+                default: if (tokened) begin
+                  st         <= P_DONE;
+                  after_done <= P_HDR;
+                end else st <= P_HDR;
               endcase
             end
           end
@@ -626,22 +689,31 @@ module protocol_processor
         P_WKEY: st <= (f_type == T_METADATA) ? P_WBLK : (wslot == 3'd0) ? P_WTX : P_WEND;
 
         P_WTX: if (tx_ready) begin
-          if (n_ends == 3'd0) st <= P_HDR;
-          else begin
+          if (n_ends == 3'd0) begin
+            st         <= P_DONE;
+            after_done <= P_HDR;
+          end else begin
             wslot <= 3'd1;
             st    <= P_WKEY;
           end
         end
 
         P_WEND: if (end_ready) begin
-          if (wslot == n_ends) st <= P_HDR;
-          else begin
+          if (wslot == n_ends) begin
+            st         <= P_DONE;
+            after_done <= P_HDR;
+          end else begin
             wslot <= wslot + 3'd1;
             st    <= P_WKEY;
           end
         end
 
-        P_WBLK: if (blk_ready) st <= P_HDR;
+        P_WBLK: if (blk_ready) begin
+          st         <= P_DONE;
+          after_done <= P_HDR;
+        end
+
+        P_DONE: if (sec_ready) st <= after_done;
 
         P_DROP: if (b_valid && b_last) st <= P_HDR;
 

@@ -1,4 +1,5 @@
-"""cocotb tests of hw/rtl/protocol_processor.sv (with axis_to_bytes, der_parser, version_parser, sha256_engine).
+"""cocotb tests of hw/rtl/protocol_processor.sv (with axis_to_bytes, der_parser, version_parser, sha256_engine),
+also run on pp_lanes (two protocol processors, records merged back into stream order).
 
 Hand-built sections exercise each mechanism: the identity cache (ID_SYNC with flush, locators, signers),
 HashCalculator regions (nested, multi-region slots, the virtual header bytes of METADATA), DER decoding (Go's
@@ -63,6 +64,8 @@ def id_sync(id_, flush=False):
 @cocotb.test()
 async def sections_to_records(dut):
     """ID_SYNC, HEADER, METADATA, two TX sections and a STATE_SYNC become the expected FIFO records."""
+    if hasattr(dut, "sec_ready"):
+        dut.sec_ready.value = 1  # a lone protocol processor: end-of-section tokens are not needed
     await ax.reset(dut)
     frames, exp = [], {"blk": [], "tx": [], "end": [], "rd": [], "wr": []}
     frames += [id_sync(ID_A, flush=True), id_sync(ID_B), id_sync(ID_O)]
@@ -171,8 +174,10 @@ async def sections_to_records(dut):
     async def watch_errors():
         while True:
             await RisingEdge(dut.proto_error)
-            errors.append(int(dut.st.value))
-            dut._log.warning("proto_error in state %s, ins=%s spos=%s", dut.st.value, dut.ins.value, dut.spos.value)
+            errors.append(1)
+            if hasattr(dut, "st"):
+                dut._log.warning("proto_error in state %s, ins=%s spos=%s", dut.st.value, dut.ins.value,
+                                 dut.spos.value)
 
     cocotb.start_soon(watch_errors())
     try:
@@ -181,7 +186,8 @@ async def sections_to_records(dut):
         for sig in ("st", "ins", "spos", "rpos", "tk_valid", "tk_pos", "fld_valid", "hq_valid", "loc_valid",
                     "kd_valid", "dq_valid", "vq_valid", "k_busy", "dig_done", "hash_used", "settle", "f_type",
                     "f_psize", "frame_done", "tk_take", "h_ready", "k_ready", "kd_in_ready"):
-            dut._log.error("%s = %s", sig, getattr(dut, sig).value)
+            if hasattr(dut, sig):
+                dut._log.error("%s = %s", sig, getattr(dut, sig).value)
         dut._log.error("records: %s", {k: len(v) for k, v in got.items()})
         raise
     for _ in range(200):

@@ -113,3 +113,9 @@ def test_version_parser():
 def test_reg_map():
     """AXI-Lite registers and the two result banks."""
     _run("reg_map", ["bmac_pkg.sv", "sync_fifo.sv", "reg_map.sv"], "tb_reg_map", {}, "default")
+
+
+def test_pp_lanes():
+    """The same sections through two protocol-processor lanes: records must come out in stream order."""
+    _run("pp_lanes", PP_SOURCES + ["pp_lanes.sv"], "tb_protocol",
+         {"LANES": 2, "ID_SLOTS": 4, "ID_BYTES": 512, "IN_DEPTH": 64}, "2lanes")

@@ -515,9 +515,26 @@ impl Iterator for Blocks<'_> {
     }
 }
 
+/// Opens (or creates) the sled index. A store closed just before (a node restarted in the same process) may still
+/// hold the index's file lock for up to one flush interval after its last handle is dropped, because sled's flusher
+/// thread releases it: wait up to [`INDEX_LOCK_WAIT`] for it rather than fail. A lock held longer (another live
+/// process) is still an error.
 fn sled_open(index_dir: &Path) -> sled::Result<sled::Db> {
-    sled::Config::new().path(index_dir).cache_capacity(64 << 20).flush_every_ms(Some(500)).open()
+    let deadline = std::time::Instant::now() + INDEX_LOCK_WAIT;
+    loop {
+        match sled::Config::new().path(index_dir).cache_capacity(64 << 20).flush_every_ms(Some(500)).open() {
+            Err(sled::Error::Io(e))
+                if e.kind() == std::io::ErrorKind::WouldBlock && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            result => return result,
+        }
+    }
 }
+
+/// See [`sled_open`]: several of sled's 500 ms flush intervals.
+const INDEX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// Opens the sled index. An index sled reports as corrupt is derived data: it is moved aside to `index.corrupt*`
 /// and a fresh one is rebuilt from the block files, so a damaged index cannot make every restart fail. Other

@@ -7,7 +7,13 @@
 //! * `ferrofabric endorser` — endorsement (ProcessProposal) against a replica of the committed state.
 //! * `ferrofabric blockstore` — the block storage service (follows a committer; blocks by number, txs by txid).
 //! * `ferrofabric crypto generate` / `ferrofabric channel genesis` — cryptogen and configtxgen.
+//! * `ferrofabric node` — a whole network on one machine (orderer, committer, endorsers, block store), with
+//!   generated crypto and channel, the built-in chaincodes defined through `_lifecycle`.
 //! * `ferrofabric bench orderer` — whole-system ordering benchmark.
+//! * `ferrofabric hw validate` — a ledger through the co-simulated BMac block processor (the RTL of `hw/rtl` under
+//!   Verilator), with per-block cycles.
+//! * `ferrofabric bench e2e` — end-to-end committed tx/s of a node (FastFabric IV-D), and the committer alone on
+//!   Fabric 2.5.16's bench ledger.
 
 mod replay;
 
@@ -39,10 +45,17 @@ enum Command {
     Endorser(ferrofabric_endorser::cli::EndorserArgs),
     /// Runs the block storage service: follows a committer, serves blocks by number and transactions by txid.
     Blockstore(ferrofabric_blockstore_service::cli::BlockstoreArgs),
+    /// Runs a whole network on this machine: solo orderer, committer, endorsers of Org1 and Org2, block store.
+    Node(ferrofabric_node::NodeArgs),
     /// Generates crypto material in cryptogen's layout (MSP and TLS certificates, NodeOUs).
     Crypto(ferrofabric_cryptogen::cli::CryptoArgs),
     /// Channel tools: a channel's genesis block from a configtx.yaml profile, as configtxgen makes it.
     Channel(ferrofabric_configtxgen::cli::ChannelArgs),
+    /// The BMac hardware block processor (co-simulated RTL).
+    Hw {
+        #[command(subcommand)]
+        command: HwCommand,
+    },
     /// Whole-system benchmarks.
     Bench {
         #[command(subcommand)]
@@ -54,6 +67,16 @@ enum Command {
 enum BenchCommand {
     /// Ordering throughput and block latency: N pre-signed envelopes from K clients, solo (and Raft).
     Orderer(ferrofabric_orderer::bench::OrdererBenchArgs),
+    /// End-to-end committed tx/s and block latency of a node (transfer, smallbank), or of the committer alone on
+    /// Fabric 2.5.16's 10,735-transaction ledger (ledger).
+    E2e(ferrofabric_node::bench::E2eBenchArgs),
+}
+
+#[derive(Subcommand)]
+enum HwCommand {
+    /// Runs a ledger through the co-simulated block processor; the report is `ledger replay`'s plus per-block
+    /// `cycles` and `tx_per_s_at_250mhz`.
+    Validate(ferrofabric_hw::cli::HwValidateArgs),
 }
 
 #[derive(Subcommand)]
@@ -104,7 +127,10 @@ fn main() -> ExitCode {
         Command::Endorser(args) => ferrofabric_endorser::cli::run(args),
         Command::Crypto(args) => ferrofabric_cryptogen::cli::run(args),
         Command::Channel(args) => ferrofabric_configtxgen::cli::run(args),
+        Command::Node(args) => ferrofabric_node::run(args),
+        Command::Hw { command: HwCommand::Validate(args) } => ferrofabric_hw::cli::run(&args),
         Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric_orderer::bench::run(args).map(|_| ()),
+        Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric_node::bench::run(args).map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

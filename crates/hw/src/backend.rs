@@ -176,7 +176,10 @@ impl Card {
                     break;
                 }
                 if self.sim.peek(Port::Irq) == 1 {
+                    // The register reads run the clock: hold the beat back so it is not taken meanwhile.
+                    self.sim.poke(Port::Tvalid, 0);
                     self.read_result()?;
+                    self.sim.poke(Port::Tvalid, 1);
                     continue;
                 }
                 // Nothing to do but wait: run a burst in the shim until tready or irq.

@@ -12,8 +12,14 @@
 //!   (window 1) and the ratio on/off is reported.
 //!
 //! With no `--address` the bench starts its own node (solo loop on the generated network's single-consenter
-//! channel, ledger in a temporary directory, blocks fsynced). With `--address` and `--admin-address` it joins
-//! the generated network's channel on that node over the participation API, measures, and removes it again.
+//! channel, ledger in a temporary directory, blocks fsynced). With `--consensus etcdraft --nodes N` (N ≥ 2) it
+//! starts N etcdraft nodes in this process instead (TLS certificates for `127.0.0.1` from cryptogen, mutual TLS
+//! between the nodes, WAL/snapshots/ledgers in a temporary directory, Raft tick 100 ms); the channel is the
+//! generated network's with those N consenters, the clients are spread over the nodes round-robin (followers
+//! forward to the leader) and blocks are read from node 0. Before measuring, one extra envelope is broadcast
+//! and must be answered SUCCESS, so that leader election is not measured. With `--address` and
+//! `--admin-address` it joins the generated network's channel on that node over the participation API,
+//! measures, and removes it again.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -68,6 +74,12 @@ pub struct OrdererBenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Consensus of the own nodes: `solo` (one node) or `etcdraft` (with `--nodes`).
+    #[arg(long, default_value = "solo", value_parser = ["solo", "etcdraft"])]
+    pub consensus: String,
+    /// Number of etcdraft nodes started in this process (`--consensus etcdraft`; at least 2).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: usize,
 }
 
 impl Default for OrdererBenchArgs {
@@ -84,6 +96,8 @@ impl Default for OrdererBenchArgs {
             no_fsync: false,
             skip_o2_off: false,
             json: false,
+            consensus: "solo".into(),
+            nodes: 3,
         }
     }
 }
@@ -131,6 +145,10 @@ pub struct BenchReport {
     pub tls: bool,
     /// Every block fsynced (own node).
     pub fsync: bool,
+    /// `solo` or `etcdraft`.
+    pub consensus: String,
+    /// Orderer nodes (1 for solo and external orderers).
+    pub nodes: usize,
     /// Each run in detail: `[on, off]`.
     pub runs: Vec<RunResult>,
 }
@@ -139,6 +157,8 @@ struct Workset {
     net: Network,
     envelopes: Vec<Bytes>,
     index: HashMap<String, usize>,
+    /// Envelopes sent (one per run) before measuring, to wait for a Raft leader; not counted.
+    warmups: Vec<Bytes>,
 }
 
 fn make_workset(args: &OrdererBenchArgs) -> anyhow::Result<Workset> {
@@ -148,11 +168,18 @@ fn make_workset(args: &OrdererBenchArgs) -> anyhow::Result<Workset> {
         .map_err(|e| anyhow!("building transactions: {e}"))?;
     let index = built.iter().enumerate().map(|(i, b)| (b.tx_id.clone(), i)).collect();
     let envelopes = built.into_iter().map(|b| b.envelope).collect();
-    Ok(Workset { net, envelopes, index })
+    let warmups = Workload::new(&net, 8)
+        .transfer_txs(2, args.value_bytes, |_| None)
+        .map_err(|e| anyhow!("building transactions: {e}"))?
+        .into_iter()
+        .map(|b| b.envelope)
+        .collect();
+    Ok(Workset { net, envelopes, index, warmups })
 }
 
-/// User + system CPU seconds of this process so far (from `/proc/self/stat`; 0 if unavailable).
-fn process_cpu_seconds() -> f64 {
+/// User + system CPU seconds of this process so far (from `/proc/self/stat`; 0 if unavailable). Public for the
+/// other benches (`ferrofabric bench e2e`).
+pub fn process_cpu_seconds() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
     };
@@ -165,7 +192,9 @@ fn process_cpu_seconds() -> f64 {
     ticks / 100.0
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+/// The `p`-th percentile (0–100, nearest rank) of ascending `sorted` values; 0 for an empty slice. Public for
+/// the other benches (`ferrofabric bench e2e`).
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -173,13 +202,15 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.min(sorted.len() - 1)]
 }
 
-/// Measures one run against a node at `addr` that serves the workset's channel.
+/// Measures one run against the nodes at `addrs` that serve the workset's channel: client `c` sends to
+/// `addrs[c % len]`, blocks are read from `addrs[0]`.
 async fn measure(
     work: &Arc<Workset>,
-    addr: &str,
+    addrs: &[String],
     tls: Option<&ClientTls>,
     clients: usize,
 ) -> anyhow::Result<RunResult> {
+    let addr = addrs.first().ok_or_else(|| anyhow!("no orderer address"))?.as_str();
     let n = work.envelopes.len();
     let cpu_start = process_cpu_seconds();
     let start = Instant::now();
@@ -202,8 +233,9 @@ async fn measure(
                     Some(Ok(DeliverItem::Block(b))) => {
                         let at = start.elapsed();
                         let ids = tx_ids(&b)?;
-                        seen += ids.len();
+                        // Warm-up envelopes are not counted.
                         let idx: Vec<usize> = ids.iter().filter_map(|id| work.index.get(id).copied()).collect();
+                        seen += idx.len();
                         arrivals.push((at, idx));
                     }
                     Some(Ok(DeliverItem::Status(s))) => bail!("deliver ended with status {s}"),
@@ -219,7 +251,7 @@ async fn measure(
     let mut senders = Vec::new();
     for c in 0..clients.max(1) {
         let range = (c * per).min(n)..((c + 1) * per).min(n);
-        let ch = client::connect(addr, tls).await?;
+        let ch = client::connect(&addrs[c % addrs.len()], tls).await?;
         let (work, sent_at) = (work.clone(), sent_at.clone());
         senders.push(tokio::spawn(async move {
             let expected = range.len();
@@ -411,9 +443,177 @@ async fn own_node_run(work: &Arc<Workset>, args: &OrdererBenchArgs, parallel: bo
             .map_err(|_| anyhow!("probe panicked"))?;
         eprintln!("check: {:.1} µs per envelope on one thread (all ok: {})", per.0, per.1);
     }
-    let result = measure(work, &node.grpc_addr.to_string(), tls.as_ref(), args.clients).await;
+    let result = measure(work, &[node.grpc_addr.to_string()], tls.as_ref(), args.clients).await;
     node.shutdown().await;
     result
+}
+
+/// The generated network's genesis block with the etcdraft consenter set replaced by `consenters` and
+/// Raft options `options` (BatchSize, BatchTimeout and everything else unchanged; header data hash
+/// recomputed). Returns the marshaled block.
+///
+/// Errors: `genesis` is not a config block of an etcdraft channel.
+pub fn with_raft_consenters(
+    genesis: &Bytes,
+    consenters: Vec<ferrofabric_protos::etcdraft::Consenter>,
+    options: ferrofabric_protos::etcdraft::Options,
+) -> anyhow::Result<Bytes> {
+    use ferrofabric_protos::common::{Block, ConfigEnvelope, Envelope, Payload};
+    use ferrofabric_protos::etcdraft::ConfigMetadata;
+    use ferrofabric_protos::orderer::ConsensusType;
+    use prost::Message;
+    let mut block = Block::decode(genesis.clone())?;
+    let data = block.data.as_mut().ok_or_else(|| anyhow!("genesis block without data"))?;
+    let first = data.data.first_mut().ok_or_else(|| anyhow!("genesis block without envelope"))?;
+    let mut env = Envelope::decode(first.clone())?;
+    let mut payload = Payload::decode(env.payload.clone())?;
+    let mut ce = ConfigEnvelope::decode(payload.data.clone())?;
+    let value = ce
+        .config
+        .as_mut()
+        .and_then(|c| c.channel_group.as_mut())
+        .and_then(|g| g.groups.get_mut("Orderer"))
+        .and_then(|o| o.values.get_mut("ConsensusType"))
+        .ok_or_else(|| anyhow!("genesis block without /Channel/Orderer/ConsensusType"))?;
+    let mut ct = ConsensusType::decode(value.value.clone())?;
+    anyhow::ensure!(ct.r#type == "etcdraft", "the channel's consensus type is {:?}, not etcdraft", ct.r#type);
+    let mut md = ConfigMetadata::decode(ct.metadata.clone())?;
+    md.consenters = consenters;
+    md.options = Some(options);
+    ct.metadata = Bytes::from(md.encode_to_vec());
+    value.value = Bytes::from(ct.encode_to_vec());
+    payload.data = Bytes::from(ce.encode_to_vec());
+    env.payload = Bytes::from(payload.encode_to_vec());
+    *first = Bytes::from(env.encode_to_vec());
+    let hash = crate::block::block_data_hash(&data.data);
+    if let Some(h) = block.header.as_mut() {
+        h.data_hash = Bytes::copy_from_slice(&hash);
+    }
+    Ok(Bytes::from(block.encode_to_vec()))
+}
+
+/// cryptogen material for `nodes` orderers `orderer{i}.raft.example.com` whose TLS certificates are valid for
+/// `127.0.0.1` and `localhost` (server and client use).
+fn raft_crypto(nodes: usize) -> anyhow::Result<ferrofabric_cryptogen::Crypto> {
+    let yaml = format!(
+        "OrdererOrgs:\n  - Name: Orderer\n    Domain: raft.example.com\n    EnableNodeOUs: true\n    Template:\n      \
+         Count: {nodes}\n      SANS:\n        - localhost\n        - 127.0.0.1\n"
+    );
+    let config = ferrofabric_cryptogen::CryptoConfig::from_yaml(&yaml)?;
+    Ok(ferrofabric_cryptogen::Crypto::generate(&config, &ferrofabric_cryptogen::GenerateOptions::default())?)
+}
+
+/// Starts `args.nodes` etcdraft nodes in this process with O-II on or off, waits for a leader, runs one
+/// measurement, shuts them down.
+async fn raft_nodes_run(
+    work: &Arc<Workset>,
+    args: &OrdererBenchArgs,
+    parallel: bool,
+    warmup: &Bytes,
+) -> anyhow::Result<RunResult> {
+    anyhow::ensure!(args.nodes >= 2, "--consensus etcdraft needs --nodes 2 or more");
+    let dir = tempfile::tempdir().context("temporary directory")?;
+    let crypto = dir.path().join("crypto");
+    work.net.write_msp_dirs(&crypto).map_err(|e| anyhow!("writing MSP directories: {e}"))?;
+    let msp = crypto.join("ordererOrganizations/example.com/orderers/orderer.example.com/msp");
+    let raft = raft_crypto(args.nodes)?;
+    let org = raft.orgs().first().ok_or_else(|| anyhow!("cryptogen made no orderer organisation"))?;
+    let ca = dir.path().join("tlsca.pem");
+    std::fs::write(&ca, org.tlsca().cert_pem())?;
+    let listeners: Vec<std::net::TcpListener> =
+        (0..args.nodes).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
+    let ports: Vec<u16> = listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<Result<_, _>>()?;
+    // The ports are chosen by the OS and released just before the nodes bind them.
+    drop(listeners);
+    let consenters = org
+        .nodes()
+        .iter()
+        .zip(&ports)
+        .map(|(m, port)| ferrofabric_protos::etcdraft::Consenter {
+            host: "127.0.0.1".into(),
+            port: u32::from(*port),
+            client_tls_cert: Bytes::from(m.tls_cert_pem().to_owned()),
+            server_tls_cert: Bytes::from(m.tls_cert_pem().to_owned()),
+        })
+        .collect();
+    let options = ferrofabric_protos::etcdraft::Options {
+        tick_interval: "100ms".into(),
+        election_tick: 10,
+        heartbeat_tick: 1,
+        max_inflight_blocks: 5,
+        snapshot_interval_size: 16 << 20,
+    };
+    let genesis = with_raft_consenters(&work.net.genesis_block(), consenters, options)?;
+    let mut nodes = Vec::new();
+    for (i, (member, port)) in org.nodes().iter().zip(&ports).enumerate() {
+        let home = dir.path().join(format!("node{i}"));
+        std::fs::create_dir_all(&home)?;
+        let (cert, key) = (home.join("tls.crt"), home.join("tls.key"));
+        std::fs::write(&cert, member.tls_cert_pem())?;
+        std::fs::write(&key, member.tls_key_pem())?;
+        let mut config = OrdererConfig::defaults();
+        config.general.listen_address = "127.0.0.1".into();
+        config.general.listen_port = *port;
+        config.admin.listen_address = "127.0.0.1:0".into();
+        config.operations.listen_address = String::new();
+        config.general.local_msp_dir = Some(msp.clone());
+        config.general.local_msp_id = Some("OrdererMSP".into());
+        config.file_ledger.location = Some(home.join("ledger"));
+        config.consensus.wal_dir = Some(home.join("etcdraft/wal"));
+        config.consensus.snap_dir = Some(home.join("etcdraft/snapshot"));
+        config.ferrofabric.parallel_checks = parallel;
+        config.ferrofabric.sync_every_block = !args.no_fsync;
+        // Node-to-node traffic is mutual TLS, so the gRPC listener always runs TLS here.
+        config.general.tls = TlsConfig {
+            enabled: true,
+            certificate: Some(cert.clone()),
+            private_key: Some(key.clone()),
+            root_cas: vec![ca.clone()],
+            client_root_cas: vec![ca.clone()],
+            ..TlsConfig::default()
+        };
+        config.general.cluster.client_certificate = Some(cert);
+        config.general.cluster.client_private_key = Some(key);
+        nodes.push(start(config, Plugins::default()).await.with_context(|| format!("starting raft node {i}"))?);
+    }
+    let result = async {
+        for node in &nodes {
+            let admin = node.admin_addr.ok_or_else(|| anyhow!("no admin listener"))?.to_string();
+            join_channel(&admin, &genesis).await?;
+        }
+        let tls = ClientTls {
+            ca_pem: org.tlsca().cert_pem().as_bytes().to_vec(),
+            server_name: args.tls_server_name.clone(),
+            identity: None,
+        };
+        let addrs: Vec<String> = nodes.iter().map(|n| n.grpc_addr.to_string()).collect();
+        wait_until_ordering(&addrs[0], &tls, warmup).await?;
+        measure(work, &addrs, Some(&tls), args.clients).await
+    }
+    .await;
+    for node in nodes {
+        node.shutdown().await;
+    }
+    result
+}
+
+/// Broadcasts `warmup` to `addr` until it is answered SUCCESS (a leader exists and holds it), for up to 60 s.
+async fn wait_until_ordering(addr: &str, tls: &ClientTls, warmup: &Bytes) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ch = client::connect(addr, Some(tls)).await?;
+        let mut responses = client::broadcast(ch, futures::stream::iter(vec![warmup.clone()])).await?;
+        let last = match responses.next().await {
+            Some(Ok(r)) if r.status == Status::Success as i32 => return Ok(()),
+            Some(Ok(r)) => format!("status {}: {}", r.status, r.info),
+            Some(Err(e)) => e.to_string(),
+            None => "no response".into(),
+        };
+        if Instant::now() > deadline {
+            bail!("the raft nodes did not start ordering within 60 s (last answer: {last})");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 /// Runs the benchmark and prints the report (text, or one JSON object with `--json`). Builds its own Tokio
@@ -435,6 +635,12 @@ pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
     let runs = runtime.block_on(async {
         let mut runs = Vec::new();
         match &args.address {
+            None if args.consensus == "etcdraft" => {
+                runs.push(raft_nodes_run(&work, &args, true, &work.warmups[0]).await?);
+                if !args.skip_o2_off {
+                    runs.push(raft_nodes_run(&work, &args, false, &work.warmups[1]).await?);
+                }
+            }
             None => {
                 runs.push(own_node_run(&work, &args, true).await?);
                 if !args.skip_o2_off {
@@ -453,7 +659,7 @@ pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
                     (true, None) => bail!("--tls with --address needs --tls-ca"),
                 };
                 join_channel(admin, &work.net.genesis_block()).await?;
-                let r = measure(&work, addr, tls.as_ref(), args.clients).await;
+                let r = measure(&work, std::slice::from_ref(addr), tls.as_ref(), args.clients).await;
                 let _ = http_request(admin, "DELETE", "/participation/v1/channels/mychannel", "text/plain", b"").await;
                 runs.push(r?);
             }
@@ -472,15 +678,19 @@ pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
         clients: args.clients,
         envelope_bytes,
         blocks: on.blocks,
-        tls: args.tls,
+        tls: args.tls || (args.address.is_none() && args.consensus == "etcdraft"),
         fsync: !args.no_fsync,
+        consensus: args.consensus.clone(),
+        nodes: if args.address.is_none() && args.consensus == "etcdraft" { args.nodes } else { 1 },
         runs: runs.clone(),
     };
     if args.json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "orderer: {} envelopes of {} B from {} clients{}: {:.0} tx/s, {} blocks, block latency p50 {:.1} ms p99 {:.1} ms",
+            "orderer ({} x{}): {} envelopes of {} B from {} clients{}: {:.0} tx/s, {} blocks, block latency p50 {:.1} ms p99 {:.1} ms",
+            report.consensus,
+            report.nodes,
             report.txs,
             report.envelope_bytes,
             report.clients,

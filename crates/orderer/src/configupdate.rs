@@ -1,20 +1,20 @@
-//! CONFIG_UPDATE handling: the hook through which a configtx implementation computes a channel's next
-//! configuration, and the CONFIG transaction the orderer wraps it in (Fabric
-//! `orderer/common/msgprocessor/standardchannel.go` `ProcessConfigUpdateMsg`, `protoutil.CreateSignedEnvelope`).
+//! CONFIG_UPDATE handling: the hook through which the channel's next configuration is computed
+//! ([`ConfigUpdateProcessor`], implemented by [`ConfigTxProcessor`] on top of `ferrofabric-configtx`), and the
+//! CONFIG transaction the orderer wraps it in (Fabric `orderer/common/msgprocessor/standardchannel.go`
+//! `ProcessConfigUpdateMsg`, `orderer/common/multichannel/chainsupport.go` `ProposeConfigUpdate`,
+//! `protoutil.CreateSignedEnvelope`).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
 
 use bytes::Bytes;
+use ferrofabric_configtx::{wrap_config_envelope, ConfigTxValidator};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_policy::ChannelConfig;
-use ferrofabric_protos::common::{
-    ChannelHeader, ConfigEnvelope, Envelope, Header, HeaderType, Payload, SignatureHeader,
-};
+use ferrofabric_protos::common::{ConfigEnvelope, Envelope};
+use ferrofabric_protos::etcdraft;
 use prost::Message;
 
-use crate::block::new_nonce;
-
-/// Computes the configuration a CONFIG_UPDATE leads to: Fabric's `configtx.Validator.ProposeConfigUpdate`.
+/// Computes the configuration a CONFIG_UPDATE leads to: Fabric's `ChainSupport.ProposeConfigUpdate`.
 ///
 /// Given the channel's current configuration and the CONFIG_UPDATE envelope (already past the broadcast
 /// filters: size and `/Channel/Writers`), return the new `ConfigEnvelope{config: next config with sequence + 1,
@@ -23,41 +23,73 @@ use crate::block::new_nonce;
 /// the filters on it again and orders it alone in a block.
 ///
 /// Errors are reported to the client as BAD_REQUEST with the message
-/// `error applying config update to existing channel '<id>': <error>`, as Fabric does.
+/// `error applying config update to existing channel '<id>': <error>`, as Fabric does (Fabric's
+/// `broadcast.ClassifyError` maps a failed `mod_policy` to BAD_REQUEST too; FORBIDDEN is only for the
+/// `/Channel/Writers` filter on the envelope).
 ///
 /// Implementations must be `Send + Sync`; they are called from the broadcast worker threads.
 pub trait ConfigUpdateProcessor: Send + Sync {
     /// Propose the next configuration for `current` given the CONFIG_UPDATE `update`.
     fn propose_config_update(
         &self,
-        current: &ChannelConfig,
+        current: &Arc<ChannelConfig>,
         update: &Envelope,
     ) -> Result<ConfigEnvelope, Box<dyn std::error::Error + Send + Sync>>;
 }
 
-/// A CONFIG transaction signed by this orderer around `config`: `Payload{header: {ChannelHeader{type: CONFIG,
-/// channel_id, timestamp: now (whole seconds), version 0, epoch 0}, SignatureHeader{creator, 24-byte nonce}},
-/// data: ConfigEnvelope}`, signature over the payload bytes (Fabric `protoutil.CreateSignedEnvelope`).
-/// Returns the marshaled Envelope.
+/// The node's CONFIG_UPDATE processor: [`ConfigTxValidator::propose`] (read set versions, version increments,
+/// `mod_policy` signatures, validity and compatibility of the result), plus the orderer-side rule that the
+/// `etcdraft` consenter set may not change, because this orderer does not reconfigure Raft membership yet
+/// (Fabric would accept a change of one consenter at a time and reconfigure the cluster).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ConfigTxProcessor;
+
+/// Why [`ConfigTxProcessor`] refused a consenter-set change.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct ConsenterChange(String);
+
+/// The etcdraft consenters of `config` as `(host, port, client TLS cert, server TLS cert)`, or `None` for other
+/// consensus types.
+#[allow(clippy::type_complexity)]
+fn raft_consenters(config: &ChannelConfig) -> Result<Option<Vec<(String, u32, Bytes, Bytes)>>, String> {
+    let Some(oc) = config.orderer() else { return Ok(None) };
+    if oc.consensus_type() != "etcdraft" {
+        return Ok(None);
+    }
+    let md = etcdraft::ConfigMetadata::decode(oc.consensus_metadata().clone())
+        .map_err(|e| format!("bad etcdraft consensus metadata: {e}"))?;
+    Ok(Some(md.consenters.into_iter().map(|c| (c.host, c.port, c.client_tls_cert, c.server_tls_cert)).collect()))
+}
+
+impl ConfigUpdateProcessor for ConfigTxProcessor {
+    fn propose_config_update(
+        &self,
+        current: &Arc<ChannelConfig>,
+        update: &Envelope,
+    ) -> Result<ConfigEnvelope, Box<dyn std::error::Error + Send + Sync>> {
+        let validator = ConfigTxValidator::new(current.clone())?;
+        let next = validator.propose(update)?;
+        let Some(config) = next.config.as_ref() else {
+            return Err(Box::new(ConsenterChange("the proposed config envelope has no config".into())));
+        };
+        let before = raft_consenters(current).map_err(ConsenterChange)?;
+        if before.is_some() {
+            let parsed = ChannelConfig::from_config(current.channel_id(), config)?;
+            let after = raft_consenters(&parsed).map_err(ConsenterChange)?;
+            if after != before {
+                return Err(Box::new(ConsenterChange(
+                    "the update changes the etcdraft consenter set, which this orderer cannot reconfigure yet".into(),
+                )));
+            }
+        }
+        Ok(next)
+    }
+}
+
+/// The CONFIG transaction signed by this orderer around `config` (see
+/// [`ferrofabric_configtx::wrap_config_envelope`]: channel header type CONFIG, version 0, epoch 0, whole-second
+/// timestamp; signature header with this node's creator and a 24-byte nonce), marshaled.
 pub fn signed_config_envelope(channel_id: &str, config: &ConfigEnvelope, signer: &SigningIdentity) -> Bytes {
-    let seconds = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
-    let channel_header = ChannelHeader {
-        r#type: HeaderType::Config as i32,
-        version: 0,
-        timestamp: Some(prost_types::Timestamp { seconds, nanos: 0 }),
-        channel_id: channel_id.to_owned(),
-        epoch: 0,
-        ..ChannelHeader::default()
-    };
-    let signature_header = SignatureHeader { creator: signer.serialized().clone(), nonce: new_nonce() };
-    let payload = Payload {
-        header: Some(Header {
-            channel_header: Bytes::from(channel_header.encode_to_vec()),
-            signature_header: Bytes::from(signature_header.encode_to_vec()),
-        }),
-        data: Bytes::from(config.encode_to_vec()),
-    };
-    let payload = Bytes::from(payload.encode_to_vec());
-    let signature = Bytes::from(signer.sign(&payload));
-    Bytes::from(Envelope { payload, signature }.encode_to_vec())
+    Bytes::from(wrap_config_envelope(signer, channel_id, config).encode_to_vec())
 }

@@ -10,7 +10,7 @@
 //! * [`cli`]: `ferrofabric orderer` ([`cli::OrdererArgs`], [`cli::run`]); [`config`]: the orderer.yaml-shaped
 //!   configuration; [`node::start`]: a node inside an existing Tokio runtime.
 //! * [`broadcast`], [`deliver`], [`grpc`]: the AtomicBroadcast service; [`msgprocessor`]: Fabric's broadcast
-//!   filters; [`configupdate`]: the CONFIG_UPDATE hook.
+//!   filters; [`configupdate`]: CONFIG_UPDATE → CONFIG through `ferrofabric-configtx`.
 //! * [`cutter`]: Fabric's block cutter; [`block`]: block assembly and metadata; [`support`]: the per-channel
 //!   block pipeline given to consensus; [`consensus`]: the [`consensus::Consensus`] trait and solo.
 //! * [`registrar`]: channels on disk; [`participation`]: the osnadmin REST API; [`operations`]: health and

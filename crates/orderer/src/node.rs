@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use crate::broadcast::BroadcastHandler;
 use crate::config::{parse_addr, parse_duration, OrdererConfig};
-use crate::configupdate::ConfigUpdateProcessor;
+use crate::configupdate::{ConfigTxProcessor, ConfigUpdateProcessor};
 use crate::consensus::{ConsensusContext, ConsensusRegistry};
 use crate::deliver::DeliverHandler;
 use crate::grpc::AtomicBroadcastService;
@@ -23,12 +23,19 @@ use crate::registrar::{Registrar, RegistrarParams};
 use crate::{operations, participation, tls};
 
 /// Pluggable parts of a node: the consensus implementations and the CONFIG_UPDATE processor.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Plugins {
     /// Consensus types this node runs (default: solo, single-consenter etcdraft).
     pub registry: ConsensusRegistry,
-    /// CONFIG_UPDATE implementation; without one, CONFIG_UPDATE messages get BAD_REQUEST "not supported yet".
+    /// CONFIG_UPDATE implementation (default: [`ConfigTxProcessor`]); with `None`, CONFIG_UPDATE messages get
+    /// BAD_REQUEST "not supported".
     pub config_processor: Option<Arc<dyn ConfigUpdateProcessor>>,
+}
+
+impl Default for Plugins {
+    fn default() -> Self {
+        Plugins { registry: ConsensusRegistry::default(), config_processor: Some(Arc::new(ConfigTxProcessor)) }
+    }
 }
 
 impl std::fmt::Debug for Plugins {

@@ -278,11 +278,14 @@ impl ChainSupport {
     /// envelope signed by this node, the filters again on that. Returns the marshaled CONFIG envelope and the
     /// sequence it was computed at.
     ///
-    /// Errors: BAD_REQUEST "not supported yet" without a processor; the filters' rejections; BAD_REQUEST with
-    /// the processor's error.
+    /// Errors: BAD_REQUEST "not supported" without a processor; the filters' rejections (FORBIDDEN if the
+    /// submitter fails `/Channel/Writers`); BAD_REQUEST with the processor's error (as Fabric, also when the
+    /// update's signatures do not satisfy a `mod_policy`).
     pub fn process_config_update(&self, msg: &Inspected) -> Result<(Bytes, u64), Rejection> {
         let Some(processor) = &self.params.config_processor else {
-            return Err(Rejection::bad_request("CONFIG_UPDATE processing is not supported yet by this orderer"));
+            return Err(Rejection::bad_request(
+                "CONFIG_UPDATE processing is not supported by this orderer node (no config update processor)",
+            ));
         };
         let config = self.config();
         apply_filters(msg, &config, self.params.filter_options).map_err(|r| Rejection {

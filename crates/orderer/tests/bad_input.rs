@@ -135,10 +135,10 @@ async fn bad_messages_get_their_status_and_the_stream_and_other_clients_carry_on
             "cannot be processed directly",
         ),
         (
-            "CONFIG_UPDATE without a processor",
+            "CONFIG_UPDATE whose data is not a ConfigUpdateEnvelope",
             w.builder("transfer").header_type(HeaderType::ConfigUpdate as i32).build().unwrap().envelope,
             Status::BadRequest,
-            "not supported yet",
+            "error applying config update to existing channel 'mychannel': malformed ConfigUpdateEnvelope",
         ),
         (
             "payload without header",

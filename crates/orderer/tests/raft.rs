@@ -8,6 +8,8 @@
 //! * the killed node restarts from its WAL and ledger, catches up (snapshots are taken every few blocks,
 //!   so it needs a Raft snapshot and pulls blocks over Deliver) and orders new transactions;
 //! * every transaction that got SUCCESS is in the chain exactly once, no transaction is there twice;
+//! * a CONFIG_UPDATE (an anchor peer added by Org1's admin) sent to the restarted node goes through Raft
+//!   and becomes one config block holding only the CONFIG transaction, named by LAST_CONFIG from then on;
 //! * all three nodes hold byte-identical chains, which pass the validator's block checks (hash chain, data
 //!   hash, orderer signature under /Channel/Orderer/BlockValidation) and carry Raft metadata.
 
@@ -22,8 +24,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use ferrofabric_configtx::{anchor_peer_update, config_update_envelope};
 use ferrofabric_orderer::client::{self, ClientTls, DeliverItem};
 use ferrofabric_orderer::consensus::etcdraft::block_raft_metadata;
+use ferrofabric_orderer::support::{config_envelope_of, last_config_index};
+use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{Block, ChannelHeader, ConfigEnvelope, Envelope, Payload, Status};
 use ferrofabric_protos::etcdraft::{ConfigMetadata, Consenter, Options};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
@@ -542,6 +547,16 @@ async fn three_raft_orderers_survive_a_leader_sigkill() {
     assert_eq!((late_ok.len(), late_rejected), (late_txs.len(), 0), "the restarted node did not order a full round");
     succeeded.extend(late_ok);
 
+    // A CONFIG_UPDATE (Org1's admin adds an anchor peer), sent to the restarted node, goes through Raft like
+    // any other message and is ordered alone, as a config block, on every node.
+    let update = {
+        let current = ChannelConfig::from_config_block(&Block::decode(genesis.clone()).unwrap()).unwrap();
+        let update = anchor_peer_update(CHANNEL, current.config(), "Org1MSP", "peer0.org1.example.com", 7051).unwrap();
+        Bytes::from(config_update_envelope(CHANNEL, &update, &[net.admin(0)], net.admin(0)).encode_to_vec())
+    };
+    let (config_ok, _) = broadcast_round(nodes.0[victim].grpc, &tls, &[("config".into(), update)]).await;
+    assert_eq!(config_ok.len(), 1, "the CONFIG_UPDATE was not answered SUCCESS");
+
     // All nodes settle on the same height.
     let final_height = {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -590,9 +605,26 @@ async fn three_raft_orderers_survive_a_leader_sigkill() {
     .await
     .unwrap();
 
+    // One config block (after the genesis block), holding only the CONFIG transaction; later blocks name it
+    // as their last config.
+    let config_blocks: Vec<usize> =
+        (1..chain.len()).filter(|i| config_envelope_of(&Block::decode(chain[*i].clone()).unwrap()).is_some()).collect();
+    assert_eq!(config_blocks.len(), 1, "expected exactly one config block");
+    let at = config_blocks[0];
+    let config_block = Block::decode(chain[at].clone()).unwrap();
+    assert_eq!(config_block.data.as_ref().unwrap().data.len(), 1);
+    let env = config_envelope_of(&config_block).unwrap();
+    let next = ChannelConfig::from_envelope(&env).unwrap();
+    assert_eq!(next.sequence(), 1);
+    assert_eq!(next.application().unwrap().organizations()["Org1MSP"].anchor_peers().len(), 1);
+    for (i, raw) in chain.iter().enumerate().skip(1) {
+        let expected = if i >= at { at as u64 } else { 0 };
+        assert_eq!(last_config_index(&Block::decode(raw.clone()).unwrap()).unwrap(), expected, "block {i}");
+    }
+
     // Exactly once.
     let mut ordered = HashSet::new();
-    for b in &chain[1..] {
+    for b in chain[1..].iter().filter(|b| **b != chain[at]) {
         for id in block_tx_ids(b) {
             assert!(ordered.insert(id.clone()), "transaction {id} was ordered twice");
         }

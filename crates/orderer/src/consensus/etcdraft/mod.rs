@@ -38,8 +38,14 @@
 //! * A byte-identical envelope submitted again while its first copy is held or was ordered recently (the
 //!   last 2^18 messages) is answered SUCCESS and ordered once; Fabric orders both copies and the peers
 //!   mark the second one a duplicate transaction.
-//! * Membership is static: a config block that changes the consenter set is stored, but Raft keeps the
-//!   set it started with (Fabric reconfigures Raft). Non-consenter followers are not implemented.
+//! * Membership is static. A CONFIG_UPDATE that changes the consenter set is refused by the node's
+//!   [`crate::configupdate::ConfigTxProcessor`] (BAD_REQUEST); a config block that changes it anyway (made by
+//!   another implementation) is stored, but Raft keeps the set it started with. Fabric instead accepts one
+//!   consenter added or removed per config block and reconfigures Raft when that block commits (`ConfChange`),
+//!   which this backend does not do yet.
+//! * Non-consenter followers are not implemented: a node that is not in the consenter set cannot join an
+//!   etcdraft channel (Fabric's follower pulls blocks from the consenters and reports relation "follower",
+//!   and joining from a config block other than the genesis block needs that on-boarding too).
 //! * A channel with exactly one consenter is served by the solo loop
 //!   ([`crate::consensus::solo::SingleRaftNodeFactory`]): a single voter commits every proposal at once.
 //! * The cluster service authenticates callers by their TLS client certificate, so the node's gRPC

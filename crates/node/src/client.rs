@@ -1,0 +1,235 @@
+//! A Fabric client of a node, as an SDK does it without a gateway: proposals to the peers' `protos.Endorser`,
+//! transactions assembled from the endorsements (`ferrofabric_endorser::client`), `Broadcast` to the orderer, and
+//! commit events from a peer's `DeliverFiltered`. Used by the node to define its chaincodes, by `ferrofabric bench
+//! e2e` and by the tests.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use bytes::Bytes;
+use ferrofabric_endorser::client::{assemble_transaction, create_proposal, ClientProposal};
+use ferrofabric_msp::SigningIdentity;
+use ferrofabric_orderer::client as orderer_client;
+use ferrofabric_protos::common::{Envelope, Status};
+use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekNewest, SeekPosition, SeekSpecified};
+use ferrofabric_protos::peer::deliver_client::DeliverClient;
+use ferrofabric_protos::peer::deliver_response::Type as DeliverType;
+use ferrofabric_protos::peer::endorser_client::EndorserClient;
+use ferrofabric_protos::peer::{FilteredBlock, ProposalResponse, TxValidationCode};
+use futures::StreamExt;
+use prost::Message;
+use tokio::sync::mpsc;
+use tonic::transport::Channel;
+
+use crate::profile::NodeInfo;
+
+/// gRPC message size limit of the client (Fabric's 100 MiB default).
+const MAX_MESSAGE: usize = 100 << 20;
+
+/// Connections to a node's orderer and peers.
+#[derive(Debug, Clone)]
+pub struct NetworkClient {
+    /// Channel ID.
+    pub channel: String,
+    /// Peer addresses in the order of [`NetworkClient::peers`] (MSP ID, `host:port`), Org1 first.
+    pub peer_addrs: Vec<(String, String)>,
+    peers: Vec<EndorserClient<Channel>>,
+    orderer: Channel,
+}
+
+impl NetworkClient {
+    /// Connects to every peer of `info` (sorted by MSP ID) and to its orderer.
+    ///
+    /// Errors: a connection fails.
+    pub async fn connect(info: &NodeInfo) -> anyhow::Result<NetworkClient> {
+        let mut peers = Vec::new();
+        let mut peer_addrs = Vec::new();
+        for (mspid, addr) in &info.peers {
+            let ch = orderer_client::connect(addr, None).await.with_context(|| format!("connecting to peer {addr}"))?;
+            peers.push(
+                EndorserClient::new(ch).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE),
+            );
+            peer_addrs.push((mspid.clone(), addr.clone()));
+        }
+        let orderer = orderer_client::connect(&info.orderer, None)
+            .await
+            .with_context(|| format!("connecting to the orderer {}", info.orderer))?;
+        Ok(NetworkClient { channel: info.channel.clone(), peer_addrs, peers, orderer })
+    }
+
+    /// Number of peers.
+    pub fn peer_count(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Sends `proposal` to peer `peer` and returns its response.
+    ///
+    /// Errors: an unknown peer index, or the gRPC call failed (e.g. the proposal was refused before simulation).
+    pub async fn propose(&self, peer: usize, proposal: &ClientProposal) -> anyhow::Result<ProposalResponse> {
+        let mut c = self.peers.get(peer).cloned().ok_or_else(|| anyhow!("no peer {peer}"))?;
+        let r = c.process_proposal(proposal.signed.clone()).await.map_err(|s| anyhow!("{}", s.message()))?;
+        Ok(r.into_inner())
+    }
+
+    /// A proposal by `creator` invoking `chaincode` with `args` (function name first) on this channel.
+    pub fn proposal(&self, creator: &SigningIdentity, chaincode: &str, args: &[&[u8]]) -> ClientProposal {
+        let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+        create_proposal(creator, &self.channel, chaincode, &args)
+    }
+
+    /// Sends `proposal` to each of `peers` and requires every response to be successful (status 200) and
+    /// endorsed.
+    ///
+    /// Errors: a failed call, or a response with another status (its message is in the error).
+    pub async fn endorse(&self, proposal: &ClientProposal, peers: &[usize]) -> anyhow::Result<Vec<ProposalResponse>> {
+        let calls = peers.iter().map(|&p| self.propose(p, proposal));
+        let responses = futures::future::try_join_all(calls).await?;
+        for (r, p) in responses.iter().zip(peers) {
+            let (status, message) = r.response.as_ref().map(|x| (x.status, x.message.as_str())).unwrap_or((0, ""));
+            if status != 200 || r.endorsement.is_none() {
+                bail!("peer {p} answered {status}: {message}");
+            }
+        }
+        Ok(responses)
+    }
+
+    /// Endorses at `peers` and assembles the signed transaction envelope; returns it with its txid.
+    ///
+    /// Errors: as [`NetworkClient::endorse`], or the responses do not assemble (differing payloads).
+    pub async fn endorsed_tx(
+        &self,
+        creator: &SigningIdentity,
+        chaincode: &str,
+        args: &[&[u8]],
+        peers: &[usize],
+    ) -> anyhow::Result<(String, Bytes)> {
+        let p = self.proposal(creator, chaincode, args);
+        let responses = self.endorse(&p, peers).await?;
+        let env = assemble_transaction(&p.proposal, &responses, creator).map_err(|e| anyhow!(e))?;
+        Ok((p.tx_id, env))
+    }
+
+    /// Broadcasts `envelopes` in order on one stream and requires a SUCCESS answer for each.
+    ///
+    /// Errors: the stream failed or an envelope was refused (status and info in the error).
+    pub async fn broadcast(&self, envelopes: Vec<Bytes>) -> anyhow::Result<()> {
+        let n = envelopes.len();
+        let mut responses = orderer_client::broadcast(self.orderer.clone(), futures::stream::iter(envelopes))
+            .await
+            .map_err(|s| anyhow!("broadcast: {}", s.message()))?;
+        let mut ok = 0;
+        while let Some(r) = responses.next().await {
+            let r = r.map_err(|s| anyhow!("broadcast stream: {}", s.message()))?;
+            if r.status != Status::Success as i32 {
+                bail!("the orderer answered {} to envelope {ok}: {}", r.status, r.info);
+            }
+            ok += 1;
+        }
+        anyhow::ensure!(ok == n, "the orderer answered {ok} of {n} envelopes");
+        Ok(())
+    }
+
+    /// Starts listening to commit events on peer `peer`'s `DeliverFiltered`, from its newest block on, signed by
+    /// `signer`. Start it before submitting the transactions to wait for.
+    ///
+    /// Errors: the stream could not be opened.
+    pub async fn commit_events(&self, peer: usize, signer: &SigningIdentity) -> anyhow::Result<CommitEvents> {
+        let (_, addr) = self.peer_addrs.get(peer).ok_or_else(|| anyhow!("no peer {peer}"))?;
+        let ch = orderer_client::connect(addr, None).await?;
+        let seek = SeekInfo {
+            start: Some(SeekPosition { r#type: Some(seek_position::Type::Newest(SeekNewest {})) }),
+            stop: Some(SeekPosition {
+                r#type: Some(seek_position::Type::Specified(SeekSpecified { number: u64::MAX })),
+            }),
+            behavior: seek_info::SeekBehavior::BlockUntilReady as i32,
+            ..SeekInfo::default()
+        };
+        let request = orderer_client::seek_envelope(&self.channel, signer.serialized(), |m| signer.sign(m), &seek);
+        let request = Envelope::decode(request)?;
+        let mut client = DeliverClient::new(ch).max_decoding_message_size(MAX_MESSAGE);
+        // The request stream stays open while the events are wanted and ends when the reader task ends, so that
+        // the HTTP/2 stream is released (a request body that never ends would keep it open on both sides).
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let end = futures::stream::once(async move {
+            let _ = stop_rx.await;
+        })
+        .filter_map(|()| async { None });
+        let requests = futures::stream::iter([request]).chain(end);
+        let mut stream =
+            client.deliver_filtered(requests).await.map_err(|s| anyhow!("DeliverFiltered: {s}"))?.into_inner();
+        let (tx, rx) = mpsc::channel(1024);
+        tokio::spawn(async move {
+            let _stop = stop_tx;
+            loop {
+                // Ends with the receiver too, so that a dropped CommitEvents closes its stream.
+                let message = tokio::select! {
+                    m = stream.message() => m,
+                    _ = tx.closed() => return,
+                };
+                let item = match message {
+                    Ok(Some(msg)) => match msg.r#type {
+                        Some(DeliverType::FilteredBlock(b)) => Ok((Instant::now(), b)),
+                        Some(DeliverType::Status(s)) => Err(anyhow!("DeliverFiltered ended with status {s}")),
+                        _ => continue,
+                    },
+                    Ok(None) => Err(anyhow!("the DeliverFiltered stream closed")),
+                    Err(s) => Err(anyhow!("DeliverFiltered: {}", s.message())),
+                };
+                let end = item.is_err();
+                if tx.send(item).await.is_err() || end {
+                    return;
+                }
+            }
+        });
+        Ok(CommitEvents { rx, seen: HashMap::new() })
+    }
+}
+
+/// Filtered blocks as they arrive (with their arrival time), and the validation codes seen so far.
+#[derive(Debug)]
+pub struct CommitEvents {
+    rx: mpsc::Receiver<anyhow::Result<(Instant, FilteredBlock)>>,
+    seen: HashMap<String, TxValidationCode>,
+}
+
+impl CommitEvents {
+    /// The next filtered block and when it arrived.
+    ///
+    /// Errors: the stream ended or failed.
+    pub async fn next_block(&mut self) -> anyhow::Result<(Instant, FilteredBlock)> {
+        let (at, block) = self.rx.recv().await.ok_or_else(|| anyhow!("the DeliverFiltered stream ended"))??;
+        for t in &block.filtered_transactions {
+            let code = TxValidationCode::try_from(t.tx_validation_code).unwrap_or(TxValidationCode::InvalidOtherReason);
+            self.seen.insert(t.txid.clone(), code);
+        }
+        Ok((at, block))
+    }
+
+    /// Waits until every txid of `txids` has been committed (or `timeout` passes) and returns their codes.
+    ///
+    /// Errors: the stream failed or the timeout passed first.
+    pub async fn wait_for(
+        &mut self,
+        txids: &[String],
+        timeout: Duration,
+    ) -> anyhow::Result<HashMap<String, TxValidationCode>> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        while txids.iter().any(|t| !self.seen.contains_key(t)) {
+            tokio::time::timeout_at(deadline, self.next_block())
+                .await
+                .map_err(|_| anyhow!("transactions not committed within {timeout:?}"))??;
+        }
+        Ok(txids.iter().filter_map(|t| self.seen.get(t).map(|c| (t.clone(), *c))).collect())
+    }
+}
+
+/// Fails unless every code is VALID.
+///
+/// Errors: names the first transaction that is not VALID and its code.
+pub fn require_valid(codes: &HashMap<String, TxValidationCode>) -> anyhow::Result<()> {
+    match codes.iter().find(|(_, c)| **c != TxValidationCode::Valid) {
+        Some((txid, code)) => bail!("transaction {txid} was committed as {}", code.as_str_name()),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,223 @@
+//! The node directory: what `ferrofabric node` generates on its first run and where every component keeps its
+//! state.
+//!
+//! ```text
+//! DIR/crypto/                 cryptogen's layout (ferrofabric-cryptogen's default template: OrdererOrg example.com,
+//!                             Org1 and Org2 with peer0 and Admin@/User1@, NodeOUs on)
+//! DIR/configtx.yaml           the configtxgen profile the channel was made from (kept for the user to read)
+//! DIR/genesis.block           block 0 of the channel (ferrofabric-configtxgen)
+//! DIR/orderer/                the orderer's ledger (FileLedger.Location)
+//! DIR/committer/              the committer's block store and state checkpoints
+//! DIR/blockstore/             the block-store service's copy of the chain
+//! DIR/node.json, DIR/connection-profile.json   written when the node is ready (see `crate::profile`)
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
+use prost::Message;
+
+/// The MSP IDs of the two peer organisations, in the order of the node's peers (Org1 first).
+pub const PEER_MSPIDS: [&str; 2] = ["Org1MSP", "Org2MSP"];
+
+/// Paths inside a node directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The node directory itself.
+    pub dir: PathBuf,
+}
+
+impl Layout {
+    /// The layout of `dir` (nothing is created).
+    pub fn new(dir: impl Into<PathBuf>) -> Layout {
+        Layout { dir: dir.into() }
+    }
+
+    /// `DIR/crypto`.
+    pub fn crypto(&self) -> PathBuf {
+        self.dir.join("crypto")
+    }
+
+    /// `DIR/genesis.block`.
+    pub fn genesis(&self) -> PathBuf {
+        self.dir.join("genesis.block")
+    }
+
+    /// `DIR/node.json`.
+    pub fn node_json(&self) -> PathBuf {
+        self.dir.join("node.json")
+    }
+
+    /// `DIR/connection-profile.json`.
+    pub fn connection_profile(&self) -> PathBuf {
+        self.dir.join("connection-profile.json")
+    }
+
+    /// The orderer node's directory (`.../orderers/orderer.example.com`).
+    pub fn orderer_node(&self) -> PathBuf {
+        self.crypto().join("ordererOrganizations/example.com/orderers/orderer.example.com")
+    }
+
+    /// The directory of peer0 of peer organisation `org` (0 = Org1, 1 = Org2).
+    pub fn peer_node(&self, org: usize) -> PathBuf {
+        let n = org + 1;
+        self.crypto().join(format!("peerOrganizations/org{n}.example.com/peers/peer0.org{n}.example.com"))
+    }
+
+    /// The MSP directory of user `user` (`Admin` or `User1`) of peer organisation `org` (0 = Org1, 1 = Org2).
+    pub fn user_msp(&self, org: usize, user: &str) -> PathBuf {
+        let n = org + 1;
+        self.crypto().join(format!("peerOrganizations/org{n}.example.com/users/{user}@org{n}.example.com/msp"))
+    }
+}
+
+/// Channel parameters used when the node directory is created (later runs keep the stored genesis block).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelParams {
+    /// Channel ID.
+    pub channel: String,
+    /// BatchSize.MaxMessageCount.
+    pub batch_size: u32,
+    /// BatchTimeout, a Go duration (`1s`, `250ms`).
+    pub batch_timeout: String,
+    /// The orderer endpoint written into the channel config (`OrdererEndpoints`).
+    pub orderer_endpoint: String,
+}
+
+/// The configtx.yaml of the node's channel: Org1MSP and Org2MSP (Readers/Writers/Admins/Endorsement as Fabric's
+/// test network sets them), OrdererMSP, a solo orderer, Fabric 2.5 capabilities (channel V2_0, orderer V2_0,
+/// application V2_5), `MAJORITY Endorsement` as the default and lifecycle endorsement policy.
+fn configtx_yaml(p: &ChannelParams) -> String {
+    let org = |n: u32| {
+        format!(
+            r#"  - &Org{n}
+    Name: Org{n}MSP
+    ID: Org{n}MSP
+    MSPDir: crypto/peerOrganizations/org{n}.example.com/msp
+    Policies:
+      Readers: {{Type: Signature, Rule: "OR('Org{n}MSP.admin', 'Org{n}MSP.peer', 'Org{n}MSP.client')"}}
+      Writers: {{Type: Signature, Rule: "OR('Org{n}MSP.admin', 'Org{n}MSP.client')"}}
+      Admins: {{Type: Signature, Rule: "OR('Org{n}MSP.admin')"}}
+      Endorsement: {{Type: Signature, Rule: "OR('Org{n}MSP.peer')"}}
+"#
+        )
+    };
+    format!(
+        r#"# Written by `ferrofabric node` when it created this directory (configtxgen's format).
+Organizations:
+  - &Orderer
+    Name: OrdererOrg
+    ID: OrdererMSP
+    MSPDir: crypto/ordererOrganizations/example.com/msp
+    Policies:
+      Readers: {{Type: Signature, Rule: "OR('OrdererMSP.member')"}}
+      Writers: {{Type: Signature, Rule: "OR('OrdererMSP.member')"}}
+      Admins: {{Type: Signature, Rule: "OR('OrdererMSP.admin')"}}
+    OrdererEndpoints: ["{endpoint}"]
+{org1}{org2}Capabilities:
+  Channel: &ChannelCaps {{V2_0: true}}
+  Orderer: &OrdererCaps {{V2_0: true}}
+  Application: &AppCaps {{V2_5: true}}
+Application: &AppDefaults
+  ACLs:
+    _lifecycle/CheckCommitReadiness: /Channel/Application/Writers
+    _lifecycle/CommitChaincodeDefinition: /Channel/Application/Writers
+    _lifecycle/QueryChaincodeDefinition: /Channel/Application/Writers
+    _lifecycle/QueryChaincodeDefinitions: /Channel/Application/Writers
+    peer/Propose: /Channel/Application/Writers
+    event/Block: /Channel/Application/Readers
+    event/FilteredBlock: /Channel/Application/Readers
+  Organizations:
+  Policies:
+    Readers: {{Type: ImplicitMeta, Rule: "ANY Readers"}}
+    Writers: {{Type: ImplicitMeta, Rule: "ANY Writers"}}
+    Admins: {{Type: ImplicitMeta, Rule: "MAJORITY Admins"}}
+    LifecycleEndorsement: {{Type: ImplicitMeta, Rule: "MAJORITY Endorsement"}}
+    Endorsement: {{Type: ImplicitMeta, Rule: "MAJORITY Endorsement"}}
+  Capabilities: *AppCaps
+Orderer: &OrdererDefaults
+  OrdererType: solo
+  Addresses: ["{endpoint}"]
+  BatchTimeout: {timeout}
+  BatchSize: {{MaxMessageCount: {count}, AbsoluteMaxBytes: 99 MB, PreferredMaxBytes: 2 MB}}
+  Organizations:
+  Policies:
+    Readers: {{Type: ImplicitMeta, Rule: "ANY Readers"}}
+    Writers: {{Type: ImplicitMeta, Rule: "ANY Writers"}}
+    Admins: {{Type: ImplicitMeta, Rule: "MAJORITY Admins"}}
+    BlockValidation: {{Type: ImplicitMeta, Rule: "ANY Writers"}}
+  Capabilities: *OrdererCaps
+Channel: &ChannelDefaults
+  Policies:
+    Readers: {{Type: ImplicitMeta, Rule: "ANY Readers"}}
+    Writers: {{Type: ImplicitMeta, Rule: "ANY Writers"}}
+    Admins: {{Type: ImplicitMeta, Rule: "MAJORITY Admins"}}
+  Capabilities: *ChannelCaps
+Profiles:
+  FerrofabricNode:
+    <<: *ChannelDefaults
+    Orderer:
+      <<: *OrdererDefaults
+      Organizations: [*Orderer]
+    Application:
+      <<: *AppDefaults
+      Organizations: [*Org1, *Org2]
+"#,
+        endpoint = p.orderer_endpoint,
+        org1 = org(1),
+        org2 = org(2),
+        timeout = p.batch_timeout,
+        count = p.batch_size,
+    )
+}
+
+/// Makes sure `layout.dir` holds crypto material and a genesis block, generating them on the first run: crypto
+/// with ferrofabric-cryptogen's default template (fresh random keys), then `configtx.yaml` and the channel's
+/// genesis block with ferrofabric-configtxgen. Returns the genesis block (the stored one on later runs).
+///
+/// Errors: a genesis block without crypto material, generation or file errors.
+pub fn ensure(layout: &Layout, params: &ChannelParams, progress: &dyn Fn(&str)) -> anyhow::Result<Bytes> {
+    let genesis = layout.genesis();
+    let crypto = layout.crypto();
+    if genesis.is_file() {
+        if !crypto.is_dir() {
+            bail!("{} has a genesis.block but no crypto/; remove it or pick another --dir", layout.dir.display());
+        }
+        return Ok(Bytes::from(std::fs::read(&genesis).with_context(|| format!("reading {}", genesis.display()))?));
+    }
+    std::fs::create_dir_all(&layout.dir).with_context(|| format!("creating {}", layout.dir.display()))?;
+    // A first run interrupted after the crypto material was written keeps it and only makes the genesis block.
+    if !crypto.is_dir() {
+        progress(&format!("generating crypto material in {}", crypto.display()));
+        let config = CryptoConfig::from_yaml(DEFAULT_CRYPTO_CONFIG)?;
+        let generated = Crypto::generate(&config, &GenerateOptions::default()).context("generating crypto material")?;
+        // Written under a temporary name and renamed, so that an interrupted run leaves no half-made tree.
+        let tmp = layout.dir.join("crypto.partial");
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).with_context(|| format!("removing {}", tmp.display()))?;
+        }
+        generated.write(&tmp)?;
+        std::fs::rename(&tmp, &crypto)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), crypto.display()))?;
+    }
+
+    progress(&format!("creating channel {} (genesis block {})", params.channel, genesis.display()));
+    let configtx_path = layout.dir.join("configtx.yaml");
+    std::fs::write(&configtx_path, configtx_yaml(params))
+        .with_context(|| format!("writing {}", configtx_path.display()))?;
+    let configtx = ferrofabric_configtxgen::ConfigTx::load(&configtx_path)?;
+    let profile = configtx.profile("FerrofabricNode")?;
+    let block = ferrofabric_configtxgen::genesis_block(&profile, &params.channel)?;
+    let bytes = Bytes::from(block.encode_to_vec());
+    let tmp = layout.dir.join("genesis.block.partial");
+    std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, &genesis).with_context(|| format!("renaming to {}", genesis.display()))?;
+    Ok(bytes)
+}
+
+/// Whether `dir` looks like a node directory (has a genesis block).
+pub fn is_initialised(dir: &Path) -> bool {
+    Layout::new(dir).genesis().is_file()
+}

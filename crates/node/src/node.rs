@@ -1,0 +1,486 @@
+//! `ferrofabric node`: a whole Fabric network in one process, on one tokio runtime.
+//!
+//! ```text
+//!  SDK ──ProcessProposal──▶ peer port Org1 / Org2  (protos.Endorser: endorser Org1 / Org2, each on its own replica)
+//!  SDK ──Broadcast────────▶ orderer port           (solo orderer, DIR/orderer)
+//!                            orderer ──Deliver──▶ committer (DIR/committer; validates, commits, internal listener)
+//!  SDK ◀──DeliverFiltered── peer port Org1 / Org2  (protos.Deliver: the committer's PeerDeliverService)
+//!                            committer ──Deliver──▶ endorser replicas (FastFabric III-G), block-store service
+//! ```
+//! A peer port serves both `protos.Endorser` and `protos.Deliver`, like a Fabric peer's address. The chaincodes
+//! `smallbank` (AND of Org1 and Org2 members), `transfer` and `kv` (OR) are defined through `_lifecycle` with
+//! transactions endorsed, ordered and validated like any other, as a Fabric admin defines them (approve per
+//! organisation, then commit), so the committer reads each endorsement policy from `_lifecycle` state.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+use bytes::Bytes;
+use ferrofabric_block_store::BlockStore;
+use ferrofabric_blockstore_service::config::BlockstoreConfig;
+use ferrofabric_blockstore_service::node::RunningBlockstore;
+use ferrofabric_committer::config::{CommitterConfig, ServerTlsConfig};
+use ferrofabric_committer::node::{grpc_listener, RunningCommitter};
+use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
+use ferrofabric_msp::SigningIdentity;
+use ferrofabric_orderer::config::OrdererConfig;
+use ferrofabric_orderer::node::{Plugins, RunningOrderer};
+use ferrofabric_protos::lifecycle::{
+    chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource, CommitChaincodeDefinitionArgs,
+    QueryChaincodeDefinitionArgs,
+};
+use ferrofabric_protos::peer::endorser_server::{Endorser as EndorserApi, EndorserServer};
+use ferrofabric_protos::peer::{application_policy, ApplicationPolicy, ProposalResponse, SignedProposal};
+use prost::Message;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::client::{require_valid, NetworkClient};
+use crate::layout::{ChannelParams, Layout, PEER_MSPIDS};
+use crate::profile::NodeInfo;
+
+/// The chaincodes a node defines, with their endorsement policies (policy DSL of configtxgen).
+pub const CHAINCODES: [(&str, &str); 3] = [
+    ("smallbank", "AND('Org1MSP.member', 'Org2MSP.member')"),
+    ("transfer", "OR('Org1MSP.member', 'Org2MSP.member')"),
+    ("kv", "OR('Org1MSP.member', 'Org2MSP.member')"),
+];
+
+/// How long a `_lifecycle` step may take before the node gives up.
+const STEP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a proposal on a peer port waits for its endorser's replica to catch up with the committer.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The Endorser of a peer port. A Fabric peer sends a commit event only after its own state holds the block, so a
+/// client that endorses its next transaction when the event arrives reads its own writes. Here the events come from
+/// the committer and the endorser's replica follows the committer a moment later, so a proposal first waits (at most
+/// [`CATCH_UP_TIMEOUT`], then it is simulated anyway) until the replica has every block the committer had stored
+/// when the proposal arrived.
+#[derive(Clone)]
+struct PeerEndorser {
+    inner: EndorserService,
+    committed: Arc<BlockStore>,
+}
+
+#[tonic::async_trait]
+impl EndorserApi for PeerEndorser {
+    async fn process_proposal(
+        &self,
+        request: tonic::Request<SignedProposal>,
+    ) -> Result<tonic::Response<ProposalResponse>, tonic::Status> {
+        let target = self.committed.height();
+        let deadline = Instant::now() + CATCH_UP_TIMEOUT;
+        while self.inner.0.replica().height() < target && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        self.inner.process_proposal(request).await
+    }
+}
+
+/// Arguments of `ferrofabric node`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NodeArgs {
+    /// The node directory: crypto material, channel genesis block and every component's state. Created on the
+    /// first run; later runs restart from it.
+    #[arg(long, value_name = "DIR", default_value = "ferrofabric-node")]
+    pub dir: PathBuf,
+    /// Host (IP address) every listener binds and `node.json` names.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// The orderer's gRPC port (AtomicBroadcast); 0 = any free port.
+    #[arg(long, default_value_t = 7050)]
+    pub orderer_port: u16,
+    /// Org1's peer port (protos.Endorser and protos.Deliver); 0 = any free port.
+    #[arg(long, default_value_t = 7051)]
+    pub peer_port: u16,
+    /// Org2's peer port; 0 = any free port.
+    #[arg(long, default_value_t = 9051)]
+    pub peer2_port: u16,
+    /// The block-store service's port; 0 = any free port.
+    #[arg(long, default_value_t = 7060)]
+    pub blockstore_port: u16,
+    /// Channel ID (used when the directory is created).
+    #[arg(long, default_value = "mychannel")]
+    pub channel: String,
+    /// Transactions per block, the channel's BatchSize.MaxMessageCount (used when the directory is created).
+    #[arg(long, default_value_t = 100)]
+    pub batch_size: u32,
+    /// The channel's BatchTimeout, a Go duration (used when the directory is created).
+    #[arg(long, default_value = "1s")]
+    pub batch_timeout: String,
+    /// No progress lines on stderr.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl Default for NodeArgs {
+    fn default() -> Self {
+        NodeArgs {
+            dir: PathBuf::from("ferrofabric-node"),
+            host: "127.0.0.1".into(),
+            orderer_port: 7050,
+            peer_port: 7051,
+            peer2_port: 9051,
+            blockstore_port: 7060,
+            channel: "mychannel".into(),
+            batch_size: 100,
+            batch_timeout: "1s".into(),
+            quiet: false,
+        }
+    }
+}
+
+impl NodeArgs {
+    /// Arguments for a node in `dir` with every port 0 (free ports), quiet: what tests and the bench use.
+    pub fn ephemeral(dir: impl Into<PathBuf>) -> NodeArgs {
+        NodeArgs {
+            dir: dir.into(),
+            orderer_port: 0,
+            peer_port: 0,
+            peer2_port: 0,
+            blockstore_port: 0,
+            quiet: true,
+            ..NodeArgs::default()
+        }
+    }
+
+    fn progress(&self, msg: &str) {
+        if !self.quiet {
+            eprintln!("ferrofabric node: {msg}");
+        }
+    }
+}
+
+/// A running node. Dropping it does not stop it; call [`RunningNode::shutdown`].
+pub struct RunningNode {
+    /// What `node.json` says.
+    pub info: NodeInfo,
+    /// The node directory.
+    pub layout: Layout,
+    /// The committer (its status, store and internal Deliver address).
+    pub committer: RunningCommitter,
+    /// The endorsers of Org1 and Org2, in that order.
+    pub endorsers: Vec<Endorser>,
+    orderer: RunningOrderer,
+    blockstore: RunningBlockstore,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for RunningNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningNode").field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+impl RunningNode {
+    /// Stops the peer listeners and the replicas' followers, then the block-store service, the committer (which
+    /// leaves a final state checkpoint) and the orderer. Clients should close their streams first: an open
+    /// Deliver stream keeps the committer's ledger open (this waits up to 5 s for them).
+    ///
+    /// Errors: the committer's or the block-store service's pipeline had failed.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        self.shutdown.send_replace(true);
+        // The peer listeners close gracefully, which waits for clients' open streams (an SDK's commit-event
+        // stream never ends by itself): give them a moment, then cut them off.
+        let aborts: Vec<_> = self.tasks.iter().map(JoinHandle::abort_handle).collect();
+        if tokio::time::timeout(Duration::from_secs(2), futures::future::join_all(self.tasks)).await.is_err() {
+            aborts.iter().for_each(|a| a.abort());
+        }
+        let stored = self.blockstore.shutdown().await;
+        let ledger = Arc::downgrade(&self.committer.store);
+        let committed = self.committer.shutdown().await;
+        self.orderer.shutdown().await;
+        // Deliver streams still open on the peer ports hold the committer's ledger until their clients go away;
+        // wait a little so that a node restarted in this process can open it again.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while ledger.strong_count() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        committed.context("committer")?;
+        stored.context("block-store service")
+    }
+
+    /// Waits until both endorser replicas have applied every block the committer has stored.
+    ///
+    /// Errors: they did not within `timeout`.
+    pub async fn wait_for_replicas(&self, timeout: Duration) -> anyhow::Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let height = self.committer.store.height();
+            if self.endorsers.iter().all(|e| e.replica().height() >= height) {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                bail!("the endorser replicas did not reach height {height} within {timeout:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+fn addr(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Starts a node on the current (multi-threaded) tokio runtime: first-run generation (see [`crate::layout`]),
+/// orderer, committer, endorsers, peer listeners, block-store service, chaincode definitions; then writes
+/// `node.json` and `connection-profile.json`.
+///
+/// Errors: generation, start-up (e.g. a port in use) or definition failures, each with context.
+pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
+    let layout = Layout::new(&args.dir);
+    let params = ChannelParams {
+        channel: args.channel.clone(),
+        batch_size: args.batch_size,
+        batch_timeout: args.batch_timeout.clone(),
+        orderer_endpoint: addr(&args.host, if args.orderer_port == 0 { 7050 } else { args.orderer_port }),
+    };
+    let genesis = {
+        let (layout, args2) = (layout.clone(), args.clone());
+        tokio::task::spawn_blocking(move || crate::layout::ensure(&layout, &params, &|m| args2.progress(m))).await??
+    };
+    let channel_id = ferrofabric_endorser::Replica::from_genesis(genesis.clone())
+        .map_err(|e| anyhow!("the genesis block: {e}"))?
+        .channel_id()
+        .to_owned();
+
+    // The orderer.
+    args.progress("starting the orderer");
+    let mut oc = OrdererConfig::defaults();
+    oc.general.listen_address = args.host.clone();
+    oc.general.listen_port = args.orderer_port;
+    oc.admin.listen_address = String::new();
+    oc.operations.listen_address = String::new();
+    oc.general.local_msp_dir = Some(layout.orderer_node().join("msp"));
+    oc.general.local_msp_id = Some("OrdererMSP".into());
+    oc.file_ledger.location = Some(layout.dir.join("orderer"));
+    let orderer = ferrofabric_orderer::node::start(oc, Plugins::default()).await.context("starting the orderer")?;
+    if orderer.registrar.channel(&channel_id).is_none() {
+        let registrar = orderer.registrar.clone();
+        let g = genesis.clone();
+        tokio::task::spawn_blocking(move || registrar.join(g)).await?.context("joining the orderer to the channel")?;
+    }
+
+    // The committer (its own Deliver listener is internal: replicas and the block store follow it there).
+    args.progress("starting the committer");
+    let peer_msp = |org: usize| layout.peer_node(org).join("msp");
+    let committer = ferrofabric_committer::node::start(CommitterConfig {
+        channel: Some(channel_id.clone()),
+        genesis_block: Some(layout.genesis()),
+        data_dir: Some(layout.dir.join("committer")),
+        local_msp_dir: Some(peer_msp(0)),
+        local_msp_id: Some(PEER_MSPIDS[0].into()),
+        orderers: vec![orderer.grpc_addr.to_string()],
+        listen_address: addr(&args.host, 0),
+        ..CommitterConfig::default()
+    })
+    .await
+    .context("starting the committer")?;
+    let committer_url = format!("http://{}", committer.deliver_addr);
+
+    // Endorsers and the peer ports.
+    args.progress("starting the endorsers");
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+    let mut endorsers = Vec::new();
+    let mut peers = BTreeMap::new();
+    for (org, port) in [(0, args.peer_port), (1, args.peer2_port)] {
+        let mspid = PEER_MSPIDS[org];
+        let signer = SigningIdentity::from_msp_dir(mspid, &peer_msp(org))
+            .with_context(|| format!("loading the peer identity of {mspid}"))?;
+        let replica = Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?);
+        let endorser = Endorser::new(replica.clone(), signer.clone(), ferrofabric_chaincode_registry());
+        tasks.push(tokio::spawn(ferrofabric_endorser::follow::follow(
+            replica,
+            committer_url.clone(),
+            Arc::new(signer),
+            shutdown_rx.clone(),
+        )));
+        let deliver = committer.deliver_service();
+        let service = EndorserServer::new(PeerEndorser {
+            inner: EndorserService(endorser.clone()),
+            committed: committer.store.clone(),
+        })
+        .max_decoding_message_size(MAX_MESSAGE_SIZE)
+        .max_encoding_message_size(MAX_MESSAGE_SIZE);
+        let (bound, task) =
+            grpc_listener(&addr(&args.host, port), &ServerTlsConfig::default(), shutdown_rx.clone(), |b| {
+                b.add_service(service).add_service(deliver)
+            })
+            .with_context(|| format!("starting the peer listener of {mspid}"))?;
+        tasks.push(task);
+        peers.insert(mspid.to_owned(), bound.to_string());
+        endorsers.push(endorser);
+    }
+
+    // The block-store service.
+    args.progress("starting the block-store service");
+    let blockstore = ferrofabric_blockstore_service::node::start(BlockstoreConfig {
+        channel: channel_id.clone(),
+        data_dir: Some(layout.dir.join("blockstore")),
+        local_msp_dir: Some(peer_msp(0)),
+        local_msp_id: Some(PEER_MSPIDS[0].into()),
+        committers: vec![committer.deliver_addr.to_string()],
+        listen_address: addr(&args.host, args.blockstore_port),
+        ..BlockstoreConfig::default()
+    })
+    .await
+    .context("starting the block-store service")?;
+
+    let info = NodeInfo {
+        channel: channel_id,
+        orderer: orderer.grpc_addr.to_string(),
+        peers,
+        blockstore: blockstore.listen_addr.to_string(),
+        crypto: absolute(&layout.crypto()),
+        connection_profile: absolute(&layout.connection_profile()),
+    };
+    let node = RunningNode { info, layout, committer, endorsers, orderer, blockstore, shutdown, tasks };
+    if let Err(e) = define_chaincodes(&node, args).await {
+        let _ = node.shutdown().await;
+        return Err(e.context("defining the chaincodes"));
+    }
+    crate::profile::write_atomically(
+        &node.layout.connection_profile(),
+        &serde_json::to_vec_pretty(&node.info.connection_profile())?,
+    )?;
+    node.info.write(&node.layout.node_json())?;
+    Ok(node)
+}
+
+/// The chaincodes the endorsers run (the built-ins).
+fn ferrofabric_chaincode_registry() -> ferrofabric_chaincode::Registry {
+    ferrofabric_chaincode::Registry::builtin()
+}
+
+fn absolute(p: &std::path::Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The `validation_parameter` of a definition: an `ApplicationPolicy` holding the signature policy `rule`.
+fn validation_parameter(rule: &str) -> anyhow::Result<Bytes> {
+    let envelope = ferrofabric_configtxgen::signature_policy(rule)?;
+    let policy = ApplicationPolicy { r#type: Some(application_policy::Type::SignaturePolicy(envelope)) };
+    Ok(Bytes::from(policy.encode_to_vec()))
+}
+
+/// Defines every chaincode of [`CHAINCODES`] not yet defined, the Fabric way: each organisation's admin approves
+/// the definition (endorsed by its own peer), then Org1's admin commits it (endorsed by both peers); each step is
+/// ordered and must commit VALID.
+async fn define_chaincodes(node: &RunningNode, args: &NodeArgs) -> anyhow::Result<()> {
+    node.wait_for_replicas(STEP_TIMEOUT).await?;
+    let client = NetworkClient::connect(&node.info).await?;
+    let admins = [0, 1].map(|org| SigningIdentity::from_msp_dir(PEER_MSPIDS[org], &node.layout.user_msp(org, "Admin")));
+    let [admin1, admin2] = admins;
+    let (admin1, admin2) = (admin1?, admin2?);
+    let mut missing = Vec::new();
+    for (name, rule) in CHAINCODES {
+        let q = QueryChaincodeDefinitionArgs { name: name.into() }.encode_to_vec();
+        let p = client.proposal(&admin1, "_lifecycle", &[b"QueryChaincodeDefinition", &q]);
+        let r = client.propose(0, &p).await?;
+        if r.response.as_ref().map(|x| x.status) != Some(200) {
+            missing.push((name, validation_parameter(rule)?));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = missing.iter().map(|(n, _)| *n).collect();
+    args.progress(&format!("defining chaincodes {} through _lifecycle", names.join(", ")));
+    let mut events = client.commit_events(0, &admin1).await?;
+
+    let mut approvals = Vec::new();
+    for (name, vp) in &missing {
+        let approve = ApproveChaincodeDefinitionForMyOrgArgs {
+            sequence: 1,
+            name: (*name).into(),
+            version: "1.0".into(),
+            validation_parameter: vp.clone(),
+            source: Some(ChaincodeSource {
+                r#type: Some(chaincode_source::Type::LocalPackage(chaincode_source::Local {
+                    package_id: format!("{name}_1.0:builtin"),
+                })),
+            }),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        for (org, admin) in [(0, &admin1), (1, &admin2)] {
+            approvals.push(
+                client
+                    .endorsed_tx(admin, "_lifecycle", &[b"ApproveChaincodeDefinitionForMyOrg", &approve], &[org])
+                    .await?,
+            );
+        }
+    }
+    submit_and_wait(&client, &mut events, approvals).await.context("approving")?;
+    node.wait_for_replicas(STEP_TIMEOUT).await?;
+
+    let mut commits = Vec::new();
+    for (name, vp) in &missing {
+        let commit = CommitChaincodeDefinitionArgs {
+            sequence: 1,
+            name: (*name).into(),
+            version: "1.0".into(),
+            validation_parameter: vp.clone(),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        commits
+            .push(client.endorsed_tx(&admin1, "_lifecycle", &[b"CommitChaincodeDefinition", &commit], &[0, 1]).await?);
+    }
+    submit_and_wait(&client, &mut events, commits).await.context("committing the definitions")?;
+    node.wait_for_replicas(STEP_TIMEOUT).await?;
+    Ok(())
+}
+
+async fn submit_and_wait(
+    client: &NetworkClient,
+    events: &mut crate::client::CommitEvents,
+    txs: Vec<(String, Bytes)>,
+) -> anyhow::Result<()> {
+    let (ids, envs): (Vec<String>, Vec<Bytes>) = txs.into_iter().unzip();
+    client.broadcast(envs).await?;
+    require_valid(&events.wait_for(&ids, STEP_TIMEOUT).await?)
+}
+
+/// Runs `ferrofabric node` until Ctrl-C or SIGTERM: starts the node, prints `ferrofabric node ready:
+/// DIR/node.json` on stdout, and shuts down cleanly on the signal. Builds its own multi-threaded tokio runtime,
+/// so it must not be called from within one.
+///
+/// Errors: start-up failures (see [`start`]) and shutdown failures.
+pub fn run(args: NodeArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("node")
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let started = Instant::now();
+        let node = start(&args).await?;
+        args.progress(&format!(
+            "orderer {}, peers {}, block store {}, channel {} at height {} (started in {:.1} s)",
+            node.info.orderer,
+            node.info.peers.iter().map(|(m, a)| format!("{m}={a}")).collect::<Vec<_>>().join(" "),
+            node.info.blockstore,
+            node.info.channel,
+            node.committer.store.height(),
+            started.elapsed().as_secs_f64()
+        ));
+        println!("ferrofabric node ready: {}", node.layout.node_json().display());
+        let mut status = node.committer.status();
+        tokio::select! {
+            _ = ferrofabric_committer::cli::wait_for_signal() => {}
+            _ = status.wait_for(|s| s.failed.is_some()) => {}
+        }
+        args.progress("shutting down");
+        node.shutdown().await
+    })
+}

@@ -1,0 +1,122 @@
+//! What a running node tells its clients: `DIR/node.json` (Ferrofabric's own summary, read by `ferrofabric bench
+//! e2e --node-dir`) and `DIR/connection-profile.json`, a connection profile in the format of Fabric's Node SDK
+//! `fabric-network` 2.2 (`client`, `channels`, `organizations`, `orderers`, `peers`; fabric-sdk-node
+//! `docs/tutorials/connectionprofile`), so that a Fabric application connects without discovery.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// The contents of `DIR/node.json`: every address is `host:port` (plain gRPC).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// Channel ID.
+    pub channel: String,
+    /// The orderer's AtomicBroadcast address.
+    pub orderer: String,
+    /// Peer addresses (protos.Endorser and protos.Deliver) by MSP ID (`Org1MSP`, `Org2MSP`).
+    pub peers: BTreeMap<String, String>,
+    /// The block-store service's address.
+    pub blockstore: String,
+    /// The crypto material directory (cryptogen's layout).
+    pub crypto: PathBuf,
+    /// Path of the connection profile.
+    pub connection_profile: PathBuf,
+}
+
+impl NodeInfo {
+    /// Reads `node.json`.
+    ///
+    /// Errors: unreadable file or JSON not of this shape.
+    pub fn read(path: &Path) -> anyhow::Result<NodeInfo> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+
+    /// Writes `node.json` (pretty-printed) through a temporary file, so readers never see half a file.
+    ///
+    /// Errors: file errors.
+    pub fn write(&self, path: &Path) -> anyhow::Result<()> {
+        write_atomically(path, &serde_json::to_vec_pretty(self)?)
+    }
+
+    /// The Fabric connection profile of this node: client organisation Org1, the channel with both peers as
+    /// endorsing peers and event sources, the orderer, `grpc://` URLs, no certificate authorities.
+    pub fn connection_profile(&self) -> serde_json::Value {
+        let mut peers = serde_json::Map::new();
+        let mut channel_peers = serde_json::Map::new();
+        let mut organizations = serde_json::Map::new();
+        for (mspid, addr) in &self.peers {
+            let org = mspid.strip_suffix("MSP").unwrap_or(mspid);
+            let name = format!("peer0.{}.example.com", org.to_lowercase());
+            peers.insert(
+                name.clone(),
+                json!({"url": format!("grpc://{addr}"), "grpcOptions": {"ssl-target-name-override": name}}),
+            );
+            channel_peers.insert(
+                name.clone(),
+                json!({"endorsingPeer": true, "chaincodeQuery": true, "ledgerQuery": true, "eventSource": true}),
+            );
+            organizations.insert(org.to_owned(), json!({"mspid": mspid, "peers": [name]}));
+        }
+        json!({
+            "name": "ferrofabric-node",
+            "version": "1.0.0",
+            "client": {
+                "organization": "Org1",
+                "connection": {"timeout": {"peer": {"endorser": "300"}, "orderer": "300"}}
+            },
+            "channels": {
+                self.channel.clone(): {"orderers": ["orderer.example.com"], "peers": channel_peers}
+            },
+            "organizations": organizations,
+            "orderers": {
+                "orderer.example.com": {
+                    "url": format!("grpc://{}", self.orderer),
+                    "grpcOptions": {"ssl-target-name-override": "orderer.example.com"}
+                }
+            },
+            "peers": peers
+        })
+    }
+}
+
+/// Writes `bytes` to `path` through `path.tmp` and a rename.
+///
+/// Errors: file errors.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_profile_names_both_peers_and_the_orderer() {
+        let info = NodeInfo {
+            channel: "mychannel".into(),
+            orderer: "127.0.0.1:7050".into(),
+            peers: [("Org1MSP".to_owned(), "127.0.0.1:7051".to_owned()), ("Org2MSP".into(), "127.0.0.1:9051".into())]
+                .into(),
+            blockstore: "127.0.0.1:7060".into(),
+            crypto: "/n/crypto".into(),
+            connection_profile: "/n/connection-profile.json".into(),
+        };
+        let p = info.connection_profile();
+        assert_eq!(p["client"]["organization"], "Org1");
+        assert_eq!(p["organizations"]["Org2"]["mspid"], "Org2MSP");
+        assert_eq!(p["peers"]["peer0.org2.example.com"]["url"], "grpc://127.0.0.1:9051");
+        assert_eq!(p["channels"]["mychannel"]["peers"]["peer0.org1.example.com"]["eventSource"], true);
+        assert_eq!(p["orderers"]["orderer.example.com"]["url"], "grpc://127.0.0.1:7050");
+        assert!(p.get("certificateAuthorities").is_none());
+    }
+}

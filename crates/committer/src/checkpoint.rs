@@ -264,7 +264,7 @@ mod tests {
         assert_eq!(back, c);
         let state = back.to_world_state();
         assert_eq!(state.view().entries(), c.entries);
-        assert_eq!(state.view().height(), Some(7));
+        assert_eq!(state.view().last_block(), Some(7));
         assert!(!dir.path().join("checkpoint.tmp").exists());
     }
 

@@ -172,10 +172,10 @@ pub fn recover(
         Some(v) => v,
         None => Validator::new(block0, options).map_err(|e| anyhow!("genesis block: {e}"))?,
     };
-    let resumed_from = (validator.height() > 0).then_some(validator.height());
+    let resumed_from = (validator.last_block_number() > 0).then_some(validator.last_block_number());
     let mut failure: Option<anyhow::Error> = None;
     let mut replayed = 0u64;
-    let stored = store.blocks(validator.height() + 1..height);
+    let stored = store.blocks(validator.last_block_number() + 1..height);
     let blocks = stored.map_while(|r| match r {
         Ok(b) => Some(b),
         Err(e) => {
@@ -220,8 +220,8 @@ pub fn recover(
     if let Some(e) = failure {
         return Err(e);
     }
-    if validator.height() + 1 != height {
-        bail!("recovery stopped at block {} of {}", validator.height(), height - 1);
+    if validator.last_block_number() + 1 != height {
+        bail!("recovery stopped at block {} of {}", validator.last_block_number(), height - 1);
     }
     if let Some(c) = &checkpoint {
         if c.number >= height {
@@ -358,7 +358,7 @@ impl ValidateStage {
             let pending: Arc<Mutex<VecDeque<Fetched>>> = Arc::default();
             let mut feed = Feed {
                 rx: &mut blocks,
-                next: validator.height() + 1,
+                next: validator.last_block_number() + 1,
                 pending: pending.clone(),
                 started: false,
                 closed: false,
@@ -406,7 +406,7 @@ impl ValidateStage {
                 None if !closed => {}
                 None => {
                     // The follower closed the channel: shutting down. Leave a checkpoint of the final state.
-                    let number = validator.height();
+                    let number = validator.last_block_number();
                     let entries = validator.state().view().entries();
                     let _ = jobs.send(StoreJob::Checkpoint { number, commit_hash: validator.commit_hash(), entries });
                     return Ok(());
@@ -414,7 +414,7 @@ impl ValidateStage {
                 Some(e) if is_fatal(&e) => return Err(anyhow!("cannot commit: {e}")),
                 Some(e) => {
                     tracing::warn!(error = %e, "block refused; fetching it from another orderer");
-                    if restart.blocking_send(validator.height() + 1).is_err() {
+                    if restart.blocking_send(validator.last_block_number() + 1).is_err() {
                         return Ok(());
                     }
                 }

@@ -128,7 +128,7 @@ impl Replica {
 
     /// Number of blocks applied, genesis included: the number of the next block.
     pub fn height(&self) -> u64 {
-        self.state.view().height().map_or(0, |h| h + 1)
+        self.state.view().last_block().map_or(0, |h| h + 1)
     }
 
     /// The current channel configuration.

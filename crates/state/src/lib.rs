@@ -192,7 +192,7 @@ fn upper_bound(namespace: &str, end: &[u8]) -> Bound<StateKey> {
 #[derive(Debug, Default)]
 pub struct WorldState {
     values: DashMap<StateKey, VersionedValue>,
-    /// Ordered index of every present key plus the last committed height, behind the commit gate: `apply` holds it
+    /// Ordered index of every present key plus the number of the last committed block, behind the commit gate: `apply` holds it
     /// for writing, [`StateView`]s for reading, so a view is always a whole number of blocks.
     gate: RwLock<Ordered>,
 }
@@ -200,7 +200,7 @@ pub struct WorldState {
 #[derive(Debug, Default)]
 struct Ordered {
     keys: BTreeSet<StateKey>,
-    height: Option<u64>,
+    last_block: Option<u64>,
 }
 
 impl WorldState {
@@ -220,7 +220,7 @@ impl WorldState {
         StateView { state: self, ordered: guard }
     }
 
-    /// Applies one block's updates atomically and records `block_num` as the committed height.
+    /// Applies one block's updates atomically and records `block_num` as the last committed block.
     pub fn apply(&self, block_num: u64, batch: &UpdateBatch) {
         let mut ordered = match self.gate.write() {
             Ok(g) => g,
@@ -240,7 +240,7 @@ impl WorldState {
                 }
             }
         }
-        ordered.height = Some(block_num);
+        ordered.last_block = Some(block_num);
     }
 
     /// Number of keys present (public and hashed).
@@ -273,8 +273,8 @@ impl StateView<'_> {
     }
 
     /// Number of the last block applied, `None` before the first.
-    pub fn height(&self) -> Option<u64> {
-        self.ordered.height
+    pub fn last_block(&self) -> Option<u64> {
+        self.ordered.last_block
     }
 
     /// Committed public keys of `namespace` in `[start, end)` (an empty `end` means "to the end of the namespace"),
@@ -330,13 +330,13 @@ mod tests {
     }
 
     #[test]
-    fn apply_puts_and_deletes_atomically_and_records_height() {
+    fn apply_puts_and_deletes_atomically_and_records_the_block() {
         let s = WorldState::new();
         let mut b = UpdateBatch::new();
         b.put(StateKey::public("cc", "a"), vv("1", 1, 0));
         b.put(StateKey::public("cc", "b"), vv("2", 1, 1));
         s.apply(1, &b);
-        assert_eq!(s.view().height(), Some(1));
+        assert_eq!(s.view().last_block(), Some(1));
         assert_eq!(s.view().version(&StateKey::public("cc", "b")), Some(Height::new(1, 1)));
         let mut d = UpdateBatch::new();
         d.put(StateKey::public("cc", "a"), Update::Delete(Height::new(2, 0)));

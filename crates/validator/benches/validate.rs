@@ -39,7 +39,7 @@ fn bench_replay(c: &mut Criterion) {
                 for blk in &blocks {
                     v.commit_block(blk.clone()).expect("block");
                 }
-                v.height()
+                v.last_block_number()
             })
         });
     }

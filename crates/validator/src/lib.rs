@@ -135,7 +135,7 @@ pub struct ResumePoint {
 }
 
 impl ResumePoint {
-    /// A resume point from a checkpoint: `state` is the world state after block `N` (its height must be `N`),
+    /// A resume point from a checkpoint: `state` is the world state after block `N` (its last block must be `N`),
     /// `commit_hash` the commit hash after `N` (`None` only for `N = 0`) and `header_hash` the SHA-256 of block
     /// `N`'s header ([`ferrofabric_arena::block_header_hash`]), which ties the checkpoint to one chain.
     pub fn new(state: WorldState, commit_hash: Option<[u8; 32]>, header_hash: [u8; 32]) -> ResumePoint {
@@ -228,9 +228,9 @@ impl Validator {
         if last_hash != header_hash {
             return Err(bad(number, "the checkpoint does not belong to this chain (header hash differs)"));
         }
-        let state_height = state.view().height();
-        if state_height != Some(number) {
-            return Err(bad(number, format!("the checkpoint state is at block {state_height:?}")));
+        let state_block = state.view().last_block();
+        if state_block != Some(number) {
+            return Err(bad(number, format!("the checkpoint state is at block {state_block:?}")));
         }
         if number > 0 && commit_hash.is_none() {
             return Err(bad(number, "a checkpoint after block 0 must carry the commit hash"));
@@ -259,7 +259,7 @@ impl Validator {
     }
 
     /// Number of the last committed block.
-    pub fn height(&self) -> u64 {
+    pub fn last_block_number(&self) -> u64 {
         self.last_number
     }
 

@@ -30,12 +30,12 @@ fn copy_state(v: &Validator) -> WorldState {
         batch.put(k, Update::Put(val));
     }
     let state = WorldState::new();
-    state.apply(view.height().unwrap(), &batch);
+    state.apply(view.last_block().unwrap(), &batch);
     state
 }
 
 fn resume_point(v: &Validator, peer_blocks: &[Bytes]) -> ResumePoint {
-    let k = v.height() as usize;
+    let k = v.last_block_number() as usize;
     let header_hash = block_header_hash(BlockArena::decode(peer_blocks[k].clone()).unwrap().header());
     let mut point = ResumePoint::new(copy_state(v), v.commit_hash(), header_hash);
     for b in &peer_blocks[..=k] {
@@ -63,7 +63,7 @@ fn resumed_at_every_block_decides_the_rest_of_the_fixture_ledger_as_a_full_run()
     for k in 1..orderer_blocks.len() - 1 {
         at.commit_block(orderer_blocks[k].clone()).unwrap();
         let mut resumed = Validator::resume(resume_point(&at, &peer_blocks), options()).unwrap();
-        assert_eq!(resumed.height(), k as u64);
+        assert_eq!(resumed.last_block_number(), k as u64);
         assert_eq!(resumed.commit_hash(), at.commit_hash());
         for (i, b) in orderer_blocks.iter().enumerate().skip(k + 1) {
             let r = resumed.commit_block(b.clone()).unwrap();

@@ -299,11 +299,11 @@ fn a_malformed_key_level_parameter_stops_validation_of_the_block() {
     h.seed(&["broken"]);
     let set = h.tx().metadata_write(CC, "broken", &[(VP, TRUNCATED)]).build().unwrap().envelope;
     assert_eq!(h.commit(&[set]).codes, [Code::Valid]);
-    let height = h.validator.height();
+    let height = h.validator.last_block_number();
     let write = h.tx().write(CC, "broken", "x").build().unwrap().envelope;
     let err = h.try_commit(&[write]).unwrap_err();
     assert!(matches!(err, ferrofabric_validator::ValidatorError::Execution { .. }), "{err}");
-    assert_eq!(h.validator.height(), height);
+    assert_eq!(h.validator.last_block_number(), height);
 }
 
 #[test]

@@ -135,7 +135,7 @@ impl Harness {
 
     /// Number of the next block.
     pub fn next_block(&self) -> u64 {
-        self.validator.height() + 1
+        self.validator.last_block_number() + 1
     }
 
     /// Cuts the next orderer-signed block from `envelopes` (marshaled `common.Block`), without committing it.

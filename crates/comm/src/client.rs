@@ -186,7 +186,11 @@ where
 /// statuses.
 ///
 /// Errors: the call could not be started (gRPC status).
-pub async fn deliver_with<S>(channel: Channel, api: DeliverApi, requests: S) -> Result<Streaming<DeliverItem>, tonic::Status>
+pub async fn deliver_with<S>(
+    channel: Channel,
+    api: DeliverApi,
+    requests: S,
+) -> Result<Streaming<DeliverItem>, tonic::Status>
 where
     S: Stream<Item = Bytes> + Send + 'static,
 {

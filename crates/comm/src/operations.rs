@@ -119,7 +119,11 @@ pub async fn serve_http(
 /// server task.
 ///
 /// Errors: the address cannot be bound.
-pub async fn serve(addr: SocketAddr, router: Router, shutdown: Shutdown) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+pub async fn serve(
+    addr: SocketAddr,
+    router: Router,
+    shutdown: Shutdown,
+) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     Ok((bound, tokio::spawn(serve_http(listener, router, None, shutdown))))

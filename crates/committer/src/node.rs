@@ -640,12 +640,10 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
         Some(deliver_metrics),
         shutdown_rx.clone(),
     );
-    let (deliver_addr, task) = ferrofabric_comm::listener::grpc_listener(
-        &config.listen_address,
-        &config.tls,
-        shutdown_rx.clone(),
-        |b| b.add_service(service.clone()),
-    )?;
+    let (deliver_addr, task) =
+        ferrofabric_comm::listener::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
+            b.add_service(service.clone())
+        })?;
     listeners.push(task);
     let mut operations_addr = None;
     if !config.operations_listen_address.is_empty() {

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrofabric_deliver::follower::{self as client, ClientTls, DeliverItem, Fetched, Follower};
 use ferrofabric_committer::config::{ClientTlsConfig, ServerTlsConfig};
+use ferrofabric_deliver::follower::{self as client, ClientTls, DeliverItem, Fetched, Follower};
 use ferrofabric_orderer::config::TlsConfig;
 use support::*;
 use tokio::sync::mpsc;

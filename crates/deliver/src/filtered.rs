@@ -10,10 +10,11 @@ use ferrofabric_protos::peer::{
 };
 use prost::Message;
 
-/// Whether a block's first transaction is a CONFIG transaction (Fabric `protoutil.IsConfigBlock`).
+/// Whether a block holds exactly one transaction and it is a CONFIG transaction (Fabric
+/// `protoutil.IsConfigBlock`).
 pub fn is_config_block(block: &Block) -> bool {
-    let Some(first) = block.data.as_ref().and_then(|d| d.data.first()) else { return false };
-    let Ok(env) = Envelope::decode(first.clone()) else { return false };
+    let Some([only]) = block.data.as_ref().map(|d| d.data.as_slice()) else { return false };
+    let Ok(env) = Envelope::decode(only.clone()) else { return false };
     let Ok(payload) = Payload::decode(env.payload) else { return false };
     let Some(header) = payload.header else { return false };
     ChannelHeader::decode(header.channel_header).is_ok_and(|h| h.r#type == HeaderType::Config as i32)

@@ -288,7 +288,11 @@ impl DeliverHandler {
     /// response frames (at most four buffered, so a slow client only slows its own stream). A task serves the
     /// requests one after another until the client closes, a request ends with a status other than SUCCESS, the
     /// client disconnects, or the shutdown fires.
-    pub fn serve<S>(self: &Arc<Self>, kind: RequestKind, inbound: S) -> mpsc::Receiver<Result<DeliverFrame, tonic::Status>>
+    pub fn serve<S>(
+        self: &Arc<Self>,
+        kind: RequestKind,
+        inbound: S,
+    ) -> mpsc::Receiver<Result<DeliverFrame, tonic::Status>>
     where
         S: Stream<Item = Result<Bytes, tonic::Status>> + Send + Unpin + 'static,
     {

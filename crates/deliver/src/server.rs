@@ -484,7 +484,7 @@ mod tests {
         assert_eq!(resolve_seek(&seek(at(3), at(5)), 10), Ok((3, 5)));
         assert_eq!(resolve_seek(&seek(at(10), at(u64::MAX)), 10), Ok((10, u64::MAX)));
         let next = pos(seek_position::Type::NextCommit(SeekNextCommit {}));
-        assert_eq!(resolve_seek(&seek(next.clone(), at(12)), 10), Ok((10, 12)));
+        assert_eq!(resolve_seek(&seek(next, at(12)), 10), Ok((10, 12)));
         assert_eq!(resolve_seek(&seek(at(0), next), 10), Ok((0, 0)));
     }
 

@@ -62,6 +62,6 @@ pub fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
             node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
             node.store.height()
         );
-        node.run_until(ferrofabric_committer::cli::wait_for_signal()).await
+        node.run_until(ferrofabric_comm::shutdown::wait_for_signal()).await
     })
 }

@@ -19,7 +19,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use ferrofabric_committer::config::{parse_addr, parse_duration, ClientTlsConfig, DeliveryConfig, ServerTlsConfig};
+use ferrofabric_comm::parse::{parse_addr, parse_duration};
+use ferrofabric_comm::tls::{ClientTlsConfig, TlsConfig};
+use ferrofabric_deliver::follower::DeliveryConfig;
 use serde::Deserialize;
 
 /// The whole configuration; see the module docs.
@@ -45,7 +47,7 @@ pub struct BlockstoreConfig {
     pub listen_address: String,
     /// TLS of that listener (with `ClientAuthRequired`, the access control of the query service).
     #[serde(rename = "TLS")]
-    pub tls: ServerTlsConfig,
+    pub tls: TlsConfig,
     /// Operations listen address; empty disables it.
     pub operations_listen_address: String,
     /// fsync every appended block (otherwise a power loss may lose a tail, which is fetched again on restart).
@@ -66,7 +68,7 @@ impl Default for BlockstoreConfig {
             committers: Vec::new(),
             committer_tls: ClientTlsConfig::default(),
             listen_address: "127.0.0.1:7053".into(),
-            tls: ServerTlsConfig::default(),
+            tls: TlsConfig::default(),
             operations_listen_address: String::new(),
             sync_every_block: false,
             time_window: "15m".into(),
@@ -92,19 +94,8 @@ impl BlockstoreConfig {
         for p in [&mut c.data_dir, &mut c.local_msp_dir].into_iter().flatten() {
             fix(p);
         }
-        c.committer_tls.root_cas.iter_mut().for_each(fix);
-        for p in [
-            &mut c.committer_tls.client_certificate,
-            &mut c.committer_tls.client_key,
-            &mut c.tls.certificate,
-            &mut c.tls.private_key,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            fix(p);
-        }
-        c.tls.client_root_cas.iter_mut().for_each(fix);
+        c.committer_tls.resolve_paths(base);
+        c.tls.resolve_paths(base);
         Ok(c)
     }
 
@@ -128,15 +119,7 @@ impl BlockstoreConfig {
         if !self.operations_listen_address.is_empty() {
             parse_addr(&self.operations_listen_address)?;
         }
-        for d in [
-            &self.time_window,
-            &self.delivery.connect_timeout,
-            &self.delivery.reconnect_backoff_threshold,
-            &self.delivery.keepalive_interval,
-            &self.delivery.keepalive_timeout,
-        ] {
-            parse_duration(d)?;
-        }
-        Ok(())
+        parse_duration(&self.time_window)?;
+        self.delivery.validate()
     }
 }

@@ -14,10 +14,13 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreError, StoreOptions, SyncPolicy};
-use ferrofabric_committer::client::{ClientTls, DeliverApi, Fetched, FollowConfig, Follower};
-use ferrofabric_committer::config::{parse_addr, parse_duration};
-use ferrofabric_committer::deliver::{is_config_block, DeliverLedger, DeliverMetrics, PeerDeliverService};
-use ferrofabric_committer::metrics::Health;
+use ferrofabric_comm::client::{ClientTls, DeliverApi};
+use ferrofabric_comm::operations::Health;
+use ferrofabric_comm::parse::{parse_addr, parse_duration};
+use ferrofabric_comm::{Shutdown, ShutdownTrigger};
+use ferrofabric_deliver::filtered::is_config_block;
+use ferrofabric_deliver::follower::{Fetched, Follower};
+use ferrofabric_deliver::peer::{DeliverLedger, DeliverMetrics, PeerDeliverService};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex, Envelope, LastConfig, Metadata, OrdererBlockMetadata};
@@ -218,7 +221,7 @@ pub struct RunningBlockstore {
     /// The stored blocks.
     pub store: Arc<BlockStore>,
     health: watch::Receiver<Option<String>>,
-    shutdown: watch::Sender<bool>,
+    shutdown: ShutdownTrigger,
     follower: JoinHandle<()>,
     storer: JoinHandle<anyhow::Result<()>>,
     listeners: Vec<JoinHandle<()>>,
@@ -260,7 +263,7 @@ impl RunningBlockstore {
             Ok(r) => r,
             Err(e) => Err(anyhow!("store task: {e}")),
         };
-        self.shutdown.send_replace(true);
+        self.shutdown.fire();
         for l in self.listeners.drain(..) {
             let _ = l.await;
         }
@@ -309,22 +312,27 @@ pub async fn start(config: BlockstoreConfig) -> anyhow::Result<RunningBlockstore
     height_gauge.set(store.height() as i64);
     let deliver_metrics = DeliverMetrics::register(&registry)?;
     let (health_tx, health_rx) = watch::channel(None);
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (shutdown_tx, shutdown_rx) = Shutdown::new();
 
     let mut listeners = Vec::new();
     let ledger = DeliverLedger { channel_id: config.channel.clone(), store: store.clone(), config: config_rx };
-    let deliver = PeerDeliverService::new(ledger, parse_duration(&config.time_window)?, Some(deliver_metrics));
+    let deliver = PeerDeliverService::with_shutdown(
+        ledger,
+        parse_duration(&config.time_window)?,
+        Some(deliver_metrics),
+        shutdown_rx.clone(),
+    );
     let queries = BlockStoreServer::new(QueryService::new(store.clone())).max_encoding_message_size(256 << 20);
     let (listen_addr, task) =
-        ferrofabric_committer::node::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
+        ferrofabric_comm::listener::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
             b.add_service(deliver).add_service(queries)
         })?;
     listeners.push(task);
     let mut operations_addr = None;
     if !config.operations_listen_address.is_empty() {
         let health: Health = health_rx.clone();
-        let router = ferrofabric_committer::metrics::router(registry.clone(), health, "blockstore");
-        let (addr, task) = ferrofabric_committer::metrics::serve(
+        let router = ferrofabric_comm::operations::router(registry.clone(), health, "blockstore");
+        let (addr, task) = ferrofabric_comm::operations::serve(
             parse_addr(&config.operations_listen_address)?,
             router,
             shutdown_rx.clone(),
@@ -347,16 +355,12 @@ pub async fn start(config: BlockstoreConfig) -> anyhow::Result<RunningBlockstore
             result
         })
     };
-    let follow = FollowConfig {
-        endpoints: config.committers.clone(),
-        api: DeliverApi::Peer,
-        channel_id: config.channel.clone(),
-        tls: ClientTls::from_config(&config.committer_tls)?,
-        connect_timeout: parse_duration(&config.delivery.connect_timeout)?,
-        max_backoff: parse_duration(&config.delivery.reconnect_backoff_threshold)?,
-        keepalive_interval: parse_duration(&config.delivery.keepalive_interval)?,
-        keepalive_timeout: parse_duration(&config.delivery.keepalive_timeout)?,
-    };
+    let follow = config.delivery.follow_config(
+        config.committers.clone(),
+        DeliverApi::Peer,
+        config.channel.clone(),
+        ClientTls::from_config(&config.committer_tls)?,
+    )?;
     let follower = tokio::spawn(Follower::new(follow, signer).run(store.height(), blocks_tx, Some(restart_rx)));
     tracing::info!(%listen_addr, height = store.height(), "block-store service started");
     Ok(RunningBlockstore {

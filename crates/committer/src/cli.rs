@@ -68,22 +68,6 @@ pub fn run(args: CommitterArgs) -> anyhow::Result<()> {
             node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
             node.store.height()
         );
-        node.run_until(wait_for_signal()).await
+        node.run_until(ferrofabric_comm::shutdown::wait_for_signal()).await
     })
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }

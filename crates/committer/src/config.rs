@@ -22,47 +22,13 @@
 //!
 //! Relative paths are resolved against the directory of the file. Durations use Go's syntax (`500ms`, `2s`, `15m`).
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{bail, Context};
+pub use ferrofabric_comm::parse::{parse_addr, parse_duration};
+pub use ferrofabric_comm::tls::{ClientTlsConfig, TlsConfig as ServerTlsConfig};
+pub use ferrofabric_deliver::follower::DeliveryConfig;
 use serde::Deserialize;
-
-/// TLS of an outgoing connection (to the orderers, or to a committer for followers).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "PascalCase", default)]
-pub struct ClientTlsConfig {
-    /// Whether to speak TLS.
-    pub enabled: bool,
-    /// PEM files of the CAs that sign the servers' certificates.
-    #[serde(rename = "RootCAs")]
-    pub root_cas: Vec<PathBuf>,
-    /// Host name to check the server certificate against instead of the address's host (Fabric's
-    /// `ssl-target-name-override`).
-    pub server_name_override: Option<String>,
-    /// Client certificate PEM for mutual TLS.
-    pub client_certificate: Option<PathBuf>,
-    /// Its private key PEM.
-    pub client_key: Option<PathBuf>,
-}
-
-/// TLS of a listener (Fabric `peer.tls`).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "PascalCase", default)]
-pub struct ServerTlsConfig {
-    /// Whether the listener speaks TLS.
-    pub enabled: bool,
-    /// Server certificate PEM.
-    pub certificate: Option<PathBuf>,
-    /// Server private key PEM.
-    pub private_key: Option<PathBuf>,
-    /// CAs accepted for client certificates.
-    #[serde(rename = "ClientRootCAs")]
-    pub client_root_cas: Vec<PathBuf>,
-    /// Require a client certificate (mutual TLS).
-    pub client_auth_required: bool,
-}
 
 /// FastFabric Fig. 7's two knobs.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -78,33 +44,6 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig { blocks_in_flight: 16, validation_threads: 0 }
-    }
-}
-
-/// Fabric's `peer.deliveryclient`: how the committer talks to the orderers.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "PascalCase", default)]
-pub struct DeliveryConfig {
-    /// Timeout of one connection attempt (`connTimeout`, Go duration).
-    pub connect_timeout: String,
-    /// Largest pause between reconnection attempts (`reConnectBackoffThreshold`); pauses start at 100 ms and
-    /// double.
-    pub reconnect_backoff_threshold: String,
-    /// HTTP/2 keepalive ping interval on the orderer connection (`peer.keepalive.deliveryClient.interval`); a dead
-    /// orderer is detected within interval + timeout.
-    pub keepalive_interval: String,
-    /// How long a keepalive ping may go unanswered (`peer.keepalive.deliveryClient.timeout`).
-    pub keepalive_timeout: String,
-}
-
-impl Default for DeliveryConfig {
-    fn default() -> Self {
-        DeliveryConfig {
-            connect_timeout: "3s".into(),
-            reconnect_backoff_threshold: "10s".into(),
-            keepalive_interval: "10s".into(),
-            keepalive_timeout: "5s".into(),
-        }
     }
 }
 
@@ -194,14 +133,8 @@ impl CommitterConfig {
         for p in [&mut self.genesis_block, &mut self.data_dir, &mut self.local_msp_dir].into_iter().flatten() {
             fix(p);
         }
-        self.orderer_tls.root_cas.iter_mut().for_each(fix);
-        for p in [&mut self.orderer_tls.client_certificate, &mut self.orderer_tls.client_key].into_iter().flatten() {
-            fix(p);
-        }
-        for p in [&mut self.tls.certificate, &mut self.tls.private_key].into_iter().flatten() {
-            fix(p);
-        }
-        self.tls.client_root_cas.iter_mut().for_each(fix);
+        self.orderer_tls.resolve_paths(base);
+        self.tls.resolve_paths(base);
     }
 
     /// Checks the values that have no usable default.
@@ -227,44 +160,16 @@ impl CommitterConfig {
         if !self.operations_listen_address.is_empty() {
             parse_addr(&self.operations_listen_address)?;
         }
-        for d in [
-            &self.time_window,
-            &self.delivery.connect_timeout,
-            &self.delivery.reconnect_backoff_threshold,
-            &self.delivery.keepalive_interval,
-            &self.delivery.keepalive_timeout,
-        ] {
-            parse_duration(d)?;
-        }
-        Ok(())
+        parse_duration(&self.time_window)?;
+        self.delivery.validate()
     }
-}
-
-/// Parses `host:port` where host is an IP address or `localhost`.
-///
-/// Errors: anything else.
-pub fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
-    if let Ok(a) = s.parse::<SocketAddr>() {
-        return Ok(a);
-    }
-    if let Some(port) = s.strip_prefix("localhost:") {
-        let port: u16 = port.parse().map_err(|_| anyhow!("bad port in address {s:?}"))?;
-        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
-    }
-    bail!("bad listen address {s:?}: expected ip:port")
-}
-
-/// Parses a non-negative Go duration (`1m30s`, `2.5s`, `250ms`, a bare `0`) with
-/// [`ferrofabric_policy::duration::parse_std`], the one Go-duration parser of the workspace.
-///
-/// Errors: an empty string, a missing or unknown unit, a bad number, a negative duration.
-pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    ferrofabric_policy::duration::parse_std(s).map_err(|e| anyhow!(e))
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

@@ -3,19 +3,21 @@
 //! and endorser replicas follow the chain from it.
 //!
 //! * [`node::start`] runs one: recovery from the block store, then blocks pulled from the orderers
-//!   ([`client::Follower`], Fabric's `blocksprovider`), validated by the pipelined
+//!   ([`ferrofabric_deliver::follower::Follower`], Fabric's `blocksprovider`), validated by the pipelined
 //!   [`ferrofabric_validator::Validator`] (orderer signatures included), stored with TRANSACTIONS_FILTER and
-//!   COMMIT_HASH exactly as a Fabric peer stores them, and served by [`deliver::PeerDeliverService`]. See
-//!   [`node`] for threads and durability.
+//!   COMMIT_HASH exactly as a Fabric peer stores them, and served by
+//!   [`ferrofabric_deliver::peer::PeerDeliverService`]. See [`node`] for threads and durability.
 //! * [`cli`]: `ferrofabric committer --config FILE`; [`config`]: the YAML file.
-//! * [`checkpoint`]: the state checkpoint file; [`metrics`]: Prometheus metrics and `/healthz`.
+//! * [`checkpoint`]: the state checkpoint file; [`metrics`]: the commit pipeline's Prometheus metrics (served with
+//!   `/healthz` by [`ferrofabric_comm::operations`]).
 //!
 //! # How validated blocks reach other services (FastFabric III-F, III-G)
 //! The block-store service and the endorser replicas are Deliver clients of the committer, like Fabric's own
 //! event listeners: each asks for blocks from its own height and the committer serves them from its block store.
 //! Nothing is pushed, so a slow or dead consumer cannot stall commits (each stream has a bounded buffer of four
 //! frames and waits on its own socket) and none can miss a block (it resumes from its height after a restart).
-//! [`client::Follower`] with [`client::DeliverApi::Peer`] is the client side.
+//! [`ferrofabric_deliver::follower::Follower`] with [`ferrofabric_comm::client::DeliverApi::Peer`] is the client
+//! side.
 //!
 //! # Not done / differences from Fabric
 //! * A restart resumes from the state checkpoint and re-validates only the blocks stored after it; the txid set is
@@ -26,9 +28,6 @@
 
 pub mod checkpoint;
 pub mod cli;
-pub mod client;
 pub mod config;
-pub mod deliver;
-pub mod grpc;
 pub mod metrics;
 pub mod node;

@@ -1,17 +1,9 @@
 //! The committer's Prometheus metrics (names follow Fabric's peer where Fabric has one: `ledger_blockchain_height`,
-//! `ledger_transaction_count`) and the operations listener that serves them (Fabric `core/operations`:
-//! `GET /metrics`, `GET /healthz`).
+//! `ledger_transaction_count`), served with `/healthz` by [`ferrofabric_comm::operations`].
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::http::{header, StatusCode};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use axum::Router;
-use prometheus::{Encoder, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry, TextEncoder};
-use tokio::sync::watch;
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 
 /// Counters of the commit pipeline. Cheap to clone; all updates are lock-free.
 #[derive(Clone, Debug)]
@@ -115,71 +107,11 @@ impl ThroughputMeter {
     }
 }
 
-/// Health of a service as `/healthz` reports it: `None` = OK, `Some(reason)` = failed.
-pub type Health = watch::Receiver<Option<String>>;
-
-/// The operations router: `/metrics` (Prometheus text format of `registry`), `/healthz` (200
-/// `{"status":"OK"}` or 503 with the failed check, Fabric's format).
-pub fn router(registry: Arc<Registry>, health: Health, component: &'static str) -> Router {
-    Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let registry = registry.clone();
-                async move {
-                    let mut out = Vec::new();
-                    match TextEncoder::new().encode(&registry.gather(), &mut out) {
-                        Ok(()) => ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], out).into_response(),
-                        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-                    }
-                }
-            }),
-        )
-        .route(
-            "/healthz",
-            get(move || {
-                let failed = health.borrow().clone();
-                async move {
-                    match failed {
-                        None => (StatusCode::OK, axum::Json(serde_json::json!({"status": "OK"}))).into_response(),
-                        Some(reason) => (
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            axum::Json(serde_json::json!({
-                                "status": "Service Unavailable",
-                                "failed_checks": [{"component": component, "reason": reason}],
-                            })),
-                        )
-                            .into_response(),
-                    }
-                }
-            }),
-        )
-}
-
-/// Binds `addr` and serves `router` on it (plain HTTP) until `shutdown` turns true; returns the bound address.
-///
-/// Errors: the address cannot be bound.
-pub async fn serve(
-    addr: SocketAddr,
-    router: Router,
-    mut shutdown: watch::Receiver<bool>,
-) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    let bound = listener.local_addr()?;
-    let task = tokio::spawn(async move {
-        let stop = async move {
-            let _ = shutdown.wait_for(|s| *s).await;
-        };
-        if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stop).await {
-            tracing::error!(error = %e, "operations listener failed");
-        }
-    });
-    Ok((bound, task))
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use prometheus::{Encoder, TextEncoder};
+
     use super::*;
 
     #[test]

@@ -45,10 +45,15 @@ use prost::Message;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use ferrofabric_comm::client::{ClientTls, DeliverApi};
+use ferrofabric_comm::operations::Health;
+use ferrofabric_comm::parse::{parse_addr, parse_duration};
+use ferrofabric_comm::{Shutdown, ShutdownTrigger};
+use ferrofabric_deliver::follower::{block_number, Fetched, Follower};
+use ferrofabric_deliver::peer::{DeliverLedger, DeliverMetrics, PeerDeliverService};
+
 use crate::checkpoint::Checkpoint;
-use crate::client::{ClientTls, DeliverApi, Fetched, FollowConfig, Follower};
-use crate::config::{parse_addr, parse_duration, CommitterConfig};
-use crate::deliver::{DeliverLedger, DeliverMetrics, PeerDeliverService};
+use crate::config::CommitterConfig;
 use crate::metrics::{CommitMetrics, ThroughputMeter};
 
 /// Number of metadata slots a stored block carries (`common.BlockMetadataIndex` has five).
@@ -248,7 +253,7 @@ fn resume_from_checkpoint(
     let mut point = ResumePoint::new(checkpoint.to_world_state(), checkpoint.commit_hash, checkpoint.header_hash);
     for block in store.blocks(0..checkpoint.number + 1) {
         let block = block.context("reading a stored block")?;
-        if crate::client::block_number(&block)? == checkpoint.number {
+        if block_number(&block)? == checkpoint.number {
             let (_, stored_hash) = stored_peer_metadata(&block)?;
             if stored_hash != checkpoint.commit_hash {
                 bail!("block {}: the checkpoint's commit hash differs from the stored COMMIT_HASH", checkpoint.number);
@@ -492,7 +497,7 @@ pub struct RunningCommitter {
     /// What recovery did at start.
     pub recovery: Recovery,
     status: watch::Receiver<Status>,
-    shutdown: watch::Sender<bool>,
+    shutdown: ShutdownTrigger,
     follower: JoinHandle<()>,
     pipeline: JoinHandle<anyhow::Result<()>>,
     listeners: Vec<JoinHandle<()>>,
@@ -566,7 +571,7 @@ impl RunningCommitter {
             Ok(r) => r,
             Err(e) => Err(anyhow!("pipeline task: {e}")),
         };
-        self.shutdown.send_replace(true);
+        self.shutdown.fire();
         for l in self.listeners.drain(..) {
             let _ = l.await;
         }
@@ -624,21 +629,32 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
     let (config_tx, config_rx) = watch::channel(Some(channel_config));
     let (status_tx, status_rx) =
         watch::channel(Status { height: store.height(), commit_hash: validator.commit_hash(), failed: None });
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let (shutdown_tx, shutdown_rx) = Shutdown::new();
 
     // Listeners first, so that a bad address fails the start before anything runs.
     let mut listeners = Vec::new();
     let ledger = DeliverLedger { channel_id: channel_id.clone(), store: store.clone(), config: config_rx };
-    let service = PeerDeliverService::new(ledger, parse_duration(&config.time_window)?, Some(deliver_metrics));
+    let service = PeerDeliverService::with_shutdown(
+        ledger,
+        parse_duration(&config.time_window)?,
+        Some(deliver_metrics),
+        shutdown_rx.clone(),
+    );
     let (deliver_addr, task) =
-        grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| b.add_service(service.clone()))?;
+        ferrofabric_comm::listener::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
+            b.add_service(service.clone())
+        })?;
     listeners.push(task);
     let mut operations_addr = None;
     if !config.operations_listen_address.is_empty() {
         let health = health_from_status(status_rx.clone());
-        let router = crate::metrics::router(registry.clone(), health, "committer");
-        let (addr, task) =
-            crate::metrics::serve(parse_addr(&config.operations_listen_address)?, router, shutdown_rx.clone()).await?;
+        let router = ferrofabric_comm::operations::router(registry.clone(), health, "committer");
+        let (addr, task) = ferrofabric_comm::operations::serve(
+            parse_addr(&config.operations_listen_address)?,
+            router,
+            shutdown_rx.clone(),
+        )
+        .await?;
         operations_addr = Some(addr);
         listeners.push(task);
     }
@@ -673,16 +689,12 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
         result
     });
 
-    let follow = FollowConfig {
-        endpoints: config.orderers.clone(),
-        api: DeliverApi::Orderer,
-        channel_id: channel_id.clone(),
-        tls: ClientTls::from_config(&config.orderer_tls)?,
-        connect_timeout: parse_duration(&config.delivery.connect_timeout)?,
-        max_backoff: parse_duration(&config.delivery.reconnect_backoff_threshold)?,
-        keepalive_interval: parse_duration(&config.delivery.keepalive_interval)?,
-        keepalive_timeout: parse_duration(&config.delivery.keepalive_timeout)?,
-    };
+    let follow = config.delivery.follow_config(
+        config.orderers.clone(),
+        DeliverApi::Orderer,
+        channel_id.clone(),
+        ClientTls::from_config(&config.orderer_tls)?,
+    )?;
     let follower = tokio::spawn(Follower::new(follow, signer).run(store.height(), blocks_tx, Some(restart_rx)));
 
     Ok(RunningCommitter {
@@ -700,7 +712,7 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
 }
 
 /// `/healthz` failure reason from the pipeline status.
-fn health_from_status(mut status: watch::Receiver<Status>) -> crate::metrics::Health {
+fn health_from_status(mut status: watch::Receiver<Status>) -> Health {
     let (tx, rx) = watch::channel(None);
     tokio::spawn(async move {
         while status.changed().await.is_ok() {
@@ -712,65 +724,4 @@ fn health_from_status(mut status: watch::Receiver<Status>) -> crate::metrics::He
         }
     });
     rx
-}
-
-/// Binds `listen` and runs the router made by `add` on it until `shutdown` turns true.
-///
-/// Errors: bad address, unreadable TLS files, binding failure.
-pub fn grpc_listener(
-    listen: &str,
-    tls: &crate::config::ServerTlsConfig,
-    mut shutdown: watch::Receiver<bool>,
-    add: impl FnOnce(&mut tonic::transport::Server) -> tonic::transport::server::Router,
-) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let addr = parse_addr(listen)?;
-    let incoming = tonic::transport::server::TcpIncoming::bind(addr)
-        .map_err(|e| anyhow!("binding {addr}: {e}"))?
-        .with_nodelay(Some(true));
-    let bound = incoming.local_addr()?;
-    let mut builder = tonic::transport::Server::builder()
-        .initial_connection_window_size(Some(8 << 20))
-        .initial_stream_window_size(Some(4 << 20));
-    if tls.enabled {
-        builder = builder.tls_config(server_tls(tls)?).context("gRPC TLS")?;
-    }
-    let router = add(&mut builder);
-    let task = tokio::spawn(async move {
-        let stop = async move {
-            let _ = shutdown.wait_for(|s| *s).await;
-        };
-        if let Err(e) = router.serve_with_incoming_shutdown(incoming, stop).await {
-            tracing::error!(error = %e, "gRPC server failed");
-        }
-    });
-    Ok((bound, task))
-}
-
-/// tonic's server TLS settings from the listener config.
-///
-/// Errors: missing or unreadable files; client authentication required without client root CAs.
-pub fn server_tls(tls: &crate::config::ServerTlsConfig) -> anyhow::Result<tonic::transport::ServerTlsConfig> {
-    let read = |p: &Option<PathBuf>, what: &str| -> anyhow::Result<Vec<u8>> {
-        let p = p.as_ref().ok_or_else(|| anyhow!("TLS is enabled but no {what} is configured"))?;
-        std::fs::read(p).with_context(|| format!("reading TLS {what} {}", p.display()))
-    };
-    let identity = tonic::transport::Identity::from_pem(
-        read(&tls.certificate, "certificate")?,
-        read(&tls.private_key, "private key")?,
-    );
-    let mut config = tonic::transport::ServerTlsConfig::new().identity(identity);
-    if tls.client_auth_required && tls.client_root_cas.is_empty() {
-        bail!("TLS client authentication is required but no ClientRootCAs are configured");
-    }
-    if !tls.client_root_cas.is_empty() {
-        let mut roots = Vec::new();
-        for p in &tls.client_root_cas {
-            roots.extend(std::fs::read(p).with_context(|| format!("reading client root CA {}", p.display()))?);
-            roots.push(b'\n');
-        }
-        config = config
-            .client_ca_root(tonic::transport::Certificate::from_pem(roots))
-            .client_auth_optional(!tls.client_auth_required);
-    }
-    Ok(config)
 }

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_committer::checkpoint::Checkpoint;
-use ferrofabric_committer::client::seek_envelope;
 use ferrofabric_committer::node::{start, RunningCommitter};
+use ferrofabric_deliver::follower::seek_envelope;
 use ferrofabric_protos::common::{Block, Metadata, Status};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_protos::peer::deliver_client::DeliverClient;

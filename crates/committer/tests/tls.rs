@@ -10,8 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferrofabric_committer::client::{self, ClientTls, DeliverItem, Fetched, Follower};
 use ferrofabric_committer::config::{ClientTlsConfig, ServerTlsConfig};
+use ferrofabric_deliver::follower::{self as client, ClientTls, DeliverItem, Fetched, Follower};
 use ferrofabric_orderer::config::TlsConfig;
 use support::*;
 use tokio::sync::mpsc;
@@ -64,6 +64,7 @@ async fn pulls_over_tls_and_serves_deliver_over_mutual_tls() {
         private_key: Some(peer_tls.join("server.key")),
         client_root_cas: vec![peer_tls.join("ca.crt")],
         client_auth_required: true,
+        ..ServerTlsConfig::default()
     };
     let c = ferrofabric_committer::node::start(config).await.unwrap();
     tokio::time::timeout(Duration::from_secs(120), c.wait_for_height(29)).await.unwrap().unwrap();
@@ -73,7 +74,7 @@ async fn pulls_over_tls_and_serves_deliver_over_mutual_tls() {
     let mut follow = follow_config(&addr);
     follow.tls = Some(ClientTls {
         ca_pem: read(&peer_tls.join("ca.crt")),
-        server_name: Some("peer0.org1.example.com".into()),
+        server_name: "peer0.org1.example.com".into(),
         identity: Some((read(&user_tls.join("client.crt")), read(&user_tls.join("client.key")))),
     });
     let (tx, mut rx) = mpsc::channel::<Fetched>(8);

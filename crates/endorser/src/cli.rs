@@ -172,23 +172,8 @@ pub fn run(args: EndorserArgs) -> anyhow::Result<()> {
             running.endorser.replica().channel_id(),
             config.committer.as_deref().unwrap_or("-")
         );
-        wait_for_signal().await;
+        ferrofabric_comm::shutdown::wait_for_signal().await;
         running.shutdown().await;
         Ok(())
     })
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }

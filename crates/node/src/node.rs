@@ -22,8 +22,9 @@ use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_blockstore_service::config::BlockstoreConfig;
 use ferrofabric_blockstore_service::node::RunningBlockstore;
+use ferrofabric_comm::listener::grpc_listener;
 use ferrofabric_committer::config::{CommitterConfig, ServerTlsConfig};
-use ferrofabric_committer::node::{grpc_listener, RunningCommitter};
+use ferrofabric_committer::node::RunningCommitter;
 use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::config::OrdererConfig;
@@ -311,11 +312,13 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         })
         .max_decoding_message_size(MAX_MESSAGE_SIZE)
         .max_encoding_message_size(MAX_MESSAGE_SIZE);
-        let (bound, task) =
-            grpc_listener(&addr(&args.host, port), &ServerTlsConfig::default(), shutdown_rx.clone(), |b| {
-                b.add_service(service).add_service(deliver)
-            })
-            .with_context(|| format!("starting the peer listener of {mspid}"))?;
+        let (bound, task) = grpc_listener(
+            &addr(&args.host, port),
+            &ServerTlsConfig::default(),
+            ferrofabric_comm::Shutdown::from_watch(shutdown_rx.clone()),
+            |b| b.add_service(service).add_service(deliver),
+        )
+        .with_context(|| format!("starting the peer listener of {mspid}"))?;
         tasks.push(task);
         peers.insert(mspid.to_owned(), bound.to_string());
         endorsers.push(endorser);
@@ -477,7 +480,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         println!("ferrofabric node ready: {}", node.layout.node_json().display());
         let mut status = node.committer.status();
         tokio::select! {
-            _ = ferrofabric_committer::cli::wait_for_signal() => {}
+            _ = ferrofabric_comm::shutdown::wait_for_signal() => {}
             _ = status.wait_for(|s| s.failed.is_some()) => {}
         }
         args.progress("shutting down");

@@ -115,33 +115,11 @@ pub fn run_with(args: OrdererArgs, plugins: Plugins) -> anyhow::Result<()> {
             node.admin_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
             node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
         );
-        wait_for_signal().await;
+        ferrofabric_comm::shutdown::wait_for_signal().await;
         tracing::info!("shutting down");
         node.shutdown().await;
         Ok(())
     })
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 #[cfg(test)]

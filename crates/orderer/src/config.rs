@@ -12,27 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
+pub use ferrofabric_comm::parse::{parse_addr, parse_duration};
+pub use ferrofabric_comm::tls::TlsConfig;
 use serde::Deserialize;
-
-/// TLS settings of one listener (Fabric `localconfig.TLS`). Paths are PEM files.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "PascalCase", default)]
-pub struct TlsConfig {
-    /// Whether the listener speaks TLS.
-    pub enabled: bool,
-    /// The server's private key (PKCS#8 or SEC1 PEM).
-    pub private_key: Option<PathBuf>,
-    /// The server's certificate (PEM).
-    pub certificate: Option<PathBuf>,
-    /// CA certificates a client uses to check this server (kept for cluster use; a server does not need them).
-    #[serde(rename = "RootCAs", deserialize_with = "nullable_vec")]
-    pub root_cas: Vec<PathBuf>,
-    /// Require a client certificate signed by one of [`TlsConfig::client_root_cas`].
-    pub client_auth_required: bool,
-    /// CA certificates accepted for client certificates.
-    #[serde(rename = "ClientRootCAs", deserialize_with = "nullable_vec")]
-    pub client_root_cas: Vec<PathBuf>,
-}
 
 /// `General.Keepalive`.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
@@ -246,18 +228,9 @@ impl OrdererConfig {
                 }
             }
         };
-        let fix_tls = |t: &mut TlsConfig| {
-            fix(&mut t.private_key);
-            fix(&mut t.certificate);
-            for p in t.root_cas.iter_mut().chain(t.client_root_cas.iter_mut()) {
-                if p.is_relative() {
-                    *p = base.join(&*p);
-                }
-            }
-        };
-        fix_tls(&mut self.general.tls);
-        fix_tls(&mut self.admin.tls);
-        fix_tls(&mut self.operations.tls);
+        self.general.tls.resolve_paths(base);
+        self.admin.tls.resolve_paths(base);
+        self.operations.tls.resolve_paths(base);
         fix(&mut self.general.cluster.client_certificate);
         fix(&mut self.general.cluster.client_private_key);
         fix(&mut self.general.local_msp_dir);
@@ -300,32 +273,11 @@ impl OrdererConfig {
     }
 }
 
-fn nullable_vec<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
-    Ok(Option::<Vec<PathBuf>>::deserialize(d)?.unwrap_or_default())
-}
-
-/// Parses `host:port` (IPv4, `[IPv6]` or `localhost`).
-///
-/// Errors: not a socket address.
-pub fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
-    let s = s.trim();
-    let fixed = s.strip_prefix("localhost:").map(|p| format!("127.0.0.1:{p}"));
-    fixed.as_deref().unwrap_or(s).parse().with_context(|| format!("{s:?} is not an address of the form host:port"))
-}
-
 fn opt_duration(s: Option<&str>, default: Duration) -> anyhow::Result<Duration> {
     match s {
         None | Some("") => Ok(default),
         Some(s) => parse_duration(s),
     }
-}
-
-/// Parses a non-negative Go duration such as `"2s"`, `"1m30s"`, `"500ms"`, `"1.5h"` (bare `"0"` allowed) with
-/// [`ferrofabric_policy::duration::parse_std`], the one Go-duration parser of the workspace.
-///
-/// Errors: empty, negative, missing or unknown unit, malformed number.
-pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    ferrofabric_policy::duration::parse_std(s).map_err(|e| anyhow::anyhow!(e))
 }
 
 /// Parses a byte size as Fabric's config does: a plain number of bytes or a number with a unit

@@ -9,19 +9,20 @@
 //! # Map
 //! * [`cli`]: `ferrofabric orderer` ([`cli::OrdererArgs`], [`cli::run`]); [`config`]: the orderer.yaml-shaped
 //!   configuration; [`node::start`]: a node inside an existing Tokio runtime.
-//! * [`broadcast`], [`deliver`], [`grpc`]: the AtomicBroadcast service; [`msgprocessor`]: Fabric's broadcast
+//! * [`broadcast`], [`deliver`] (the orderer's part of `ferrofabric-deliver`'s server), [`grpc`]: the
+//!   AtomicBroadcast service; [`msgprocessor`]: Fabric's broadcast
 //!   filters; [`configupdate`]: CONFIG_UPDATE → CONFIG through `ferrofabric-configtx`.
 //! * [`cutter`]: Fabric's block cutter; [`block`]: block assembly and metadata; [`support`]: the per-channel
 //!   block pipeline given to consensus; [`consensus`]: the [`consensus::Consensus`] trait and solo.
 //! * [`registrar`]: channels on disk; [`participation`]: the osnadmin REST API; [`operations`]: health and
 //!   metrics.
-//! * [`client`]: a raw-bytes AtomicBroadcast client; [`bench`]: `ferrofabric bench orderer`.
+//! * [`client`] (`ferrofabric-comm`'s): a raw-bytes AtomicBroadcast client; [`bench`]: `ferrofabric bench
+//!   orderer`.
 
 pub mod bench;
 pub mod block;
 pub mod broadcast;
 pub mod cli;
-pub mod client;
 pub mod config;
 pub mod configupdate;
 pub mod consensus;
@@ -35,4 +36,8 @@ pub mod operations;
 pub mod participation;
 pub mod registrar;
 pub mod support;
-pub mod tls;
+
+/// The gRPC client (`ferrofabric-comm`'s, re-exported for the tools and consensus backends that use it).
+pub use ferrofabric_comm::client;
+/// TLS of the listeners (`ferrofabric-comm`'s, re-exported for the consensus backends).
+pub use ferrofabric_comm::tls;

@@ -8,19 +8,19 @@ use std::sync::Arc;
 use anyhow::{anyhow, Context};
 use ferrofabric_block_store::{StoreOptions, SyncPolicy};
 use ferrofabric_msp::SigningIdentity;
-use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::broadcast::BroadcastHandler;
 use crate::config::{parse_addr, parse_duration, OrdererConfig};
 use crate::configupdate::{ConfigTxProcessor, ConfigUpdateProcessor};
 use crate::consensus::{ConsensusContext, ConsensusRegistry};
-use crate::deliver::DeliverHandler;
 use crate::grpc::AtomicBroadcastService;
 use crate::metrics::Metrics;
 use crate::msgprocessor::FilterOptions;
 use crate::registrar::{Registrar, RegistrarParams};
-use crate::{operations, participation, tls};
+use crate::{deliver, operations, participation};
+use ferrofabric_comm::operations::serve_http;
+use ferrofabric_comm::{tls, Shutdown, ShutdownTrigger};
 
 /// Pluggable parts of a node: the consensus implementations and the CONFIG_UPDATE processor.
 #[derive(Clone)]
@@ -57,7 +57,7 @@ pub struct RunningOrderer {
     pub operations_addr: Option<SocketAddr>,
     /// The channels.
     pub registrar: Arc<Registrar>,
-    shutdown: watch::Sender<bool>,
+    shutdown: ShutdownTrigger,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -75,7 +75,7 @@ impl RunningOrderer {
     /// Stops the listeners, ends open Broadcast and Deliver streams, halts every channel's consensus, and
     /// waits (up to 5 s) for the listeners to close.
     pub async fn shutdown(self) {
-        self.shutdown.send_replace(true);
+        self.shutdown.fire();
         let stores = self.registrar.close_all();
         let tasks = self.tasks;
         let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
@@ -158,43 +158,26 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
         metrics,
     })?;
 
-    let (shutdown, shutdown_rx) = watch::channel(false);
+    let (shutdown, shutdown_rx) = Shutdown::new();
     let mut tasks = Vec::new();
 
     // gRPC.
     let window = if tuning.parallel_checks { tuning.broadcast_window } else { 1 };
-    let broadcast = Arc::new(BroadcastHandler::new(registrar.clone(), pool, window, shutdown_rx.clone()));
-    let deliver = Arc::new(DeliverHandler::new(registrar.clone(), config.time_window()?, shutdown_rx.clone()));
+    let broadcast = Arc::new(BroadcastHandler::new(registrar.clone(), pool, window, shutdown_rx.watch()));
+    let deliver = Arc::new(deliver::handler(registrar.clone(), config.time_window()?, shutdown_rx.clone()));
     let max_recv = general.max_recv_msg_size.unwrap_or(100 << 20) as usize;
     let max_send = general.max_send_msg_size.unwrap_or(100 << 20) as usize;
     let service = AtomicBroadcastService::new(broadcast, deliver, max_recv, max_send);
-    let incoming = tonic::transport::server::TcpIncoming::bind(config.listen_addr()?)
-        .with_context(|| {
-            format!("binding the gRPC listener {}", config.listen_addr().map(|a| a.to_string()).unwrap_or_default())
-        })?
-        .with_nodelay(Some(true));
-    let grpc_addr = incoming.local_addr()?;
+    let (incoming, grpc_addr) =
+        ferrofabric_comm::listener::bind(config.listen_addr()?).context("binding the gRPC listener")?;
     let keepalive = |s: &Option<String>, default: u64| -> anyhow::Result<std::time::Duration> {
         s.as_deref().map(parse_duration).unwrap_or(Ok(std::time::Duration::from_secs(default)))
     };
-    let mut builder = tonic::transport::Server::builder()
+    let mut builder = ferrofabric_comm::listener::server_builder(&general.tls)?
         .http2_keepalive_interval(Some(keepalive(&general.keepalive.server_interval, 7200)?))
-        .http2_keepalive_timeout(Some(keepalive(&general.keepalive.server_timeout, 20)?))
-        .initial_connection_window_size(Some(8 << 20))
-        .initial_stream_window_size(Some(4 << 20));
-    if general.tls.enabled {
-        builder = builder.tls_config(tls::grpc_server_tls(&general.tls)?).context("gRPC TLS")?;
-    }
+        .http2_keepalive_timeout(Some(keepalive(&general.keepalive.server_timeout, 20)?));
     let router = builder.add_service(service).add_service(cluster.service());
-    let mut rx = shutdown_rx.clone();
-    tasks.push(tokio::spawn(async move {
-        let signal = async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
-        if let Err(e) = router.serve_with_incoming_shutdown(incoming, signal).await {
-            tracing::error!(error = %e, "gRPC server failed");
-        }
-    }));
+    tasks.push(ferrofabric_comm::listener::spawn(router, incoming, shutdown_rx.clone()));
 
     // Admin (channel participation).
     let mut admin_addr = None;
@@ -217,7 +200,7 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
             config.channel_participation.enabled,
             config.max_request_body_size()?,
         );
-        tasks.push(tokio::spawn(operations::serve_http(listener, app, tls_config, shutdown_rx.clone())));
+        tasks.push(tokio::spawn(serve_http(listener, app, tls_config, shutdown_rx.clone())));
     }
 
     // Operations.
@@ -230,7 +213,7 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
             .with_context(|| format!("binding the operations listener {}", config.operations.listen_address))?;
         operations_addr = Some(listener.local_addr()?);
         let app = operations::router(registrar.clone());
-        tasks.push(tokio::spawn(operations::serve_http(listener, app, tls_config, shutdown_rx.clone())));
+        tasks.push(tokio::spawn(serve_http(listener, app, tls_config, shutdown_rx.clone())));
     }
 
     tracing::info!(%grpc_addr, ?admin_addr, ?operations_addr, channels = ?registrar.channel_ids(), "orderer started");

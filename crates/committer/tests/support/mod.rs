@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
-use ferrofabric_committer::client::{self, seek_envelope, DeliverApi, DeliverItem, FollowConfig};
 use ferrofabric_committer::config::CommitterConfig;
+use ferrofabric_deliver::follower::{self as client, seek_envelope, DeliverApi, DeliverItem, FollowConfig};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::config::OrdererConfig;
 use ferrofabric_orderer::node::{start, Plugins, RunningOrderer};

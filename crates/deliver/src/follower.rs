@@ -1,79 +1,93 @@
-//! A Deliver client that follows a channel from a list of servers, the way Fabric's peer pulls blocks from the
-//! orderers (`common/deliverclient/blocksprovider/deliverer.go`): ask for blocks from our own height to the end of
-//! time with a signed `SeekInfo` (`BLOCK_UNTIL_READY`), hand every block on, and on any error — a failed connection,
-//! a broken stream, a status, a block out of order, or a block the consumer refused — pause (100 ms, doubling up to a
+//! The block-pulling client (Fabric's `core/deliverservice/blocksprovider`): it follows a channel from a list of
+//! servers the way Fabric's peer pulls blocks from the orderers — ask for blocks from our own height to the end of
+//! time with a signed `SeekInfo` (`BLOCK_UNTIL_READY`), hand every block on, and on any error (a failed connection,
+//! a broken stream, a status, a block out of order, or a block the consumer refused) pause (100 ms, doubling up to a
 //! threshold, reset by the next block received) and resume from the consumer's height at the next server.
 //!
-//! The same client follows an orderer (`orderer.AtomicBroadcast/Deliver`) or a committer
-//! (`protos.Deliver/Deliver`): both answer with `DeliverResponse{status = 1 | block = 2}`. Blocks are handed on as the
-//! bytes received, never re-encoded.
+//! The same client follows an orderer (`orderer.AtomicBroadcast/Deliver`: the committer) or a peer
+//! (`protos.Deliver/Deliver`: the block store and endorser replicas following a committer): both answer with
+//! `DeliverResponse{status = 1 | block = 2}`. Blocks are handed on as the bytes received, never re-encoded.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
-use bytes::{Buf, Bytes};
+use anyhow::anyhow;
+use bytes::Bytes;
+use ferrofabric_comm::client::{connect_with, ConnectOptions};
+pub use ferrofabric_comm::client::{open_deliver, ClientTls, DeliverApi, DeliverItem};
+use ferrofabric_comm::parse::parse_duration;
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_protos::common::{BlockHeader, ChannelHeader, Envelope, Header, HeaderType, Payload, SignatureHeader};
+use ferrofabric_protos::common::BlockHeader;
 use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPosition, SeekSpecified};
 use prost::Message;
+use serde::Deserialize;
 use tokio::sync::mpsc;
-use tonic::codec::{DecodeBuf, Decoder};
-use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::Channel;
 
-use crate::grpc::{PairCodec, RawEncoder};
-
-/// Which Deliver service to call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeliverApi {
-    /// An orderer's `/orderer.AtomicBroadcast/Deliver`.
-    Orderer,
-    /// A peer's (our committer's) `/protos.Deliver/Deliver`.
-    Peer,
+/// How a follower talks to its servers, in configuration files (Fabric's `peer.deliveryclient` and
+/// `peer.keepalive.deliveryClient`).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct DeliveryConfig {
+    /// Timeout of one connection attempt (`connTimeout`, Go duration).
+    pub connect_timeout: String,
+    /// Largest pause between reconnection attempts (`reConnectBackoffThreshold`); pauses start at 100 ms and
+    /// double.
+    pub reconnect_backoff_threshold: String,
+    /// HTTP/2 keepalive ping interval (`peer.keepalive.deliveryClient.interval`); a dead server is detected within
+    /// interval + timeout.
+    pub keepalive_interval: String,
+    /// How long a keepalive ping may go unanswered (`peer.keepalive.deliveryClient.timeout`).
+    pub keepalive_timeout: String,
 }
 
-impl DeliverApi {
-    fn path(self) -> &'static str {
-        match self {
-            DeliverApi::Orderer => "/orderer.AtomicBroadcast/Deliver",
-            DeliverApi::Peer => "/protos.Deliver/Deliver",
+impl Default for DeliveryConfig {
+    fn default() -> Self {
+        DeliveryConfig {
+            connect_timeout: "3s".into(),
+            reconnect_backoff_threshold: "10s".into(),
+            keepalive_interval: "10s".into(),
+            keepalive_timeout: "5s".into(),
         }
     }
 }
 
-/// TLS material of a client connection, as PEM bytes.
-#[derive(Debug, Clone)]
-pub struct ClientTls {
-    /// CA certificates that sign the servers' certificates.
-    pub ca_pem: Vec<u8>,
-    /// Name to check the server certificate against; `None` = the host of the address.
-    pub server_name: Option<String>,
-    /// Client certificate and key for mutual TLS.
-    pub identity: Option<(Vec<u8>, Vec<u8>)>,
-}
-
-impl ClientTls {
-    /// Loads the files named by a [`crate::config::ClientTlsConfig`]; `None` when TLS is disabled.
+impl DeliveryConfig {
+    /// Checks that the four durations parse.
     ///
-    /// Errors: unreadable files, a certificate without its key.
-    pub fn from_config(c: &crate::config::ClientTlsConfig) -> anyhow::Result<Option<ClientTls>> {
-        if !c.enabled {
-            return Ok(None);
+    /// Errors: a malformed duration.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        for d in [
+            &self.connect_timeout,
+            &self.reconnect_backoff_threshold,
+            &self.keepalive_interval,
+            &self.keepalive_timeout,
+        ] {
+            parse_duration(d)?;
         }
-        let mut ca_pem = Vec::new();
-        for p in &c.root_cas {
-            ca_pem.extend(std::fs::read(p).with_context(|| format!("reading TLS root CA {}", p.display()))?);
-            ca_pem.push(b'\n');
-        }
-        let identity = match (&c.client_certificate, &c.client_key) {
-            (Some(cert), Some(key)) => Some((
-                std::fs::read(cert).with_context(|| format!("reading {}", cert.display()))?,
-                std::fs::read(key).with_context(|| format!("reading {}", key.display()))?,
-            )),
-            (None, None) => None,
-            _ => anyhow::bail!("a TLS client certificate needs its key and vice versa"),
-        };
-        Ok(Some(ClientTls { ca_pem, server_name: c.server_name_override.clone().filter(|s| !s.is_empty()), identity }))
+        Ok(())
+    }
+
+    /// The [`FollowConfig`] following `channel_id` from `endpoints` through `api` with these settings.
+    ///
+    /// Errors: a malformed duration.
+    pub fn follow_config(
+        &self,
+        endpoints: Vec<String>,
+        api: DeliverApi,
+        channel_id: String,
+        tls: Option<ClientTls>,
+    ) -> anyhow::Result<FollowConfig> {
+        Ok(FollowConfig {
+            endpoints,
+            api,
+            channel_id,
+            tls,
+            connect_timeout: parse_duration(&self.connect_timeout)?,
+            max_backoff: parse_duration(&self.reconnect_backoff_threshold)?,
+            keepalive_interval: parse_duration(&self.keepalive_interval)?,
+            keepalive_timeout: parse_duration(&self.keepalive_timeout)?,
+        })
     }
 }
 
@@ -254,85 +268,12 @@ fn backoff(failures: u32, max: Duration) -> Duration {
 ///
 /// Errors: bad address, TLS setup, connection failure or timeout.
 pub async fn connect(addr: &str, config: &FollowConfig) -> anyhow::Result<Channel> {
-    let scheme = if config.tls.is_some() { "https" } else { "http" };
-    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
-        .with_context(|| format!("bad address {addr:?}"))?
-        .connect_timeout(config.connect_timeout)
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(config.keepalive_interval)
-        .keep_alive_timeout(config.keepalive_timeout)
-        .keep_alive_while_idle(true)
-        .initial_connection_window_size(Some(8 << 20))
-        .initial_stream_window_size(Some(4 << 20));
-    if let Some(t) = &config.tls {
-        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&t.ca_pem));
-        if let Some(name) = &t.server_name {
-            tls = tls.domain_name(name.clone());
-        }
-        if let Some((cert, key)) = &t.identity {
-            tls = tls.identity(Identity::from_pem(cert, key));
-        }
-        endpoint = endpoint.tls_config(tls).context("TLS configuration")?;
-    }
-    endpoint.connect().await.with_context(|| format!("connecting to {addr}"))
-}
-
-/// One message of a Deliver response stream with the block left as bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DeliverItem {
-    /// A marshaled `common.Block`.
-    Block(Bytes),
-    /// A `common.Status` value.
-    Status(i32),
-}
-
-/// Decodes `DeliverResponse` (orderer's or peer's) without decoding the block: field 1 is the status, field 2 the
-/// block; other fields (filtered blocks) are refused, as this client never asks for them.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DeliverItemDecoder;
-
-impl Decoder for DeliverItemDecoder {
-    type Item = DeliverItem;
-    type Error = tonic::Status;
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<DeliverItem>, tonic::Status> {
-        let bad = |m: String| tonic::Status::internal(format!("malformed DeliverResponse: {m}"));
-        let mut item = None;
-        while src.has_remaining() {
-            let key = prost::encoding::decode_varint(src).map_err(|e| bad(e.to_string()))?;
-            match key {
-                0x08 => {
-                    let v = prost::encoding::decode_varint(src).map_err(|e| bad(e.to_string()))?;
-                    item = Some(DeliverItem::Status(v as i32));
-                }
-                0x12 => {
-                    let len = prost::encoding::decode_varint(src).map_err(|e| bad(e.to_string()))?;
-                    let len = usize::try_from(len).map_err(|_| bad("block length overflows".into()))?;
-                    if len > src.remaining() {
-                        return Err(bad("block runs past the message".into()));
-                    }
-                    item = Some(DeliverItem::Block(src.copy_to_bytes(len)));
-                }
-                k => return Err(bad(format!("unexpected field key {k}"))),
-            }
-        }
-        item.map(Some).ok_or_else(|| bad("empty message".into()))
-    }
-}
-
-/// Starts a Deliver call sending the one signed `request` envelope; yields blocks as bytes and statuses.
-///
-/// Errors: the call could not be started (gRPC status).
-pub async fn open_deliver(
-    channel: Channel,
-    api: DeliverApi,
-    request: Bytes,
-) -> Result<tonic::Streaming<DeliverItem>, tonic::Status> {
-    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(256 << 20);
-    grpc.ready().await.map_err(|e| tonic::Status::unavailable(e.to_string()))?;
-    let path = http::uri::PathAndQuery::from_static(api.path());
-    let codec = PairCodec::<RawEncoder, DeliverItemDecoder>::default();
-    let requests = futures::stream::iter([request]);
-    Ok(grpc.streaming(tonic::Request::new(requests), path, codec).await?.into_inner())
+    let options = ConnectOptions {
+        tls: config.tls.clone(),
+        connect_timeout: Some(config.connect_timeout),
+        keepalive: Some((config.keepalive_interval, config.keepalive_timeout)),
+    };
+    connect_with(addr, &options).await
 }
 
 /// `SeekInfo` from block `start` to the end of time, waiting for blocks not yet there (what Fabric's peer asks
@@ -347,30 +288,10 @@ pub fn seek_from(start: u64) -> SeekInfo {
     }
 }
 
-/// A signed `DELIVER_SEEK_INFO` envelope for `channel_id` carrying `seek`: channel header with the current time,
-/// signature header `{creator, 24-byte random nonce}`, signature over the payload (Fabric
-/// `protoutil.CreateSignedEnvelope`).
+/// A signed `DELIVER_SEEK_INFO` envelope for `channel_id` carrying `seek`, signed by `signer`
+/// ([`ferrofabric_comm::client::seek_envelope`]).
 pub fn seek_envelope(channel_id: &str, signer: &SigningIdentity, seek: &SeekInfo) -> Bytes {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let channel_header = ChannelHeader {
-        r#type: HeaderType::DeliverSeekInfo as i32,
-        timestamp: Some(prost_types::Timestamp { seconds: now.as_secs() as i64, nanos: now.subsec_nanos() as i32 }),
-        channel_id: channel_id.to_owned(),
-        ..ChannelHeader::default()
-    };
-    let nonce: [u8; 24] = rand::random();
-    let signature_header =
-        SignatureHeader { creator: signer.serialized().clone(), nonce: Bytes::copy_from_slice(&nonce) };
-    let payload = Payload {
-        header: Some(Header {
-            channel_header: Bytes::from(channel_header.encode_to_vec()),
-            signature_header: Bytes::from(signature_header.encode_to_vec()),
-        }),
-        data: Bytes::from(seek.encode_to_vec()),
-    };
-    let payload = Bytes::from(payload.encode_to_vec());
-    let signature = Bytes::from(signer.sign(&payload));
-    Bytes::from(Envelope { payload, signature }.encode_to_vec())
+    ferrofabric_comm::client::seek_envelope(channel_id, signer.serialized(), |p| signer.sign(p), seek)
 }
 
 /// Only the header of a `common.Block`: prost skips the data and metadata fields without copying them.

@@ -1,0 +1,67 @@
+//! gRPC listeners (Fabric's `comm.GRPCServer`): bound before anything runs, so that a bad address fails the start
+//! of a daemon, served by tonic with the daemons' flow-control windows and TLS, and stopped by a [`Shutdown`].
+
+use std::net::SocketAddr;
+
+use anyhow::{anyhow, Context};
+use tokio::task::JoinHandle;
+use tonic::transport::server::{Router, TcpIncoming};
+use tonic::transport::Server;
+
+use crate::parse::parse_addr;
+use crate::shutdown::Shutdown;
+use crate::tls::{grpc_server_tls, TlsConfig};
+
+/// HTTP/2 connection window of the daemons' servers and clients: 8 MiB, so that a stream of large blocks is not
+/// throttled by round trips.
+pub const CONNECTION_WINDOW: u32 = 8 << 20;
+
+/// HTTP/2 stream window: 4 MiB.
+pub const STREAM_WINDOW: u32 = 4 << 20;
+
+/// A tonic server builder with the daemons' flow-control windows and, when `tls.enabled`, TLS.
+///
+/// Errors: unreadable TLS files, client authentication required without client root CAs.
+pub fn server_builder(tls: &TlsConfig) -> anyhow::Result<Server> {
+    let mut builder = Server::builder()
+        .initial_connection_window_size(Some(CONNECTION_WINDOW))
+        .initial_stream_window_size(Some(STREAM_WINDOW));
+    if tls.enabled {
+        builder = builder.tls_config(grpc_server_tls(tls)?).context("gRPC TLS")?;
+    }
+    Ok(builder)
+}
+
+/// Binds `addr` for a gRPC server (TCP_NODELAY on); returns the listener and the bound address (port 0 picks one).
+///
+/// Errors: the address cannot be bound.
+pub fn bind(addr: SocketAddr) -> anyhow::Result<(TcpIncoming, SocketAddr)> {
+    let incoming = TcpIncoming::bind(addr).map_err(|e| anyhow!("binding {addr}: {e}"))?.with_nodelay(Some(true));
+    let bound = incoming.local_addr()?;
+    Ok((incoming, bound))
+}
+
+/// Serves `router` on `incoming` in a task until `shutdown` fires (tonic's graceful shutdown).
+pub fn spawn(router: Router, incoming: TcpIncoming, shutdown: Shutdown) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        if let Err(e) = router.serve_with_incoming_shutdown(incoming, shutdown.signalled()).await {
+            tracing::error!(error = %e, "gRPC server failed");
+        }
+    })
+}
+
+/// Binds `listen` (see [`parse_addr`]) and serves the router made by `add` on it until `shutdown` fires; returns
+/// the bound address and the server task.
+///
+/// Errors: bad address, unreadable TLS files, binding failure.
+pub fn grpc_listener(
+    listen: &str,
+    tls: &TlsConfig,
+    shutdown: Shutdown,
+    add: impl FnOnce(&mut Server) -> Router,
+) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+    let (incoming, bound) = bind(parse_addr(listen)?)?;
+    let mut builder = server_builder(tls)?;
+    let router = add(&mut builder);
+    Ok((bound, spawn(router, incoming, shutdown)))
+}

@@ -267,7 +267,7 @@ pub fn parse(text: &str) -> Result<RegMap, RegMapError> {
                 };
                 let doc = t.string("doc")?;
                 t.done()?;
-                if addr % 4 != 0 {
+                if !addr.is_multiple_of(4) {
                     return err(line, format!("{name}: address {addr:#x} is not a multiple of 4"));
                 }
                 spans.push((u32::from(addr), 4, name.clone(), line));
@@ -293,7 +293,11 @@ pub fn parse(text: &str) -> Result<RegMap, RegMapError> {
                 let per_word = t.int("per_word", 32)? as u32;
                 let doc = t.string("doc")?;
                 t.done()?;
-                if base % 4 != 0 || size % 4 != 0 || size == 0 || u32::from(base) + size > ADDR_SPACE {
+                if !base.is_multiple_of(4)
+                    || !size.is_multiple_of(4)
+                    || size == 0
+                    || u32::from(base) + size > ADDR_SPACE
+                {
                     return err(
                         line,
                         format!("{name}: base {base:#x} size {size:#x} is not a word range below 0x10000"),

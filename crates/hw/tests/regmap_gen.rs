@@ -51,7 +51,7 @@ fn the_rtl_and_the_tests_use_the_generated_names() {
     // The register map and the codes appear as numbers nowhere else: reg_map.sv decodes the generated
     // addresses, and the testbenches import bmac_regs.
     let rtl = std::fs::read_to_string(root().join("hw/rtl/reg_map.sv")).unwrap();
-    assert!(rtl.contains("import bmac_regs_pkg::*"));
+    assert!(rtl.contains("bmac_regs_pkg::*;"), "reg_map.sv does not import bmac_regs_pkg");
     for r in &source().registers {
         assert!(rtl.contains(&format!("REG_{}", r.name)), "reg_map.sv does not use REG_{}", r.name);
     }

@@ -1,20 +1,12 @@
 // Shared types of the BMac pipeline (hw/DESIGN.md section 3): the records the
 // protocol processor's DataWriter puts into block_fifo, tx_fifo, ends_fifo,
-// rdset_fifo and wrset_fifo, and the Fabric TxValidationCode values the block
-// processor produces itself.
+// rdset_fifo and wrset_fifo. The Fabric TxValidationCode values the block
+// processor produces are in bmac_regs_pkg (generated from hw/gen/regmap.toml).
 /* verilator lint_off UNUSEDPARAM */
 package bmac_pkg;
 
   localparam int MAX_ENDS = 4;             // endorsements per transaction
   localparam int SLOTS    = 1 + MAX_ENDS;  // signature slots: creator + endorsements
-
-  // Fabric TxValidationCode values (peer/transaction.proto).
-  localparam logic [7:0] C_VALID                 = 8'd0;
-  localparam logic [7:0] C_BAD_CREATOR_SIGNATURE = 8'd4;
-  localparam logic [7:0] C_DUPLICATE_TXID        = 8'd9;
-  localparam logic [7:0] C_ENDORSEMENT_POLICY    = 8'd10;
-  localparam logic [7:0] C_MVCC_READ_CONFLICT    = 8'd11;
-  localparam logic [7:0] C_PHANTOM_READ_CONFLICT = 8'd12;
 
   // Range-query probe requirements (PROBE annotation flags).
   localparam logic [1:0] PROBE_UNTOUCHED = 2'd1;

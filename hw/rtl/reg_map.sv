@@ -1,4 +1,6 @@
-// AXI-Lite register map of the block processor (hw/DESIGN.md section 4).
+// AXI-Lite register map of the block processor (hw/DESIGN.md section 4). The
+// addresses, bit fields and codes come from bmac_regs_pkg, generated from
+// hw/gen/regmap.toml.
 //
 // Results arrive one transaction at a time (res_fifo) and are collected per
 // block into one of two banks. A finished block stays on display until the
@@ -7,7 +9,7 @@
 // `blk_start` pulses when the protocol processor has parsed a block's HEADER
 // section; the block's latency is measured from there to its last result.
 module reg_map
-  import bmac_pkg::*;
+  import bmac_pkg::*, bmac_regs_pkg::*;
 #(
     parameter int N      = 4,
     parameter int M      = 2,
@@ -46,8 +48,12 @@ module reg_map
     output logic        irq             // a result is on display
 );
   localparam int TW = $clog2(MAX_TX);
-  localparam int CW = MAX_TX / 4;    // code words per bank
-  localparam int VW = MAX_TX / 32;   // valid-bitmap words per bank
+  localparam int CW = MAX_TX / REG_CODES_PER_WORD;   // code words per bank
+  localparam int VW = MAX_TX / REG_VALID_PER_WORD;   // valid-bitmap words per bank
+  // The bank indexing below assumes 4 codes and 32 bitmap bits per word.
+  if (REG_CODES_PER_WORD != 4 || REG_VALID_PER_WORD != 32) begin : g_window_layout
+    $error("reg_map: hw/gen/regmap.toml changed the result-window layout");
+  end
 
   // ----------------------------------------------------------------- banks
   logic [31:0]   codes [2 * CW];
@@ -91,7 +97,8 @@ module reg_map
   assign s_axil_bresp   = 2'b00;
   assign s_axil_rresp   = 2'b00;
   assign wr_fire        = s_axil_awready;
-  assign release_req    = wr_fire && s_axil_awaddr == 16'h000C && s_axil_wstrb[0] && s_axil_wdata[0];
+  assign release_req    = wr_fire && s_axil_awaddr == REG_CONTROL && s_axil_wstrb[0]
+                          && s_axil_wdata[CONTROL_RELEASE_LSB];
 
   always_ff @(posedge clk or negedge rst_n) begin
     if (!rst_n) begin
@@ -139,9 +146,9 @@ module reg_map
         b_blk[wb]   <= res.blk;
         b_ok[wb]    <= res.block_valid;
         b_count[wb] <= (fresh ? '0 : b_count[wb]) + 1'b1;
-        if (res.code == C_VALID) b_valid[wb] <= (fresh ? '0 : b_valid[wb]) + 1'b1;
+        if (res.code == CODE_VALID) b_valid[wb] <= (fresh ? '0 : b_valid[wb]) + 1'b1;
         s_txs <= s_txs + 32'd1;
-        if (res.code == C_VALID) s_valid <= s_valid + 32'd1;
+        if (res.code == CODE_VALID) s_valid <= s_valid + 32'd1;
         if (res.last) begin
           full[wb]    <= 1'b1;
           b_lat[wb]   <= st_valid ? cycles[31:0] - st_time : 32'd0;
@@ -168,8 +175,23 @@ module reg_map
       vbits[{wb, clr_idx[$clog2(VW)-1:0]}] <= '0;
     if (res_valid && res_ready) begin
       codes[{wb, idx[TW-1:2]}][8*idx[1:0] +: 8] <= res.code;
-      if (res.code == C_VALID) vbits[{wb, idx[TW-1:5]}][idx[4:0]] <= 1'b1;
+      if (res.code == CODE_VALID) vbits[{wb, idx[TW-1:5]}][idx[4:0]] <= 1'b1;
     end
+  end
+
+  // CONFIG and STATUS, assembled from their fields.
+  logic [31:0] config_word, status_word;
+  always_comb begin
+    config_word = '0;
+    config_word[CONFIG_N_LSB +: CONFIG_N_WIDTH]             = CONFIG_N_WIDTH'(N);
+    config_word[CONFIG_M_LSB +: CONFIG_M_WIDTH]             = CONFIG_M_WIDTH'(M);
+    config_word[CONFIG_ORGS_LSB +: CONFIG_ORGS_WIDTH]       = CONFIG_ORGS_WIDTH'(ORGS);
+    config_word[CONFIG_TX_BITS_LSB +: CONFIG_TX_BITS_WIDTH] = CONFIG_TX_BITS_WIDTH'(TW);
+    status_word = '0;
+    status_word[STATUS_READY_LSB]       = full[rb];
+    status_word[STATUS_BLOCK_VALID_LSB] = b_ok[rb] & full[rb];
+    status_word[STATUS_KV_OVERFLOW_LSB] = sticky_kv;
+    status_word[STATUS_PROTO_ERROR_LSB] = sticky_proto;
   end
 
   // Reads: address taken, data the next cycle.
@@ -192,28 +214,28 @@ module reg_map
         rd_pending    <= 1'b0;
         s_axil_rvalid <= 1'b1;
         s_axil_rdata  <= 32'h0;
-        if (rd_addr >= 16'h1000 && rd_addr < 16'h1000 + 16'(4 * CW))
+        if (rd_addr >= REG_CODES && rd_addr < REG_CODES + 16'(4 * CW))
           s_axil_rdata <= codes[{rb, rd_addr[$clog2(CW)+1:2]}];
-        else if (rd_addr >= 16'h0400 && rd_addr < 16'h0400 + 16'(4 * VW))
+        else if (rd_addr >= REG_VALID && rd_addr < REG_VALID + 16'(4 * VW))
           s_axil_rdata <= vbits[{rb, rd_addr[$clog2(VW)+1:2]}];
         else begin
           unique case (rd_addr)
-            16'h0000: s_axil_rdata <= 32'h424D4143;
-            16'h0004: s_axil_rdata <= {8'(TW), 8'(ORGS), 8'(M), 8'(N)};
-            16'h0008: s_axil_rdata <= {28'd0, sticky_proto, sticky_kv, b_ok[rb] & full[rb], full[rb]};
-            16'h0010: s_axil_rdata <= b_blk[rb][31:0];
-            16'h0014: s_axil_rdata <= b_blk[rb][63:32];
-            16'h0018: s_axil_rdata <= 32'(b_count[rb]);
-            16'h001C: s_axil_rdata <= 32'(b_valid[rb]);
-            16'h0020: s_axil_rdata <= b_lat[rb];
-            16'h0040: s_axil_rdata <= s_blocks;
-            16'h0044: s_axil_rdata <= s_txs;
-            16'h0048: s_axil_rdata <= s_valid;
-            16'h004C: s_axil_rdata <= s_ecdsa;
-            16'h0050: s_axil_rdata <= s_skipped;
-            16'h0054: s_axil_rdata <= cycles[31:0];
-            16'h0058: s_axil_rdata <= cycles[63:32];
-            16'h005C: s_axil_rdata <= s_mvcc;
+            REG_MAGIC:          s_axil_rdata <= MAGIC_VALUE;
+            REG_CONFIG:         s_axil_rdata <= config_word;
+            REG_STATUS:         s_axil_rdata <= status_word;
+            REG_BLOCK_LO:       s_axil_rdata <= b_blk[rb][31:0];
+            REG_BLOCK_HI:       s_axil_rdata <= b_blk[rb][63:32];
+            REG_TX_COUNT:       s_axil_rdata <= 32'(b_count[rb]);
+            REG_VALID_COUNT:    s_axil_rdata <= 32'(b_valid[rb]);
+            REG_LATENCY:        s_axil_rdata <= b_lat[rb];
+            REG_STAT_BLOCKS:    s_axil_rdata <= s_blocks;
+            REG_STAT_TXS:       s_axil_rdata <= s_txs;
+            REG_STAT_VALID:     s_axil_rdata <= s_valid;
+            REG_STAT_ECDSA:     s_axil_rdata <= s_ecdsa;
+            REG_STAT_ENDS_SKIPPED: s_axil_rdata <= s_skipped;
+            REG_STAT_CYCLES_LO: s_axil_rdata <= cycles[31:0];
+            REG_STAT_CYCLES_HI: s_axil_rdata <= cycles[63:32];
+            REG_STAT_MVCC_FAIL: s_axil_rdata <= s_mvcc;
             default:  s_axil_rdata <= 32'h0;
           endcase
         end

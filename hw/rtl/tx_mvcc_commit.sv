@@ -25,7 +25,7 @@
 // State-sync entries (sync = 1) are applied between blocks. Each batch takes
 // at most MAX_WR entries and goes through the lock table like a transaction.
 module tx_mvcc_commit
-  import bmac_pkg::*;
+  import bmac_pkg::*, bmac_regs_pkg::*;
 #(
     parameter int KV_ENTRIES = 8192,
     parameter int KV_PROBES  = 32,
@@ -138,13 +138,13 @@ module tx_mvcc_commit
   logic sync_pending;
   assign sync_pending = (wr_valid && wr.sync) || (w_st != W_IDLE && w_sync);
   assign in_ready = c_st == C_IDLE && bv_valid && !sync_pending;
-  assign rd_ready = (c_st == C_RD && c_cnt != 0 && c_code != C_VALID) || (c_st == C_RDW && a_done);
-  assign a_req    = c_st == C_RD && c_cnt != 0 && c_code == C_VALID && rd_valid && !rd_locked && !a_busy;
+  assign rd_ready = (c_st == C_RD && c_cnt != 0 && c_code != CODE_VALID) || (c_st == C_RDW && a_done);
+  assign a_req    = c_st == C_RD && c_cnt != 0 && c_code == CODE_VALID && rd_valid && !rd_locked && !a_busy;
   assign h_valid  = c_st == C_HAND;
   assign bv_ready = c_st == C_HAND && h_accept && c_meta.last;
 
   logic [7:0] final_code;
-  assign final_code = (c_code == C_VALID && fail_seq != 8'hff) ? fail_code : c_code;
+  assign final_code = (c_code == CODE_VALID && fail_seq != 8'hff) ? fail_code : c_code;
 
   always_ff @(posedge clk or negedge rst_n) begin
     if (!rst_n) begin
@@ -168,31 +168,31 @@ module tx_mvcc_commit
         end
         C_DUP: begin
           // Fabric marks in-block duplicates among transactions still valid after VSCC, before MVCC.
-          if (c_code == C_VALID && c_meta.dup_tag != 0) begin
-            if (dup_seen[c_meta.dup_tag[DUP_W-1:0]]) c_code <= C_DUPLICATE_TXID;
+          if (c_code == CODE_VALID && c_meta.dup_tag != 0) begin
+            if (dup_seen[c_meta.dup_tag[DUP_W-1:0]]) c_code <= CODE_DUPLICATE_TXID;
             else dup_seen[c_meta.dup_tag[DUP_W-1:0]] <= 1'b1;
           end
           c_cnt     <= c_meta.n_rd;
           fail_seq  <= c_meta.phantom_seq;
-          fail_code <= C_PHANTOM_READ_CONFLICT;
+          fail_code <= CODE_PHANTOM_READ_CONFLICT;
           c_st      <= C_RD;
         end
         C_RD: begin
           if (c_cnt == 0) c_st <= C_HAND;
-          else if (c_code != C_VALID) begin
+          else if (c_code != CODE_VALID) begin
             if (rd_valid) c_cnt <= c_cnt - 1'b1;   // discarded
           end else if (a_req) c_st <= C_RDW;
         end
         C_RDW: if (a_done) begin
           if (rd_fail && rd.seq < fail_seq) begin
             fail_seq  <= rd.seq;
-            fail_code <= rd.kind ? C_PHANTOM_READ_CONFLICT : C_MVCC_READ_CONFLICT;
+            fail_code <= rd.kind ? CODE_PHANTOM_READ_CONFLICT : CODE_MVCC_READ_CONFLICT;
           end
           c_cnt <= c_cnt - 1'b1;
           c_st  <= C_RD;
         end
         C_HAND: if (h_accept) begin
-          if (c_code == C_VALID && fail_seq != 8'hff) mvcc_fail <= 1'b1;
+          if (c_code == CODE_VALID && fail_seq != 8'hff) mvcc_fail <= 1'b1;
           if (c_meta.last) dup_seen <= '0;
           c_st <= C_WAITLOCK;
         end
@@ -246,7 +246,7 @@ module tx_mvcc_commit
           w_i      <= '0;
           if (h_valid) begin
             w_sync  <= 1'b0;
-            w_apply <= final_code == C_VALID && c_block_ok;
+            w_apply <= final_code == CODE_VALID && c_block_ok;
             w_n     <= c_meta.n_wr;
             w_res   <= '{blk: c_meta.blk, tx_idx: c_meta.tx_idx, code: final_code, last: c_meta.last,
                          block_valid: c_block_ok};

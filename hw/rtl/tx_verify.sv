@@ -7,7 +7,7 @@
 // host's post_code. The result waits in a one-entry output register, so the
 // next transaction's signature can be checked while tx_vscc works on this one.
 module tx_verify
-  import bmac_pkg::*;
+  import bmac_pkg::*, bmac_regs_pkg::*;
 #(
     parameter int WORD = 64
 ) (
@@ -29,7 +29,7 @@ module tx_verify
   logic       eng_busy, eng_done, eng_valid;
 
   assign in_ready    = st == S_IDLE;
-  assign ecdsa_start = in_valid && in_ready && in_job.pre_code == C_VALID && in_job.has_key && in_job.der_ok;
+  assign ecdsa_start = in_valid && in_ready && in_job.pre_code == CODE_VALID && in_job.has_key && in_job.der_ok;
   assign out_valid   = st == S_OUT;
   assign out_job     = job;
   assign out_code    = code;
@@ -49,16 +49,16 @@ module tx_verify
       unique case (st)
         S_IDLE: if (in_valid) begin
           job <= in_job;
-          if (in_job.pre_code != C_VALID) begin
+          if (in_job.pre_code != CODE_VALID) begin
             code <= in_job.pre_code;
             st   <= S_OUT;
           end else if (!(in_job.has_key && in_job.der_ok)) begin
-            code <= C_BAD_CREATOR_SIGNATURE;
+            code <= CODE_BAD_CREATOR_SIGNATURE;
             st   <= S_OUT;
           end else st <= S_RUN;
         end
         S_RUN: if (eng_done) begin
-          code <= eng_valid ? job.post_code : C_BAD_CREATOR_SIGNATURE;
+          code <= eng_valid ? job.post_code : CODE_BAD_CREATOR_SIGNATURE;
           st   <= S_OUT;
         end
         S_OUT: if (out_ready) st <= S_IDLE;

@@ -6,7 +6,7 @@
 // VALID, or the transaction has no policy (policy_id 0), it passes through
 // unchanged. Otherwise it leaves VALID or ENDORSEMENT_POLICY_FAILURE.
 module tx_vscc
-  import bmac_pkg::*;
+  import bmac_pkg::*, bmac_regs_pkg::*;
 #(
     parameter int M    = 2,
     parameter int ORGS = 8,
@@ -68,7 +68,7 @@ module tx_vscc
   end
 
   logic needs_policy;
-  assign needs_policy = in_code == C_VALID && in_job.policy_id != 8'd0;
+  assign needs_policy = in_code == CODE_VALID && in_job.policy_id != 8'd0;
   assign in_ready     = st == S_IDLE && sch_idle;
   assign sch_start    = in_valid && in_ready && needs_policy;
   assign out_valid    = st == S_OUT;
@@ -91,7 +91,7 @@ module tx_vscc
           st        <= needs_policy ? S_RUN : S_OUT;
         end
         S_RUN: if (sch_finished) begin
-          code <= sch_pass ? C_VALID : C_ENDORSEMENT_POLICY;
+          code <= sch_pass ? CODE_VALID : CODE_ENDORSEMENT_POLICY_FAILURE;
           st   <= S_OUT;
         end
         S_OUT: if (out_ready) st <= S_IDLE;

@@ -93,12 +93,5 @@ RES_REC = Struct(
     "res_rec_t", [("blk", 64), ("tx_idx", 16), ("code", 8), ("last", 1), ("block_valid", 1)]
 )
 
-# Fabric TxValidationCode values.
-VALID = 0
-BAD_CREATOR_SIGNATURE = 4
-DUPLICATE_TXID = 9
-ENDORSEMENT_POLICY_FAILURE = 10
-MVCC_READ_CONFLICT = 11
-PHANTOM_READ_CONFLICT = 12
-
+# The Fabric TxValidationCode values are CODE_* in bmac_regs (generated from hw/gen/regmap.toml).
 PROBE_UNTOUCHED, PROBE_DELETED, PROBE_NOT_PUT = 1, 2, 3

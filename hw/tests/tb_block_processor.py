@@ -7,6 +7,7 @@ import cocotb
 from cocotb.triggers import ClockCycles, Edge, with_timeout
 
 import axis_util as ax
+from bmac_regs import CODE_BAD_CREATOR_SIGNATURE, CODE_ENDORSEMENT_POLICY_FAILURE, CODE_MVCC_READ_CONFLICT, CODE_VALID
 from bmac_types import BLOCK_REC, END_REC, RD_REC, RES_REC, TX_REC, WR_REC
 from sigs import Key
 
@@ -76,8 +77,11 @@ async def blocks_with_every_verdict(dut):
         ends += [END_REC.pack(**x) for x in e]
         rds += [RD_REC.pack(**x) for x in r]
         wrs += [WR_REC.pack(**x) for x in w]
-    expect = [(10, i, c, int(i == 9), 1) for i, c in enumerate([0, 4, 3, 10, 0, 0, 8, 10, 10, 11])]
-    expect += [(11, 0, 0, 0, 0), (11, 1, 0, 1, 0)]
+    # 3 and 8 are the host's codes (BAD_COMMON_HEADER, BAD_PROPOSAL_TXID), passed through.
+    codes = [CODE_VALID, CODE_BAD_CREATOR_SIGNATURE, 3, CODE_ENDORSEMENT_POLICY_FAILURE, CODE_VALID, CODE_VALID, 8,
+             CODE_ENDORSEMENT_POLICY_FAILURE, CODE_ENDORSEMENT_POLICY_FAILURE, CODE_MVCC_READ_CONFLICT]
+    expect = [(10, i, c, int(i == 9), 1) for i, c in enumerate(codes)]
+    expect += [(11, 0, CODE_VALID, 0, 0), (11, 1, CODE_VALID, 1, 0)]
 
     async def feed(valid, ready, data, values):
         for v in values:

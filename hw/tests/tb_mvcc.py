@@ -6,10 +6,11 @@ import cocotb
 from cocotb.triggers import ClockCycles, with_timeout
 
 import axis_util as ax
-from bmac_types import (
-    DUPLICATE_TXID, MVCC_READ_CONFLICT, PHANTOM_READ_CONFLICT, PROBE_DELETED, PROBE_NOT_PUT, PROBE_UNTOUCHED,
-    RD_REC, RES_REC, TX_META, VALID, WR_REC,
+from bmac_regs import (
+    CODE_DUPLICATE_TXID, CODE_ENDORSEMENT_POLICY_FAILURE, CODE_MVCC_READ_CONFLICT, CODE_PHANTOM_READ_CONFLICT,
+    CODE_VALID,
 )
+from bmac_types import PROBE_DELETED, PROBE_NOT_PUT, PROBE_UNTOUCHED, RD_REC, RES_REC, TX_META, WR_REC
 
 
 class Model:
@@ -22,15 +23,15 @@ class Model:
         self.kv[(ns, key)] = (blk, txn, delete)
 
     def tx(self, blk, idx, code, block_ok, reads, writes, dup_tag, phantom_seq, seen):
-        if code == VALID and dup_tag:
+        if code == CODE_VALID and dup_tag:
             if dup_tag in seen:
-                code = DUPLICATE_TXID
+                code = CODE_DUPLICATE_TXID
             else:
                 seen.add(dup_tag)
-        if code == VALID:
+        if code == CODE_VALID:
             fail = None
             if phantom_seq != 0xFF:
-                fail = (phantom_seq, PHANTOM_READ_CONFLICT)
+                fail = (phantom_seq, CODE_PHANTOM_READ_CONFLICT)
             for r in reads:
                 e = self.kv.get((r["ns"], r["key"]))
                 in_block = e is not None and e[0] == blk
@@ -41,7 +42,7 @@ class Model:
                         bad = not (r["has_ver"] and (r["ver_blk"], r["ver_tx"]) == (e[0], e[1]))
                     else:
                         bad = bool(r["has_ver"])
-                    c = MVCC_READ_CONFLICT
+                    c = CODE_MVCC_READ_CONFLICT
                 else:
                     deleted = in_block and e[2]
                     put = in_block and not e[2]
@@ -50,12 +51,12 @@ class Model:
                         PROBE_DELETED: not deleted,
                         PROBE_NOT_PUT: put,
                     }[r["req"]]
-                    c = PHANTOM_READ_CONFLICT
+                    c = CODE_PHANTOM_READ_CONFLICT
                 if bad and (fail is None or r["seq"] < fail[0]):
                     fail = (r["seq"], c)
             if fail:
                 code = fail[1]
-        if code == VALID and block_ok:
+        if code == CODE_VALID and block_ok:
             for w in writes:
                 self.kv[(w["ns"], w["key"])] = (blk, idx, w["del_"])
         return code
@@ -81,13 +82,13 @@ async def run_blocks(dut, blocks, syncs_before, seed, stall=0.0):
             last = i == len(txs) - 1
             metas.append(TX_META.pack(gseq=gseq, blk=blk, tx_idx=i, last=int(last), dup_tag=t.get("dup", 0),
                                       phantom_seq=t.get("phantom", 0xFF), n_rd=len(t["reads"]), n_wr=len(t["writes"])))
-            codes.append(t.get("code", VALID))
+            codes.append(t.get("code", CODE_VALID))
             gseq += 1
             for r in t["reads"]:
                 rds.append(RD_REC.pack(**r))
             for w in t["writes"]:
                 wrs.append(WR_REC.pack(sync=0, del_=w["del_"], ns=w["ns"], key=w["key"]))
-            code = model.tx(blk, i, t.get("code", VALID), ok, t["reads"], t["writes"], t.get("dup", 0),
+            code = model.tx(blk, i, t.get("code", CODE_VALID), ok, t["reads"], t["writes"], t.get("dup", 0),
                             t.get("phantom", 0xFF), seen)
             expect.append((blk, i, code, int(last), int(ok)))
 
@@ -136,7 +137,7 @@ async def scripted_conflicts_probes_duplicates(dut):
         dict(reads=[rd(1, B, 0, (3, 2))], writes=[wr(1, C)]),                                # VALID
         dict(reads=[rd(1, C, 2), rd(1, D, 0, kind=1, req=PROBE_NOT_PUT),
                     rd(1, A, 1, kind=1, req=PROBE_UNTOUCHED), rd(1, X, 3, (1, 1))], writes=[]),  # PHANTOM (A, seq 1)
-        dict(code=10, reads=[rd(1, A, 0, (9, 9))], writes=[wr(1, X)]),                       # EPF passes through
+        dict(code=CODE_ENDORSEMENT_POLICY_FAILURE, reads=[rd(1, A, 0, (9, 9))], writes=[wr(1, X)]),  # EPF passes
         dict(dup=1, reads=[], writes=[wr(2, A)]),                                            # VALID
         dict(dup=1, reads=[], writes=[wr(2, B)]),                                            # DUPLICATE
         dict(phantom=4, reads=[rd(1, X, 5, (1, 1))], writes=[]),                             # PHANTOM (seq 4 < 5)
@@ -153,9 +154,11 @@ async def scripted_conflicts_probes_duplicates(dut):
     ]
     got = await run_blocks(dut, [(5, True, block5), (6, False, block6), (7, True, block7)], syncs, 11)
     codes = [g[2] for g in got]
-    assert codes[:10] == [VALID, MVCC_READ_CONFLICT, VALID, PHANTOM_READ_CONFLICT, 10, VALID, DUPLICATE_TXID,
-                          PHANTOM_READ_CONFLICT, PHANTOM_READ_CONFLICT, MVCC_READ_CONFLICT], codes
-    assert codes[10:] == [VALID, VALID, VALID, VALID], codes
+    assert codes[:10] == [
+        CODE_VALID, CODE_MVCC_READ_CONFLICT, CODE_VALID, CODE_PHANTOM_READ_CONFLICT, CODE_ENDORSEMENT_POLICY_FAILURE,
+        CODE_VALID, CODE_DUPLICATE_TXID, CODE_PHANTOM_READ_CONFLICT, CODE_PHANTOM_READ_CONFLICT, CODE_MVCC_READ_CONFLICT,
+    ], codes
+    assert codes[10:] == [CODE_VALID, CODE_VALID, CODE_VALID, CODE_VALID], codes
 
 
 @cocotb.test()

@@ -63,7 +63,7 @@ def test_tx_mvcc_commit():
     """MVCC and commit against the KV store (small table, so that keys collide)."""
     _run(
         "tx_mvcc_commit",
-        ["bmac_pkg.sv", "kv_store.sv", "tx_mvcc_commit.sv"],
+        ["bmac_pkg.sv", "bmac_regs_pkg.sv", "kv_store.sv", "tx_mvcc_commit.sv"],
         "tb_mvcc",
         {"KV_ENTRIES": 64, "KV_PROBES": 16, "MAX_WR": 8},
         "small",
@@ -71,7 +71,7 @@ def test_tx_mvcc_commit():
 
 
 BP_SOURCES = ECDSA_SOURCES + [
-    "bmac_pkg.sv", "ends_policy_evaluator.sv", "ends_scheduler.sv", "tx_vscc.sv", "tx_verify.sv",
+    "bmac_pkg.sv", "bmac_regs_pkg.sv", "ends_policy_evaluator.sv", "ends_scheduler.sv", "tx_vscc.sv", "tx_verify.sv",
     "tx_validator.sv", "block_verify.sv", "sync_fifo.sv", "tx_scheduler.sv", "tx_collector.sv", "kv_store.sv",
     "tx_mvcc_commit.sv", "block_processor.sv",
 ]
@@ -83,7 +83,7 @@ def test_block_processor():
 
 
 PP_SOURCES = [
-    "bmac_pkg.sv", "sync_fifo.sv", "sha256_engine.sv", "axis_to_bytes.sv", "der_parser.sv", "version_parser.sv",
+    "bmac_pkg.sv", "bmac_regs_pkg.sv", "sync_fifo.sv", "sha256_engine.sv", "axis_to_bytes.sv", "der_parser.sv", "version_parser.sv",
     "protocol_processor.sv",
 ]
 
@@ -112,7 +112,7 @@ def test_version_parser():
 
 def test_reg_map():
     """AXI-Lite registers and the two result banks."""
-    _run("reg_map", ["bmac_pkg.sv", "sync_fifo.sv", "reg_map.sv"], "tb_reg_map", {}, "default")
+    _run("reg_map", ["bmac_pkg.sv", "bmac_regs_pkg.sv", "sync_fifo.sv", "reg_map.sv"], "tb_reg_map", {}, "default")
 
 
 def test_pp_lanes():

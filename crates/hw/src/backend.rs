@@ -12,6 +12,7 @@ use bytes::Bytes;
 use ferrofabric_validator::{TxValidationCode, Validator, ValidatorError, ValidatorOptions};
 
 use crate::policy::PolicyTable;
+use crate::regs;
 use crate::session::{HostSession, Route};
 use crate::sim::{Port, Sim, SimError};
 
@@ -211,27 +212,27 @@ impl Card {
     ///
     /// Errors: [`SimError::Timeout`] on an AXI-Lite hang.
     fn read_result(&mut self) -> Result<(), SimError> {
-        let status = self.sim.read_reg(0x008)?;
-        let lo = self.sim.read_reg(0x010)?;
-        let hi = self.sim.read_reg(0x014)?;
-        let n = self.sim.read_reg(0x018)? as usize;
-        let latency = self.sim.read_reg(0x020)?;
+        let status = self.sim.read_reg(regs::REG_STATUS)?;
+        let lo = self.sim.read_reg(regs::REG_BLOCK_LO)?;
+        let hi = self.sim.read_reg(regs::REG_BLOCK_HI)?;
+        let n = self.sim.read_reg(regs::REG_TX_COUNT)? as usize;
+        let latency = self.sim.read_reg(regs::REG_LATENCY)?;
         let mut codes = Vec::with_capacity(n);
-        for w in 0..n.div_ceil(4) {
-            let word = self.sim.read_reg(0x1000 + 4 * w as u16)?;
+        for w in 0..n.div_ceil(regs::REG_CODES_PER_WORD as usize) {
+            let word = self.sim.read_reg(regs::REG_CODES + 4 * w as u16)?;
             codes.extend_from_slice(&word.to_le_bytes());
         }
         codes.truncate(n);
-        self.sim.write_reg(0x00C, 1)?;
+        self.sim.write_reg(regs::REG_CONTROL, regs::CONTROL_RELEASE_MASK)?;
         self.results.push_back(CardResult {
             number: (u64::from(hi) << 32) | u64::from(lo),
-            block_valid: status & 2 != 0,
+            block_valid: status & regs::STATUS_BLOCK_VALID_MASK != 0,
             codes,
             latency,
             at_cycle: self.sim.cycles(),
         });
         // Overflow and protocol errors are sticky; report them with the result that follows them.
-        if status & 0xc != 0 {
+        if status & (regs::STATUS_KV_OVERFLOW_MASK | regs::STATUS_PROTO_ERROR_MASK) != 0 {
             return Err(SimError::Status(status));
         }
         Ok(())
@@ -260,12 +261,12 @@ impl Card {
     /// Errors: [`SimError::Timeout`] on an AXI-Lite hang.
     pub fn stats(&mut self) -> Result<CardStats, SimError> {
         Ok(CardStats {
-            blocks: self.sim.read_reg(0x040)?,
-            txs: self.sim.read_reg(0x044)?,
-            valid: self.sim.read_reg(0x048)?,
-            ecdsa: self.sim.read_reg(0x04C)?,
-            ends_skipped: self.sim.read_reg(0x050)?,
-            mvcc_fail: self.sim.read_reg(0x05C)?,
+            blocks: self.sim.read_reg(regs::REG_STAT_BLOCKS)?,
+            txs: self.sim.read_reg(regs::REG_STAT_TXS)?,
+            valid: self.sim.read_reg(regs::REG_STAT_VALID)?,
+            ecdsa: self.sim.read_reg(regs::REG_STAT_ECDSA)?,
+            ends_skipped: self.sim.read_reg(regs::REG_STAT_ENDS_SKIPPED)?,
+            mvcc_fail: self.sim.read_reg(regs::REG_STAT_MVCC_FAIL)?,
         })
     }
 }

@@ -3,10 +3,10 @@
 //! each transaction, in-block duplicate-txid tags, range queries turned into probes (§2.6), and whether the
 //! block can take the hardware path at all.
 //!
-//! The checks and their order follow Fabric 2.5 (`core/common/validation/msgvalidation.go`
-//! `ValidateTransaction`, `core/committer/txvalidator/v20/validator.go` and `plugindispatcher/dispatcher.go`),
-//! which is the order `ferrofabric-validator` uses, so that a transaction with several defects gets the same
-//! code.
+//! The checks are `ferrofabric-validator`'s own ([`ferrofabric_validator::txcheck`], [`lifecycle::definition`]),
+//! called in the order it calls them (Fabric 2.5's `core/common/validation/msgvalidation.go`
+//! `ValidateTransaction`, `core/committer/txvalidator/v20/validator.go` and `plugindispatcher/dispatcher.go`), so
+//! that a transaction with several defects gets the same code from the card as from the software.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -15,19 +15,16 @@ use ferrofabric_arena::{BlockArena, NsRwSet, TxArena};
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::HeaderType;
 use ferrofabric_protos::kvrwset::{range_query_info::ReadsInfo, Version};
-use ferrofabric_protos::lifecycle::{state_data, ChaincodeValidationInfo, StateData, StateMetadata};
-use ferrofabric_protos::peer::{ChaincodeEvent, TxValidationCode as Code};
+use ferrofabric_protos::peer::TxValidationCode as Code;
 use ferrofabric_state::{StateKey, StateView};
-use prost::Message;
-use sha2::{Digest, Sha256};
+use ferrofabric_validator::lifecycle::{self, Definition};
+use ferrofabric_validator::{txcheck, VALIDATION_PARAMETER};
 
 use crate::policy::{resolve_application_policy, PolicyTable};
 use crate::wire::{PROBE_DELETED, PROBE_NOT_PUT, PROBE_UNTOUCHED};
 
 /// The `_lifecycle` namespace (chaincode definitions): its transactions are host-path.
-pub const LIFECYCLE: &str = "_lifecycle";
-/// The metadata entry holding a key-level endorsement policy.
-const VALIDATION_PARAMETER: &str = "VALIDATION_PARAMETER";
+pub const LIFECYCLE: &str = lifecycle::LIFECYCLE;
 
 /// What the host knows when it plans a block: the channel configuration, the committed state and the txids of
 /// the ledger so far.
@@ -119,11 +116,13 @@ pub fn plan_block(ctx: &HostContext<'_>, arena: &BlockArena) -> BlockPlan {
 /// A transaction's plan, or `Err(reason)` when it makes the block host-path.
 fn plan_tx(ctx: &HostContext<'_>, tx: &TxArena) -> Result<TxPlan, String> {
     let mut p = TxPlan::default();
-    let (htype, pre) = pre_checks(ctx, tx);
-    if pre != Code::Valid {
-        p.pre_code = code(pre);
-        return Ok(p);
-    }
+    let htype = match pre_checks(ctx, tx) {
+        Ok(htype) => htype,
+        Err(pre) => {
+            p.pre_code = code(pre);
+            return Ok(p);
+        }
+    };
     let post = post_checks(ctx, tx, htype)?;
     if post != Code::Valid {
         p.post_code = code(post);
@@ -160,103 +159,54 @@ fn plan_tx(ctx: &HostContext<'_>, tx: &TxArena) -> Result<TxPlan, String> {
         }
     }
     let def = definition(ctx, &cc)?.ok_or("definition vanished")?;
-    let expr = resolve_application_policy(ctx.root, &def.1, ctx.mspids).map_err(|e| format!("chaincode {cc}: {e}"))?;
+    let expr =
+        resolve_application_policy(ctx.root, &def.policy, ctx.mspids).map_err(|e| format!("chaincode {cc}: {e}"))?;
     p.policy_id = ctx.policies.id_of(&expr).ok_or_else(|| format!("chaincode {cc}: policy {expr} not compiled"))?;
     Ok(p)
 }
 
-/// Fabric's `ValidateTransaction` up to (not including) the creator signature check.
-fn pre_checks(ctx: &HostContext<'_>, tx: &TxArena) -> (HeaderType, Code) {
-    let none = HeaderType::Message;
-    let Ok(env) = tx.envelope() else { return (none, Code::InvalidOtherReason) };
-    match tx.payload() {
-        Ok(_) => {}
-        Err(e) if e.layer == "Payload.header" => return (none, Code::BadCommonHeader),
-        Err(_) => return (none, Code::BadPayload),
+/// Fabric's `ValidateTransaction` up to (not including) the creator signature, which the card verifies: the header
+/// type, or the code of the first check that fails.
+fn pre_checks(ctx: &HostContext<'_>, tx: &TxArena) -> Result<HeaderType, Code> {
+    let (htype, code) = txcheck::check_common_header(tx);
+    if code != Code::Valid {
+        return Err(code);
     }
-    let (Ok(ch), Ok(sh)) = (tx.channel_header(), tx.signature_header()) else {
-        return (none, Code::BadCommonHeader);
-    };
-    let htype = match HeaderType::try_from(ch.r#type) {
-        Ok(t @ (HeaderType::EndorserTransaction | HeaderType::ConfigUpdate | HeaderType::Config)) => t,
-        _ => return (none, Code::BadCommonHeader),
-    };
-    if ch.epoch != 0 || sh.nonce.is_empty() || sh.creator.is_empty() {
-        return (htype, Code::BadCommonHeader);
+    match txcheck::check_creator(ctx.config, tx, false) {
+        Code::Valid => Ok(htype),
+        code => Err(code),
     }
-    if ch.channel_id != ctx.config.channel_id() || env.signature.is_empty() {
-        return (htype, Code::BadCreatorSignature);
-    }
-    let valid = ctx.config.msp_manager().deserialize_identity(&sh.creator).and_then(|id| id.validate());
-    if valid.is_err() {
-        return (htype, Code::BadCreatorSignature);
-    }
-    (htype, Code::Valid)
 }
 
 /// The checks after the creator signature, up to VSCC. `Err`: the block must be host-path (config transactions,
 /// or anything where software would stop the block).
 fn post_checks(ctx: &HostContext<'_>, tx: &TxArena, htype: HeaderType) -> Result<Code, String> {
+    let code = txcheck::check_payload(tx, htype);
+    if code != Code::Valid {
+        return Ok(code);
+    }
+    if htype == HeaderType::Config {
+        return Err("a CONFIG transaction (host handles config)".into());
+    }
     let ch = tx.channel_header().map_err(|e| e.to_string())?;
-    let sh = tx.signature_header().map_err(|e| e.to_string())?;
-    match htype {
-        HeaderType::EndorserTransaction => {}
-        HeaderType::Config => {
-            let data_empty = tx.payload().map(|p| p.data.is_empty()).unwrap_or(true);
-            if data_empty {
-                return Ok(Code::InvalidConfigTransaction);
-            }
-            return Err("a CONFIG transaction (host handles config)".into());
-        }
-        _ => return Ok(Code::UnsupportedTxPayload),
-    }
-    if ch.tx_id != compute_txid(&sh.nonce, &sh.creator) {
-        return Ok(Code::BadProposalTxid);
-    }
-    if validate_endorser_transaction(tx).is_err() {
-        return Ok(Code::InvalidEndorserTransaction);
-    }
     if ctx.txids.contains(&ch.tx_id) {
         return Ok(Code::DuplicateTxid);
     }
     // The plugin dispatcher's checks before VSCC.
-    let Ok(ext) = tx.header_extension() else { return Ok(Code::BadHeaderExtension) };
-    let Ok(cca) = tx.chaincode_action() else { return Ok(Code::BadResponsePayload) };
-    let Ok(rwset) = tx.rwset() else { return Ok(Code::BadRwset) };
-    let (Some(hdr_cc), Some(resp_cc)) = (&ext.chaincode_id, &cca.chaincode_id) else {
-        return Ok(Code::InvalidOtherReason);
+    let namespaces = match txcheck::check_structure(tx) {
+        Ok(ns) => ns,
+        Err(code) => return Ok(code),
     };
-    let cc = hdr_cc.name.as_str();
-    if cc.is_empty() || cc != resp_cc.name || resp_cc.version.is_empty() {
-        return Ok(Code::InvalidChaincode);
-    }
-    if !cca.events.is_empty() {
-        match ChaincodeEvent::decode(cca.events.clone()) {
-            Ok(ev) if ev.chaincode_id == cc => {}
-            _ => return Ok(Code::InvalidOtherReason),
-        }
-    }
-    let mut written = BTreeSet::new();
-    written.insert(cc);
-    let mut seen = HashSet::new();
-    for ns in rwset {
-        if !seen.insert(ns.namespace.as_str()) {
-            return Ok(Code::IllegalWriteset);
-        }
-        let writes_coll =
-            ns.collections.iter().any(|c| !c.hashed.hashed_writes.is_empty() || !c.hashed.metadata_writes.is_empty());
-        if !ns.kv.writes.is_empty() || !ns.kv.metadata_writes.is_empty() || writes_coll {
-            written.insert(ns.namespace.as_str());
-        }
-    }
-    if written.len() > 1 {
+    if namespaces.len() > 1 {
         // The software interleaves definition lookups with VSCC per namespace; the hardware runs one policy.
         return Err("a transaction writing several namespaces".into());
     }
+    // `check_structure` passed: the header names the chaincode, the only namespace listed.
+    let Some(cc) = namespaces.first() else { return Err("no namespace to validate".into()) };
     match definition(ctx, cc)? {
-        Some((plugin, policy)) if !plugin.is_empty() && !policy.is_empty() => {
-            if plugin != "vscc" {
-                return Err(format!("chaincode {cc}: validation plugin {plugin}"));
+        Some(def) if !def.plugin.is_empty() && !def.policy.is_empty() => {
+            if def.plugin != "vscc" {
+                return Err(format!("chaincode {cc}: validation plugin {}", def.plugin));
             }
         }
         _ => return Ok(Code::InvalidChaincode),
@@ -264,72 +214,14 @@ fn post_checks(ctx: &HostContext<'_>, tx: &TxArena, htype: HeaderType) -> Result
     Ok(Code::Valid)
 }
 
-/// Fabric's txid: hex(SHA-256(nonce ‖ creator)).
-pub fn compute_txid(nonce: &[u8], creator: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(nonce);
-    h.update(creator);
-    hex::encode(h.finalize())
-}
-
-/// Fabric's `validateEndorserTransaction`: one action, a usable action header, decodable payloads and the
-/// proposal hash the endorsers signed.
-fn validate_endorser_transaction(tx: &TxArena) -> Result<(), String> {
-    let t = tx.transaction().map_err(|e| e.to_string())?;
-    if t.actions.len() != 1 {
-        return Err("not exactly one action".into());
-    }
-    let act = tx.action().map_err(|e| e.to_string())?;
-    if act.signature_header.nonce.is_empty() || act.signature_header.creator.is_empty() {
-        return Err("invalid action signature header".into());
-    }
-    let prp = tx.response_payload().map_err(|e| e.to_string())?;
-    let (ch_bytes, _) = tx.header_bytes().map_err(|e| e.to_string())?;
-    let cpp = &act.payload.chaincode_proposal_payload;
-    if ch_bytes.is_empty() || act.signature_header_bytes.is_empty() || cpp.is_empty() {
-        return Err("nil arguments to the proposal hash".into());
-    }
-    let mut h = Sha256::new();
-    h.update(ch_bytes);
-    h.update(&act.signature_header_bytes);
-    h.update(cpp);
-    if h.finalize().as_slice() != prp.proposal_hash.as_ref() {
-        return Err("proposal hash does not match".into());
-    }
-    Ok(())
-}
-
-/// A chaincode's validation plugin and marshaled endorsement policy from the committed `_lifecycle` state.
-/// `Ok(None)`: not defined. `Err`: the block is host-path (software would stop on this state, or the namespace
-/// is `_lifecycle` itself).
-fn definition(ctx: &HostContext<'_>, name: &str) -> Result<Option<(String, Bytes)>, String> {
+/// A chaincode's definition from the committed `_lifecycle` state, read as the software reads it. `Ok(None)`: not
+/// defined. `Err`: the block is host-path (software would stop on this state, or the namespace is `_lifecycle`
+/// itself).
+fn definition(ctx: &HostContext<'_>, name: &str) -> Result<Option<Definition>, String> {
     if name == LIFECYCLE {
         return Err("a _lifecycle transaction (host handles lifecycle)".into());
     }
-    let key = |k: String| StateKey::public(LIFECYCLE, Bytes::from(k));
-    let Some(meta) = ctx.view.get(&key(format!("namespaces/metadata/{name}"))) else {
-        return Ok(None);
-    };
-    let meta = StateMetadata::decode(meta.value).map_err(|e| format!("metadata of {name}: {e}"))?;
-    if meta.datatype != "ChaincodeDefinition" {
-        return Err(format!("{name}: not a chaincode definition"));
-    }
-    let field = |f: &str| -> Result<Option<Bytes>, String> {
-        let Some(v) = ctx.view.get(&key(format!("namespaces/fields/{name}/{f}"))) else { return Ok(None) };
-        let data = StateData::decode(v.value).map_err(|e| format!("field {f} of {name}: {e}"))?;
-        match data.r#type {
-            Some(state_data::Type::Bytes(b)) => Ok(Some(b)),
-            None => Ok(Some(Bytes::new())),
-            Some(_) => Err(format!("field {f} of {name} is not bytes")),
-        }
-    };
-    let vinfo = field("ValidationInfo")?.unwrap_or_default();
-    let vinfo = ChaincodeValidationInfo::decode(vinfo).map_err(|e| format!("ValidationInfo of {name}: {e}"))?;
-    // Collections are decoded by the software too; a bad package stops the block there.
-    if let Some(c) = field("Collections")? {
-        ferrofabric_protos::peer::CollectionConfigPackage::decode(c).map_err(|e| format!("Collections: {e}"))?;
-    }
-    Ok(Some((vinfo.validation_plugin, vinfo.validation_parameter)))
+    lifecycle::definition(ctx.config, ctx.view, name).map_err(|e| format!("chaincode {name}: {e}"))
 }
 
 /// Block-level planning: duplicate-txid tags and range-query probes.

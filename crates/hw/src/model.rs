@@ -15,6 +15,12 @@ use sha2::{Digest, Sha256};
 
 use crate::decoder::{DecodeError, DecodedSection, Decoder};
 use crate::policy::PolicyTable;
+// The Fabric TxValidationCode values the hardware produces itself (hw/gen/regmap.toml).
+use crate::regs::{
+    CODE_BAD_CREATOR_SIGNATURE as BAD_CREATOR_SIGNATURE, CODE_DUPLICATE_TXID as DUPLICATE_TXID,
+    CODE_ENDORSEMENT_POLICY_FAILURE as ENDORSEMENT_POLICY_FAILURE, CODE_MVCC_READ_CONFLICT as MVCC_READ_CONFLICT,
+    CODE_PHANTOM_READ_CONFLICT as PHANTOM_READ_CONFLICT, CODE_VALID as VALID,
+};
 use crate::wire::{Section, SectionType, PROBE_DELETED, PROBE_NOT_PUT, PROBE_UNTOUCHED};
 
 /// P-256 group order n, big-endian.
@@ -27,14 +33,6 @@ const HALF_N: [u8; 32] = [
     0x7f, 0xff, 0xff, 0xff, 0x80, 0x00, 0x00, 0x00, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xde, 0x73, 0x7d,
     0x56, 0xd3, 0x8b, 0xcf, 0x42, 0x79, 0xdc, 0xe5, 0x61, 0x7e, 0x31, 0x92, 0xa8,
 ];
-
-/// Fabric TxValidationCode values the hardware produces itself.
-const VALID: u8 = 0;
-const BAD_CREATOR_SIGNATURE: u8 = 4;
-const DUPLICATE_TXID: u8 = 9;
-const ENDORSEMENT_POLICY_FAILURE: u8 = 10;
-const MVCC_READ_CONFLICT: u8 = 11;
-const PHANTOM_READ_CONFLICT: u8 = 12;
 
 /// The DER parser of the protocol processor: `SEQUENCE { INTEGER r, INTEGER s, ... } ...` with Go's length and
 /// integer rules, restricted to what can still verify. Returns `(r, s)` as 32-byte big-endian values, or `None`

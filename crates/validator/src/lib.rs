@@ -31,11 +31,17 @@
 //!   other than the built-in `vscc`.
 //! * Nothing else is left out of MVCC: range queries summarised as Merkle hashes (more than 50 results) are
 //!   re-hashed and compared as Fabric does ([`rangequery`]).
+//!
+//! # Shared rules
+//! Validators that must decide exactly as this one (the BMac host in `ferrofabric-hw`) call its rules instead of
+//! copying them: the transaction checks in [`txcheck`] ([`txcheck::check_common_header`], [`txcheck::check_creator`],
+//! [`txcheck::check_payload`], [`txcheck::check_txid`], [`txcheck::check_structure`]) and the chaincode definitions
+//! of [`lifecycle::definition`], all on the arena's decoded transaction.
 
-mod lifecycle;
+pub mod lifecycle;
 mod mvcc;
 pub mod rangequery;
-mod txcheck;
+pub mod txcheck;
 mod vscc;
 
 use std::collections::HashSet;
@@ -50,6 +56,7 @@ use prost::Message;
 
 pub use ferrofabric_protos::peer::TxValidationCode;
 pub use mvcc::apply_write_set;
+pub use vscc::VALIDATION_PARAMETER;
 
 /// Tuning of a [`Validator`].
 #[derive(Clone, Debug, Default)]

@@ -2,6 +2,9 @@
 //! `core/chaincode/lifecycle/{lifecycle.go, serializer.go, deployedcc_infoprovider.go}`):
 //! `namespaces/metadata/<name>` holds a `lifecycle.StateMetadata` whose datatype is `ChaincodeDefinition`, and
 //! `namespaces/fields/<name>/<Field>` a `lifecycle.StateData` per field (`ValidationInfo`, `Collections`, ...).
+//!
+//! [`definition`] is public so that other validators of the same blocks (the BMac host, `ferrofabric-hw`) read the
+//! definitions exactly as this crate does.
 
 use bytes::Bytes;
 use ferrofabric_policy::ChannelConfig;
@@ -15,12 +18,13 @@ use ferrofabric_state::{StateKey, StateView};
 use prost::Message;
 
 /// The `_lifecycle` namespace.
-pub(crate) const LIFECYCLE: &str = "_lifecycle";
+pub const LIFECYCLE: &str = "_lifecycle";
 const LIFECYCLE_ENDORSEMENT: &str = "/Channel/Application/LifecycleEndorsement";
 const IMPLICIT_COLLECTION_PREFIX: &str = "_implicit_org_";
 
 /// What validation needs of a chaincode definition.
-pub(crate) struct Definition {
+#[derive(Clone, Debug, PartialEq)]
+pub struct Definition {
     /// Validation plugin name (only `vscc` is built in).
     pub plugin: String,
     /// Marshaled `ApplicationPolicy`: the chaincode endorsement policy.
@@ -29,13 +33,11 @@ pub(crate) struct Definition {
     pub collections: Option<CollectionConfigPackage>,
 }
 
-/// Looks up the definition of `name` in the committed `_lifecycle` state. `Ok(None)`: not defined.
-/// `Err`: the state holds something that is not a definition (Fabric: an unexpected error that stops the commit).
-pub(crate) fn definition(
-    config: &ChannelConfig,
-    view: &StateView<'_>,
-    name: &str,
-) -> Result<Option<Definition>, String> {
+/// Looks up the definition of `name` in the committed `_lifecycle` state `view` (Fabric's
+/// `ValidatorCommitter.ValidationInfo`). `_lifecycle` itself is defined by the channel `config`: plugin `vscc`, the
+/// channel's `LifecycleEndorsement` policy (or a majority of the application organisations). `Ok(None)`: not defined. `Err`: the state holds something that is not
+/// a definition, or a field that does not decode (Fabric: an unexpected error that stops the commit).
+pub fn definition(config: &ChannelConfig, view: &StateView<'_>, name: &str) -> Result<Option<Definition>, String> {
     if name == LIFECYCLE {
         return Ok(Some(Definition {
             plugin: "vscc".into(),

@@ -72,9 +72,6 @@ pub(crate) fn finish_all(
 }
 
 fn precheck(config: &ChannelConfig, tx: &TxArena) -> Prechecked {
-    if tx.envelope().is_err() {
-        return Prechecked::Final(Code::InvalidOtherReason);
-    }
     let (htype, code) = validate_transaction(config, tx);
     if code != Code::Valid {
         return Prechecked::Final(code);
@@ -83,7 +80,7 @@ fn precheck(config: &ChannelConfig, tx: &TxArena) -> Prechecked {
     let Ok(ch) = tx.channel_header() else { return Prechecked::Final(Code::InvalidOtherReason) };
     match htype {
         HeaderType::EndorserTransaction => {
-            Prechecked::Endorser { txid: ch.tx_id.clone(), namespaces: dispatch_structure(tx) }
+            Prechecked::Endorser { txid: ch.tx_id.clone(), namespaces: check_structure(tx) }
         }
         HeaderType::Config => {
             let Ok(p) = tx.payload() else { return Prechecked::Final(Code::InvalidOtherReason) };
@@ -119,14 +116,37 @@ fn finish(ctx: &BlockContext<'_>, tx: &TxArena, pre: Prechecked) -> Result<Verdi
     }
 }
 
-/// Fabric's `ValidateTransaction`: payload, common header, creator signature, then the type-specific checks.
+/// Fabric's `ValidateTransaction`: common header, creator signature, then the type-specific checks.
 fn validate_transaction(config: &ChannelConfig, tx: &TxArena) -> (HeaderType, Code) {
+    let (htype, code) = check_common_header(tx);
+    if code != Code::Valid {
+        return (htype, code);
+    }
+    let code = check_creator(config, tx, true);
+    if code != Code::Valid {
+        return (htype, code);
+    }
+    (htype, check_payload(tx, htype))
+}
+
+/// The header checks at the start of Fabric's `ValidateTransaction` (`msgvalidation.go`: envelope and payload
+/// decoding, `validateCommonHeader`): the envelope and `Payload` decode, the channel and signature headers decode,
+/// the header type is ENDORSER_TRANSACTION, CONFIG_UPDATE or CONFIG, the epoch is 0 and the signature header has a
+/// nonce and a creator.
+///
+/// Returns the header type (`HeaderType::Message` when the checks stop before the type is known) and
+/// `Code::Valid` or the code Fabric gives: `INVALID_OTHER_REASON` (no envelope), `BAD_PAYLOAD`,
+/// `BAD_COMMON_HEADER`.
+pub fn check_common_header(tx: &TxArena) -> (HeaderType, Code) {
     let none = HeaderType::Message;
-    let payload = match tx.payload() {
-        Ok(p) => p,
+    if tx.envelope().is_err() {
+        return (none, Code::InvalidOtherReason);
+    }
+    match tx.payload() {
+        Ok(_) => {}
         Err(e) if e.layer == "Payload.header" => return (none, Code::BadCommonHeader),
         Err(_) => return (none, Code::BadPayload),
-    };
+    }
     let (Ok(ch), Ok(sh)) = (tx.channel_header(), tx.signature_header()) else {
         return (none, Code::BadCommonHeader);
     };
@@ -137,42 +157,74 @@ fn validate_transaction(config: &ChannelConfig, tx: &TxArena) -> (HeaderType, Co
     if ch.epoch != 0 || sh.nonce.is_empty() || sh.creator.is_empty() {
         return (htype, Code::BadCommonHeader);
     }
+    (htype, Code::Valid)
+}
 
-    // checkSignatureFromCreator: the channel's MSPs (a header naming another channel finds none).
-    let Ok(env) = tx.envelope() else { return (htype, Code::InvalidOtherReason) };
+/// Fabric's `checkSignatureFromCreator` (`msgvalidation.go`), run after [`check_common_header`]: the header names
+/// this channel (another channel's MSPs are not found), the envelope carries a signature, and the creator
+/// deserializes with the channel's MSPs and is a valid identity. With `verify_signature`, the creator's signature over
+/// the payload is verified too; without it (a caller that verifies the signature elsewhere, e.g. in hardware) only
+/// the identity is checked.
+///
+/// Returns `Code::Valid` or `BAD_CREATOR_SIGNATURE` (`INVALID_OTHER_REASON` if the envelope or headers do not decode,
+/// which [`check_common_header`] has already ruled out).
+pub fn check_creator(config: &ChannelConfig, tx: &TxArena, verify_signature: bool) -> Code {
+    let (Ok(env), Ok(ch), Ok(sh)) = (tx.envelope(), tx.channel_header(), tx.signature_header()) else {
+        return Code::InvalidOtherReason;
+    };
     if ch.channel_id != config.channel_id() || env.signature.is_empty() {
-        return (htype, Code::BadCreatorSignature);
+        return Code::BadCreatorSignature;
     }
-    let creator_ok = config
-        .msp_manager()
-        .deserialize_identity(&sh.creator)
-        .and_then(|id| id.validate().and_then(|()| id.verify(&env.payload, &env.signature)));
+    let creator_ok = config.msp_manager().deserialize_identity(&sh.creator).and_then(|id| {
+        id.validate().and_then(|()| if verify_signature { id.verify(&env.payload, &env.signature) } else { Ok(()) })
+    });
     if creator_ok.is_err() {
-        return (htype, Code::BadCreatorSignature);
+        return Code::BadCreatorSignature;
     }
+    Code::Valid
+}
 
+/// The type-specific end of Fabric's `ValidateTransaction`, run after [`check_creator`] with the header type
+/// [`check_common_header`] returned: an endorser transaction passes [`check_endorser_transaction`]; a CONFIG
+/// transaction has a non-empty payload (`INVALID_CONFIG_TRANSACTION`); any other type is
+/// `UNSUPPORTED_TX_PAYLOAD`. Returns `Code::Valid` or that code.
+pub fn check_payload(tx: &TxArena, htype: HeaderType) -> Code {
     match htype {
-        HeaderType::EndorserTransaction => {
-            if ch.tx_id != compute_txid(&sh.nonce, &sh.creator) {
-                return (htype, Code::BadProposalTxid);
-            }
-            if validate_endorser_transaction(tx).is_err() {
-                return (htype, Code::InvalidEndorserTransaction);
-            }
-            (htype, Code::Valid)
-        }
-        HeaderType::Config => {
-            if payload.data.is_empty() {
-                return (htype, Code::InvalidConfigTransaction);
-            }
-            (htype, Code::Valid)
-        }
-        _ => (htype, Code::UnsupportedTxPayload),
+        HeaderType::EndorserTransaction => check_endorser_transaction(tx),
+        HeaderType::Config => match tx.payload() {
+            Ok(p) if !p.data.is_empty() => Code::Valid,
+            Ok(_) => Code::InvalidConfigTransaction,
+            Err(_) => Code::InvalidOtherReason,
+        },
+        _ => Code::UnsupportedTxPayload,
     }
 }
 
-/// Fabric's transaction id: hex(SHA-256(nonce ‖ creator)) (`protoutil.ComputeTxID`).
-pub(crate) fn compute_txid(nonce: &[u8], creator: &[u8]) -> String {
+/// An endorser transaction's own checks in Fabric's `ValidateTransaction`: the txid ([`check_txid`],
+/// `BAD_PROPOSAL_TXID`), then `validateEndorserTransaction` (one action, a valid action signature header, decodable
+/// payloads, the proposal hash the endorsers signed; `INVALID_ENDORSER_TRANSACTION`). Returns `Code::Valid` or that
+/// code.
+pub fn check_endorser_transaction(tx: &TxArena) -> Code {
+    if !check_txid(tx) {
+        return Code::BadProposalTxid;
+    }
+    if validate_endorser_transaction(tx).is_err() {
+        return Code::InvalidEndorserTransaction;
+    }
+    Code::Valid
+}
+
+/// Whether the channel header's txid is [`compute_txid`] of the signature header's nonce and creator (Fabric's
+/// `protoutil.CheckTxID`). `false` also when the headers do not decode.
+pub fn check_txid(tx: &TxArena) -> bool {
+    match (tx.channel_header(), tx.signature_header()) {
+        (Ok(ch), Ok(sh)) => ch.tx_id == compute_txid(&sh.nonce, &sh.creator),
+        _ => false,
+    }
+}
+
+/// Fabric's transaction id: hex(SHA-256(nonce ‖ creator)) (`protoutil.ComputeTxID`), 64 lower-case hex digits.
+pub fn compute_txid(nonce: &[u8], creator: &[u8]) -> String {
     let mut h = Sha256::new();
     h.update(nonce);
     h.update(creator);
@@ -207,10 +259,17 @@ fn validate_endorser_transaction(tx: &TxArena) -> Result<(), String> {
     Ok(())
 }
 
-/// The structural half of Fabric's plugin dispatcher: chaincode identity checks and the namespaces written (the
-/// invoked chaincode first, then every namespace the transaction writes to, sorted: Fabric walks a Go map here, in
-/// random order; sorted, a transaction failing in two namespaces gets a reproducible code).
-fn dispatch_structure(tx: &TxArena) -> Result<Vec<String>, Code> {
+/// The structural half of Fabric's plugin dispatcher (`plugindispatcher/dispatcher.go` `Dispatch`, before any
+/// chaincode definition is read), for an endorser transaction that passed [`check_endorser_transaction`]: the header
+/// extension, response payload and read/write set decode, the header and the response name the same chaincode with a
+/// version, a chaincode event belongs to that chaincode, and no namespace appears twice in the read/write set.
+///
+/// Returns the namespaces whose chaincode definitions and endorsement policies VSCC must then check: the invoked
+/// chaincode and every namespace the transaction writes to (public, metadata or collection writes), sorted (Fabric
+/// walks a Go map here, in random order; sorted, a transaction failing in two namespaces gets a reproducible code).
+/// Errors: the code Fabric gives (`BAD_HEADER_EXTENSION`, `BAD_RESPONSE_PAYLOAD`, `BAD_RWSET`, `INVALID_CHAINCODE`,
+/// `ILLEGAL_WRITESET`, `INVALID_OTHER_REASON`); Fabric reports it only if the txid is not a duplicate.
+pub fn check_structure(tx: &TxArena) -> Result<Vec<String>, Code> {
     let ext = tx.header_extension().map_err(|_| Code::BadHeaderExtension)?;
     let cca = tx.chaincode_action().map_err(|_| Code::BadResponsePayload)?;
     let rwset = tx.rwset().map_err(|_| Code::BadRwset)?;

@@ -24,8 +24,8 @@ use prost::Message;
 use crate::lifecycle::{self, Definition};
 use crate::txcheck::BlockContext;
 
-/// The metadata entry that holds a key's own endorsement policy.
-pub(crate) const VALIDATION_PARAMETER: &str = "VALIDATION_PARAMETER";
+/// The metadata entry that holds a key's own endorsement policy (Fabric's `MetaDataKeys_VALIDATION_PARAMETER`).
+pub const VALIDATION_PARAMETER: &str = "VALIDATION_PARAMETER";
 
 /// Compiled signature policies, keyed by the marshaled `ApplicationPolicy` (the same few appear in every block).
 #[derive(Default)]

@@ -26,7 +26,6 @@ use ferrofabric_protos::peer::{
 };
 use ferrofabric_protos::rwset::TxReadWriteSet;
 use prost::Message;
-use sha2::{Digest, Sha256};
 
 /// A layer that could not be decoded (or is missing), with the layer's name and the reason.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -98,13 +97,10 @@ impl BlockArena {
         &self.txs
     }
 
-    /// SHA-256 over the concatenation of the envelope bytes: Fabric's `protoutil.ComputeBlockDataHash`.
+    /// SHA-256 over the concatenation of the envelope bytes: Fabric's `protoutil.ComputeBlockDataHash`
+    /// ([`ferrofabric_protoutil::block_data_hash`] over the original envelope slices).
     pub fn computed_data_hash(&self) -> [u8; 32] {
-        let mut h = Sha256::new();
-        for tx in &self.txs {
-            h.update(&tx.raw);
-        }
-        h.finalize().into()
+        ferrofabric_protoutil::block_data_hash(self.txs.iter().map(|tx| &tx.raw))
     }
 }
 

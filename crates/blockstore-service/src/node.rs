@@ -174,7 +174,7 @@ impl BlockStoreApi for QueryService {
         if height > 0 {
             let last = self.block(height - 1)?;
             let header = last.header.unwrap_or_default();
-            info.current_block_hash = Bytes::copy_from_slice(&ferrofabric_arena::block_header_hash(&header));
+            info.current_block_hash = Bytes::copy_from_slice(&ferrofabric_protoutil::block_header_hash(&header));
             info.previous_block_hash = header.previous_hash;
         }
         Ok(Response::new(info))

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
-use ferrofabric_arena::records::records;
+use ferrofabric_protoutil::records::records;
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use serde::Serialize;
 

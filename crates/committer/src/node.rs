@@ -34,11 +34,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
-use ferrofabric_arena::block_header_hash;
 use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex, Metadata};
+use ferrofabric_protoutil::block_header_hash;
 use ferrofabric_state::{StateKey, VersionedValue};
 use ferrofabric_validator::{BlockResult, ResumePoint, Validator, ValidatorError, ValidatorOptions};
 use prost::Message;

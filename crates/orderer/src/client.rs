@@ -11,8 +11,8 @@ use prost::Message;
 use tonic::codec::{DecodeBuf, Decoder, Streaming};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-use crate::block::new_nonce;
 use crate::grpc::{PairCodec, ProstDecoder, RawEncoder};
+use ferrofabric_protoutil::new_nonce;
 
 /// One message of a Deliver response stream, with the block as the bytes the orderer sent.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -32,7 +32,7 @@ use prost::Message;
 use tokio::sync::{mpsc, watch};
 
 use crate::registrar::{Channel, Registrar};
-use crate::support::config_envelope_of;
+use ferrofabric_protoutil::is_config_block;
 
 /// One frame of a Deliver response stream: a stored block (sent as `DeliverResponse{block}` around its stored
 /// bytes) or the final status.
@@ -248,7 +248,7 @@ impl DeliverHandler {
 /// The block without its data unless it is a config block (Fabric's `HEADER_WITH_SIG` content type).
 fn strip_data(bytes: Bytes) -> Bytes {
     match Block::decode(bytes.clone()) {
-        Ok(block) if config_envelope_of(&block).is_none() => {
+        Ok(block) if !is_config_block(&block) => {
             Bytes::from(Block { header: block.header, data: None, metadata: block.metadata }.encode_to_vec())
         }
         _ => bytes,

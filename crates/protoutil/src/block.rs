@@ -30,8 +30,9 @@ use sha2::{Digest, Sha256};
 pub const METADATA_SLOTS: usize = 5;
 
 /// SHA-256 over the concatenated marshaled envelopes: Fabric's `protoutil.BlockDataHash` (the hashing
-/// width is always MaxUint32, i.e. a flat concatenation). Returns 32 bytes.
-pub fn block_data_hash(envelopes: &[Bytes]) -> [u8; 32] {
+/// width is always MaxUint32, i.e. a flat concatenation). Takes the envelope bytes in block order (a
+/// `&[Bytes]`, or any iterator of them). Returns 32 bytes.
+pub fn block_data_hash<'a>(envelopes: impl IntoIterator<Item = &'a Bytes>) -> [u8; 32] {
     let mut h = Sha256::new();
     for e in envelopes {
         h.update(e);

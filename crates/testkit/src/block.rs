@@ -5,12 +5,12 @@
 //! [`block_header_bytes`] / [`block_header_hash`] (`protoutil.BlockHeaderBytes`).
 
 use bytes::Bytes;
-use ferrofabric_arena::{block_header_bytes, block_header_hash};
 use ferrofabric_protos::common::{
     Block, BlockData, BlockHeader, BlockMetadata, LastConfig, Metadata, MetadataSignature, OrdererBlockMetadata,
     SignatureHeader,
 };
 use ferrofabric_protos::etcdraft;
+use ferrofabric_protoutil::{block_header_bytes, block_header_hash};
 use prost::Message;
 use rand::RngCore;
 use sha2::{Digest, Sha256};

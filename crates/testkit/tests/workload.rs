@@ -9,7 +9,6 @@ mod support;
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use ferrofabric_arena::block_header_hash;
 use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{ChannelHeader, Envelope, Payload, SignatureHeader};
 use ferrofabric_protos::kvrwset::KvrwSet;
@@ -18,6 +17,7 @@ use ferrofabric_protos::peer::{
     ProposalResponsePayload, Transaction,
 };
 use ferrofabric_protos::rwset::TxReadWriteSet;
+use ferrofabric_protoutil::block_header_hash;
 use ferrofabric_testkit::{block_data_hash, compute_tx_id, transfer_ledger, SmallbankAccount, Workload};
 use prost::Message;
 use support::*;

@@ -47,18 +47,9 @@ struct StateEntry {
     version: String,
 }
 
-fn read_file(path: &PathBuf) -> Result<Bytes> {
-    let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if path.extension().is_some_and(|e| e == "zst") {
-        let plain = zstd::decode_all(raw.as_slice()).with_context(|| format!("decompressing {}", path.display()))?;
-        return Ok(Bytes::from(plain));
-    }
-    Ok(Bytes::from(raw))
-}
-
 pub fn run(args: &Args) -> Result<()> {
-    let genesis = read_file(&args.genesis)?;
-    let blocks = read_file(&args.blocks)?;
+    let genesis = ferrofabric_protoutil::read_ledger_file(&args.genesis)?;
+    let blocks = ferrofabric_protoutil::read_ledger_file(&args.blocks)?;
     let mut validator = Validator::new(genesis.clone(), ValidatorOptions { threads: args.threads })
         .with_context(|| format!("genesis block {}", args.genesis.display()))?;
 

@@ -9,13 +9,13 @@
 //! bytes received, never re-encoded.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use bytes::{Buf, Bytes};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_protos::common::{BlockHeader, ChannelHeader, Envelope, Header, HeaderType, Payload, SignatureHeader};
-use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPosition, SeekSpecified};
+use ferrofabric_protos::common::BlockHeader;
+use ferrofabric_protos::orderer::{seek_info, SeekInfo};
 use prost::Message;
 use tokio::sync::mpsc;
 use tonic::codec::{DecodeBuf, Decoder};
@@ -338,39 +338,16 @@ pub async fn open_deliver(
 /// `SeekInfo` from block `start` to the end of time, waiting for blocks not yet there (what Fabric's peer asks
 /// the orderer for: `seekInfoFrom(height)`).
 pub fn seek_from(start: u64) -> SeekInfo {
-    let at = |n| SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: n })) };
-    SeekInfo {
-        start: Some(at(start)),
-        stop: Some(at(u64::MAX)),
-        behavior: seek_info::SeekBehavior::BlockUntilReady as i32,
-        ..SeekInfo::default()
-    }
+    ferrofabric_protoutil::seek_range(start, None, seek_info::SeekBehavior::BlockUntilReady)
 }
 
 /// A signed `DELIVER_SEEK_INFO` envelope for `channel_id` carrying `seek`: channel header with the current time,
 /// signature header `{creator, 24-byte random nonce}`, signature over the payload (Fabric
-/// `protoutil.CreateSignedEnvelope`).
+/// `protoutil.CreateSignedEnvelope`), built by [`ferrofabric_protoutil::seek_envelope`] and marshaled.
 pub fn seek_envelope(channel_id: &str, signer: &SigningIdentity, seek: &SeekInfo) -> Bytes {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let channel_header = ChannelHeader {
-        r#type: HeaderType::DeliverSeekInfo as i32,
-        timestamp: Some(prost_types::Timestamp { seconds: now.as_secs() as i64, nanos: now.subsec_nanos() as i32 }),
-        channel_id: channel_id.to_owned(),
-        ..ChannelHeader::default()
-    };
-    let nonce: [u8; 24] = rand::random();
-    let signature_header =
-        SignatureHeader { creator: signer.serialized().clone(), nonce: Bytes::copy_from_slice(&nonce) };
-    let payload = Payload {
-        header: Some(Header {
-            channel_header: Bytes::from(channel_header.encode_to_vec()),
-            signature_header: Bytes::from(signature_header.encode_to_vec()),
-        }),
-        data: Bytes::from(seek.encode_to_vec()),
-    };
-    let payload = Bytes::from(payload.encode_to_vec());
-    let signature = Bytes::from(signer.sign(&payload));
-    Bytes::from(Envelope { payload, signature }.encode_to_vec())
+    let envelope =
+        ferrofabric_protoutil::seek_envelope(channel_id, seek, signer.serialized(), None, |m| signer.sign(m));
+    Bytes::from(envelope.encode_to_vec())
 }
 
 /// Only the header of a `common.Block`: prost skips the data and metadata fields without copying them.

@@ -52,6 +52,7 @@ use tonic::server::{Grpc, NamedService, StreamingService};
 use tonic::Streaming;
 
 use crate::grpc::{PairCodec, RawDecoder};
+use ferrofabric_protoutil::is_config_block;
 
 /// gRPC service name: `/protos.Deliver/...`.
 pub const SERVICE_NAME: &str = "protos.Deliver";
@@ -423,15 +424,6 @@ fn check_expiry(set: &SignatureSet<'_>) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// Whether a block's first transaction is a CONFIG transaction (Fabric `protoutil.IsConfigBlock`).
-pub fn is_config_block(block: &Block) -> bool {
-    let Some(first) = block.data.as_ref().and_then(|d| d.data.first()) else { return false };
-    let Ok(env) = Envelope::decode(first.clone()) else { return false };
-    let Ok(payload) = Payload::decode(env.payload) else { return false };
-    let Some(header) = payload.header else { return false };
-    ChannelHeader::decode(header.channel_header).is_ok_and(|h| h.r#type == HeaderType::Config as i32)
 }
 
 /// The block without its data unless it is a config block (`HEADER_WITH_SIG`).

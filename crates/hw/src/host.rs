@@ -210,7 +210,7 @@ fn post_checks(ctx: &HostContext<'_>, tx: &TxArena, htype: HeaderType) -> Result
         }
         _ => return Ok(Code::UnsupportedTxPayload),
     }
-    if ch.tx_id != compute_txid(&sh.nonce, &sh.creator) {
+    if ch.tx_id != ferrofabric_protoutil::compute_txid(&sh.nonce, &sh.creator) {
         return Ok(Code::BadProposalTxid);
     }
     if validate_endorser_transaction(tx).is_err() {
@@ -262,14 +262,6 @@ fn post_checks(ctx: &HostContext<'_>, tx: &TxArena, htype: HeaderType) -> Result
         _ => return Ok(Code::InvalidChaincode),
     }
     Ok(Code::Valid)
-}
-
-/// Fabric's txid: hex(SHA-256(nonce ‖ creator)).
-pub fn compute_txid(nonce: &[u8], creator: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(nonce);
-    h.update(creator);
-    hex::encode(h.finalize())
 }
 
 /// Fabric's `validateEndorserTransaction`: one action, a usable action header, decodable payloads and the

@@ -1,18 +1,14 @@
 //! A thin AtomicBroadcast client that sends pre-marshaled envelopes and receives Deliver blocks as their raw
 //! bytes (no decode/re-encode on either side): used by the benchmark and the tests, and handy for tools.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use bytes::{Buf, Bytes};
-use ferrofabric_protos::common::{ChannelHeader, Envelope, Header, HeaderType, Payload, SignatureHeader};
-use ferrofabric_protos::orderer::{seek_info, seek_position, BroadcastResponse, SeekInfo, SeekPosition, SeekSpecified};
+use ferrofabric_protos::orderer::{BroadcastResponse, SeekInfo};
 use futures::Stream;
 use prost::Message;
 use tonic::codec::{DecodeBuf, Decoder, Streaming};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::grpc::{PairCodec, ProstDecoder, RawEncoder};
-use ferrofabric_protoutil::new_nonce;
 
 /// One message of a Deliver response stream, with the block as the bytes the orderer sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,38 +109,12 @@ where
     Ok(grpc.streaming(tonic::Request::new(requests), path, codec).await?.into_inner())
 }
 
-/// A `SeekInfo` from `start` to `stop` (inclusive) block numbers; `stop = None` means "forever"
-/// (`u64::MAX`), with the given behavior.
-pub fn seek_range(start: u64, stop: Option<u64>, behavior: seek_info::SeekBehavior) -> SeekInfo {
-    let specified = |n| SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: n })) };
-    SeekInfo {
-        start: Some(specified(start)),
-        stop: Some(specified(stop.unwrap_or(u64::MAX))),
-        behavior: behavior as i32,
-        ..SeekInfo::default()
-    }
-}
+pub use ferrofabric_protoutil::seek_range;
 
 /// A signed DELIVER_SEEK_INFO envelope for `channel_id` carrying `seek` (what `peer channel fetch` and the
 /// Fabric SDKs send): channel header with the current time, signature header `{creator, nonce}`, signature
 /// `sign(payload)`. `creator` is a marshaled `SerializedIdentity`.
+/// Built by [`ferrofabric_protoutil::seek_envelope`], marshaled.
 pub fn seek_envelope(channel_id: &str, creator: &Bytes, sign: impl FnOnce(&[u8]) -> Vec<u8>, seek: &SeekInfo) -> Bytes {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let channel_header = ChannelHeader {
-        r#type: HeaderType::DeliverSeekInfo as i32,
-        timestamp: Some(prost_types::Timestamp { seconds: now.as_secs() as i64, nanos: now.subsec_nanos() as i32 }),
-        channel_id: channel_id.to_owned(),
-        ..ChannelHeader::default()
-    };
-    let signature_header = SignatureHeader { creator: creator.clone(), nonce: new_nonce() };
-    let payload = Payload {
-        header: Some(Header {
-            channel_header: Bytes::from(channel_header.encode_to_vec()),
-            signature_header: Bytes::from(signature_header.encode_to_vec()),
-        }),
-        data: Bytes::from(seek.encode_to_vec()),
-    };
-    let payload = Bytes::from(payload.encode_to_vec());
-    let signature = Bytes::from(sign(&payload));
-    Bytes::from(Envelope { payload, signature }.encode_to_vec())
+    Bytes::from(ferrofabric_protoutil::seek_envelope(channel_id, seek, creator, None, sign).encode_to_vec())
 }

@@ -40,25 +40,25 @@ pub fn sole_config_envelope(block: &Block) -> Option<Envelope> {
 
 /// The index of the last config block recorded in `block`'s metadata (Fabric's
 /// `protoutil.GetLastConfigIndexFromBlock`): `OrdererBlockMetadata.last_config` in the value of the SIGNATURES
-/// slot (Fabric ≥ 1.4.1), else, when that value is empty, the legacy `LastConfig` of the LAST_CONFIG slot. A
-/// missing slot reads as empty, so a block without metadata answers 0.
+/// slot (Fabric ≥ 1.4.1), else, when that value is empty, the legacy `LastConfig` of the LAST_CONFIG slot. An
+/// empty slot decodes as an empty message (index 0), as in Fabric.
 ///
-/// Errors: a slot, its `OrdererBlockMetadata` or its `LastConfig` does not decode (the message names which).
+/// Errors: no metadata, no slot at the index needed, or a slot, its `OrdererBlockMetadata` or its `LastConfig`
+/// does not decode (the message names which).
 pub fn last_config_index(block: &Block) -> Result<u64, String> {
-    let md = block.metadata.as_ref().map(|m| m.metadata.as_slice()).unwrap_or_default();
-    if let Some(raw) = md.get(BlockMetadataIndex::Signatures as usize).filter(|r| !r.is_empty()) {
-        let m = Metadata::decode(raw.clone()).map_err(|e| format!("SIGNATURES metadata: {e}"))?;
-        if !m.value.is_empty() {
-            let obm = OrdererBlockMetadata::decode(m.value).map_err(|e| format!("OrdererBlockMetadata: {e}"))?;
-            return Ok(obm.last_config.map(|l| l.index).unwrap_or(0));
-        }
-    }
-    if let Some(raw) = md.get(BlockMetadataIndex::LastConfig as usize).filter(|r| !r.is_empty()) {
-        let m = Metadata::decode(raw.clone()).map_err(|e| format!("LAST_CONFIG metadata: {e}"))?;
-        let lc = LastConfig::decode(m.value).map_err(|e| format!("LastConfig: {e}"))?;
+    let md = block.metadata.as_ref().ok_or("no metadata in block")?;
+    let slot = |index: BlockMetadataIndex, name: &str| -> Result<Metadata, String> {
+        let raw = md.metadata.get(index as usize).ok_or_else(|| format!("no metadata at index {name}"))?;
+        Metadata::decode(raw.clone()).map_err(|e| format!("{name} metadata: {e}"))
+    };
+    let signatures = slot(BlockMetadataIndex::Signatures, "SIGNATURES")?;
+    if signatures.value.is_empty() {
+        let last = slot(BlockMetadataIndex::LastConfig, "LAST_CONFIG")?;
+        let lc = LastConfig::decode(last.value).map_err(|e| format!("LastConfig: {e}"))?;
         return Ok(lc.index);
     }
-    Ok(0)
+    let obm = OrdererBlockMetadata::decode(signatures.value).map_err(|e| format!("OrdererBlockMetadata: {e}"))?;
+    Ok(obm.last_config.map_or(0, |l| l.index))
 }
 
 #[cfg(test)]
@@ -104,7 +104,9 @@ mod tests {
         assert_eq!(last_config_index(&b).unwrap(), 7);
         b.metadata.as_mut().unwrap().metadata[0] = Bytes::new();
         assert_eq!(last_config_index(&b).unwrap(), 3);
-        assert_eq!(last_config_index(&Block::default()).unwrap(), 0);
+        assert!(last_config_index(&Block::default()).is_err());
+        let short = BlockMetadata { metadata: vec![Bytes::new()] };
+        assert!(last_config_index(&Block { metadata: Some(short), ..Block::default() }).is_err());
         let bad = BlockMetadata { metadata: vec![Bytes::from_static(&[0xff])] };
         assert!(last_config_index(&Block { metadata: Some(bad), ..Block::default() }).is_err());
     }

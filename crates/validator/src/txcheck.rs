@@ -153,7 +153,7 @@ fn validate_transaction(config: &ChannelConfig, tx: &TxArena) -> (HeaderType, Co
 
     match htype {
         HeaderType::EndorserTransaction => {
-            if ch.tx_id != compute_txid(&sh.nonce, &sh.creator) {
+            if ch.tx_id != ferrofabric_protoutil::compute_txid(&sh.nonce, &sh.creator) {
                 return (htype, Code::BadProposalTxid);
             }
             if validate_endorser_transaction(tx).is_err() {
@@ -169,14 +169,6 @@ fn validate_transaction(config: &ChannelConfig, tx: &TxArena) -> (HeaderType, Co
         }
         _ => (htype, Code::UnsupportedTxPayload),
     }
-}
-
-/// Fabric's transaction id: hex(SHA-256(nonce ‖ creator)) (`protoutil.ComputeTxID`).
-pub(crate) fn compute_txid(nonce: &[u8], creator: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(nonce);
-    h.update(creator);
-    hex::encode(h.finalize())
 }
 
 /// Fabric's `validateEndorserTransaction`: exactly one action, a valid action signature header, decodable payloads

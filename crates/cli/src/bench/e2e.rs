@@ -469,9 +469,8 @@ fn fixtures_dir(fixtures: &Path) -> PathBuf {
 
 /// `[u64 LE length][block]` records of a zstd-compressed ledger file.
 fn ledger_blocks(path: &Path) -> anyhow::Result<Vec<Bytes>> {
-    let z = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let raw = zstd::decode_all(z.as_slice()).with_context(|| format!("decompressing {}", path.display()))?;
-    ferrofabric_protoutil::records::records(Bytes::from(raw))
+    let raw = ferrofabric_protoutil::read_ledger_file(path)?;
+    ferrofabric_protoutil::records::records(raw)
         .map(|r| r.map(|(_, b)| b).map_err(|e| anyhow!("{}: {e}", path.display())))
         .collect()
 }

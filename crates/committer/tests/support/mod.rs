@@ -80,8 +80,8 @@ pub fn fixture_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
 pub fn bench_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
     let d = fixtures_root().join("fabric-2.5-bench");
     let read = |name: &str| {
-        let z = std::fs::read(d.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-        records(&zstd::decode_all(z.as_slice()).unwrap())
+        let file = ferrofabric_protoutil::read_ledger_file(d.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        records(&file)
     };
     (read("fabric-2.5-smallbank-10k.bin.zst"), read("fabric-2.5-smallbank-10k.peer.bin.zst"))
 }

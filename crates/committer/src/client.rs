@@ -376,6 +376,7 @@ fn status_name(s: i32) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use ferrofabric_protos::orderer::{seek_position, SeekSpecified};
 
     #[test]
     fn backoff_doubles_from_100ms_up_to_the_threshold() {

@@ -3,8 +3,8 @@
 
 use bytes::Bytes;
 use ferrofabric_protos::common::{
-    Block, BlockData, BlockHeader, BlockMetadata, ChannelHeader, Config, ConfigEnvelope, Envelope, HeaderType,
-    LastConfig, Metadata, OrdererBlockMetadata, Payload, SignatureHeader,
+    Block, BlockData, BlockHeader, ChannelHeader, Config, ConfigEnvelope, Envelope, HeaderType, Payload,
+    SignatureHeader,
 };
 use ferrofabric_protoutil::block::{orderer_metadata, signature_value};
 use prost::Message;

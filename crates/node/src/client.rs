@@ -11,7 +11,7 @@ use bytes::Bytes;
 use ferrofabric_endorser::client::{assemble_transaction, create_proposal, ClientProposal};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::client as orderer_client;
-use ferrofabric_protos::common::{Envelope, Status};
+use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::{seek_info, SeekInfo};
 use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as DeliverType;
@@ -19,7 +19,6 @@ use ferrofabric_protos::peer::endorser_client::EndorserClient;
 use ferrofabric_protos::peer::{FilteredBlock, ProposalResponse, TxValidationCode};
 use ferrofabric_protoutil::seek::{seek_envelope, seek_newest, seek_specified};
 use futures::StreamExt;
-use prost::Message;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 

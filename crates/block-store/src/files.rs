@@ -1,7 +1,7 @@
 //! Block files: names, positional reads and directory listing.
 //!
 //! Each file `blocks/blockfile_NNNNNN` holds records `[8-byte LE length][marshaled common.Block]`, the format of
-//! `ferrofabric_arena::records` (Fabric's `blockfile_rw.go` uses a varint length instead).
+//! `ferrofabric_protoutil::records` (Fabric's `blockfile_rw.go` uses a varint length instead).
 
 use std::fs::File;
 use std::io;

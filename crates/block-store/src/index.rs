@@ -12,7 +12,8 @@
 use std::collections::HashSet;
 
 use bytes::Bytes;
-use ferrofabric_arena::{block_header_hash, BlockArena};
+use ferrofabric_arena::BlockArena;
+use ferrofabric_protoutil::block_header_hash;
 use sha2::{Digest, Sha256};
 
 use crate::StoreError;
@@ -133,11 +134,11 @@ pub(crate) struct Checked {
 /// the last header hash (empty for block 0), and its data_hash matches the envelopes
 /// (Fabric: `blockfile_mgr.go` `addBlock` and `protoutil.ComputeBlockDataHash`).
 pub(crate) fn check_next(raw: &Bytes, tip: &Tip) -> Result<Checked, StoreError> {
-    if raw.len() as u64 > ferrofabric_arena::records::MAX_RECORD {
+    if raw.len() as u64 > ferrofabric_protoutil::records::MAX_RECORD {
         return Err(StoreError::InvalidBlock(format!(
             "{} bytes exceeds the {} byte record limit",
             raw.len(),
-            ferrofabric_arena::records::MAX_RECORD
+            ferrofabric_protoutil::records::MAX_RECORD
         )));
     }
     let arena = BlockArena::decode(raw.clone()).map_err(|e| StoreError::InvalidBlock(e.to_string()))?;

@@ -5,7 +5,7 @@
 //! A store directory holds
 //! - `blocks/blockfile_000000`, `blockfile_000001`, …: append-only files of records
 //!   `[8-byte little-endian length][marshaled common.Block]` (the fixture format of
-//!   [`ferrofabric_arena::records`]); a new file is started when the next record would push the current one past
+//!   [`ferrofabric_protoutil::records`]); a new file is started when the next record would push the current one past
 //!   [`StoreOptions::max_file_size`] (a block larger than that gets a file of its own).
 //! - `index/`: a sled database mapping block number → (file, offset, length), txid → (block number, tx index)
 //!   (the first occurrence in chain order wins, as Fabric's txid index returns the lowest block), and the chain tip
@@ -67,8 +67,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use bytes::Bytes;
-use ferrofabric_arena::records::{records, MAX_RECORD};
-use ferrofabric_arena::{block_header_hash, BlockArena};
+use ferrofabric_arena::BlockArena;
+use ferrofabric_protoutil::block_header_hash;
+use ferrofabric_protoutil::records::{records, MAX_RECORD};
 use tokio::sync::watch;
 
 pub use error::StoreError;

@@ -18,17 +18,17 @@ use ferrofabric_comm::client::{ClientTls, DeliverApi};
 use ferrofabric_comm::operations::Health;
 use ferrofabric_comm::parse::{parse_addr, parse_duration};
 use ferrofabric_comm::{Shutdown, ShutdownTrigger};
-use ferrofabric_deliver::filtered::is_config_block;
 use ferrofabric_deliver::follower::{Fetched, Follower};
 use ferrofabric_deliver::peer::{DeliverLedger, DeliverMetrics, PeerDeliverService};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_policy::ChannelConfig;
-use ferrofabric_protos::common::{Block, BlockMetadataIndex, Envelope, LastConfig, Metadata, OrdererBlockMetadata};
+use ferrofabric_protos::common::{Block, BlockMetadataIndex, Envelope};
 use ferrofabric_protos::ferrofabric::blockstore::block_store_server::{BlockStore as BlockStoreApi, BlockStoreServer};
 use ferrofabric_protos::ferrofabric::blockstore::{
     BlockByNumberRequest, ChainInfo, ChainInfoRequest, TransactionByIdRequest,
 };
 use ferrofabric_protos::peer::{ProcessedTransaction, TxValidationCode};
+use ferrofabric_protoutil::{is_config_block, last_config_index};
 use prost::Message;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -54,7 +54,7 @@ pub fn current_config(store: &BlockStore) -> anyhow::Result<Option<ChannelConfig
         Block::decode(raw).map_err(|e| anyhow!("block {n} does not decode: {e}"))
     };
     let last = read(height - 1)?;
-    let candidates = last_config_index(&last).into_iter().chain((0..height).rev());
+    let candidates = last_config_index(&last).ok().into_iter().chain((0..height).rev());
     for n in candidates.filter(|n| *n < height) {
         let block = if n == height - 1 { last.clone() } else { read(n)? };
         if is_config_block(&block) {
@@ -63,23 +63,6 @@ pub fn current_config(store: &BlockStore) -> anyhow::Result<Option<ChannelConfig
         }
     }
     bail!("no config block in the stored chain")
-}
-
-/// The last config index recorded in a block's metadata, if any.
-fn last_config_index(block: &Block) -> Option<u64> {
-    let md = block.metadata.as_ref()?;
-    let from_signatures = md
-        .metadata
-        .get(BlockMetadataIndex::Signatures as usize)
-        .and_then(|raw| Metadata::decode(raw.clone()).ok())
-        .and_then(|m| OrdererBlockMetadata::decode(m.value).ok())
-        .and_then(|o| o.last_config)
-        .map(|l| l.index);
-    from_signatures.or_else(|| {
-        let raw = md.metadata.get(BlockMetadataIndex::LastConfig as usize)?;
-        let m = Metadata::decode(raw.clone()).ok()?;
-        LastConfig::decode(m.value).ok().map(|l| l.index)
-    })
 }
 
 /// The validation code of transaction `index` in a stored block (from TRANSACTIONS_FILTER).
@@ -177,7 +160,7 @@ impl BlockStoreApi for QueryService {
         if height > 0 {
             let last = self.block(height - 1)?;
             let header = last.header.unwrap_or_default();
-            info.current_block_hash = Bytes::copy_from_slice(&ferrofabric_arena::block_header_hash(&header));
+            info.current_block_hash = Bytes::copy_from_slice(&ferrofabric_protoutil::block_header_hash(&header));
             info.previous_block_hash = header.previous_hash;
         }
         Ok(Response::new(info))

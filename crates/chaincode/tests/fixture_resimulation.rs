@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrofabric_arena::{records::records, BlockArena, TxArena};
+use ferrofabric_arena::{BlockArena, TxArena};
 use ferrofabric_chaincode::{
     endorsement_info, AllowAll, Chaincode, Lifecycle, Registry, TxContext, ERROR_THRESHOLD, LIFECYCLE,
 };
@@ -21,6 +21,7 @@ use ferrofabric_protos::msp::SerializedIdentity;
 use ferrofabric_protos::peer::{
     ChaincodeAction, ChaincodeId, ChaincodeInvocationSpec, ChaincodeProposalPayload, TxValidationCode,
 };
+use ferrofabric_protoutil::records::records;
 use ferrofabric_state::StateView;
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use prost::Message;
@@ -180,8 +181,7 @@ fn every_fixture_transaction_resimulates_to_the_endorsed_bytes() {
 #[test]
 fn every_bench_ledger_transaction_resimulates_to_the_endorsed_bytes() {
     let path = fixture_dir("fabric-2.5-bench").join("fabric-2.5-smallbank-10k.bin.zst");
-    let compressed = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let file = Bytes::from(zstd::decode_all(compressed.as_slice()).unwrap());
+    let file = ferrofabric_protoutil::read_ledger_file(&path).unwrap_or_else(|e| panic!("{e}"));
     let mut blocks = records(file).map(|r| r.unwrap().1);
     let genesis = blocks.next().unwrap();
     let tally = check_ledger(genesis, blocks);

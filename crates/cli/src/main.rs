@@ -66,10 +66,10 @@ enum Command {
 #[derive(Subcommand)]
 enum BenchCommand {
     /// Ordering throughput and block latency: N pre-signed envelopes from K clients, solo (and Raft).
-    Orderer(ferrofabric_orderer::bench::OrdererBenchArgs),
+    Orderer(ferrofabric::bench::orderer::OrdererBenchArgs),
     /// End-to-end committed tx/s and block latency of a node (transfer, smallbank), or of the committer alone on
     /// Fabric 2.5.16's 10,735-transaction ledger (ledger).
-    E2e(ferrofabric_node::bench::E2eBenchArgs),
+    E2e(ferrofabric::bench::e2e::E2eBenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -129,8 +129,8 @@ fn main() -> ExitCode {
         Command::Channel(args) => ferrofabric_configtxgen::cli::run(args),
         Command::Node(args) => ferrofabric_node::run(args),
         Command::Hw { command: HwCommand::Validate(args) } => ferrofabric_hw::cli::run(&args),
-        Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric_orderer::bench::run(args).map(|_| ()),
-        Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric_node::bench::run(args).map(|_| ()),
+        Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric::bench::orderer::run(args).map(|_| ()),
+        Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric::bench::e2e::run(args).map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -9,8 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
-use bytes::Bytes;
-use ferrofabric_arena::records::records;
+use ferrofabric_protoutil::records::records;
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use serde::Serialize;
 
@@ -47,18 +46,9 @@ struct StateEntry {
     version: String,
 }
 
-fn read_file(path: &PathBuf) -> Result<Bytes> {
-    let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if path.extension().is_some_and(|e| e == "zst") {
-        let plain = zstd::decode_all(raw.as_slice()).with_context(|| format!("decompressing {}", path.display()))?;
-        return Ok(Bytes::from(plain));
-    }
-    Ok(Bytes::from(raw))
-}
-
 pub fn run(args: &Args) -> Result<()> {
-    let genesis = read_file(&args.genesis)?;
-    let blocks = read_file(&args.blocks)?;
+    let genesis = ferrofabric_protoutil::read_ledger_file(&args.genesis)?;
+    let blocks = ferrofabric_protoutil::read_ledger_file(&args.blocks)?;
     let mut validator = Validator::new(genesis.clone(), ValidatorOptions { threads: args.threads })
         .with_context(|| format!("genesis block {}", args.genesis.display()))?;
 

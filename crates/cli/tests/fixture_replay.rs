@@ -110,14 +110,10 @@ fn replay_of_the_10k_bench_ledger_matches_the_peer_committed_blocks() {
     let report = read_json(dir.path().join("report.json"));
     let got = report["blocks"].as_array().unwrap();
 
-    let peer = zstd::decode_all(std::fs::read(base.join("fabric-2.5-smallbank-10k.peer.bin.zst")).unwrap().as_slice())
-        .unwrap();
-    let mut pos = 0;
+    let peer = ferrofabric_protoutil::read_ledger_file(base.join("fabric-2.5-smallbank-10k.peer.bin.zst")).unwrap();
     let mut n = 0;
-    while pos < peer.len() {
-        let len = u64::from_le_bytes(peer[pos..pos + 8].try_into().unwrap()) as usize;
-        let block = Block::decode(&peer[pos + 8..pos + 8 + len]).unwrap();
-        pos += 8 + len;
+    for record in ferrofabric_protoutil::records::records(peer) {
+        let block = Block::decode(record.unwrap().1).unwrap();
         let md = block.metadata.unwrap().metadata;
         let filter: Vec<i32> = md[2].iter().map(|b| i32::from(*b)).collect();
         let g = &got[n];

@@ -3,12 +3,11 @@
 //! pre-marshaled and blocks received as the bytes the server sent (never decoded and re-encoded), plus the signed
 //! seek envelope a Deliver request carries.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context;
 use bytes::{Buf, Bytes};
-use ferrofabric_protos::common::{ChannelHeader, Envelope, Header, HeaderType, Payload, SignatureHeader};
-use ferrofabric_protos::orderer::{seek_info, seek_position, BroadcastResponse, SeekInfo, SeekPosition, SeekSpecified};
+use ferrofabric_protos::orderer::{BroadcastResponse, SeekInfo};
 use futures::Stream;
 use prost::Message;
 use tonic::codec::{DecodeBuf, Decoder, Streaming};
@@ -222,48 +221,22 @@ pub async fn open_deliver(
     deliver_with(channel, api, futures::stream::iter([request])).await
 }
 
-/// A `SeekInfo` from `start` to `stop` (inclusive) block numbers; `stop = None` means "forever" (`u64::MAX`), with
-/// the given behavior.
-pub fn seek_range(start: u64, stop: Option<u64>, behavior: seek_info::SeekBehavior) -> SeekInfo {
-    let specified = |n| SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: n })) };
-    SeekInfo {
-        start: Some(specified(start)),
-        stop: Some(specified(stop.unwrap_or(u64::MAX))),
-        behavior: behavior as i32,
-        ..SeekInfo::default()
-    }
-}
+/// `SeekInfo` over a block range (`ferrofabric_protoutil::seek_range`, re-exported for the raw-bytes clients).
+pub use ferrofabric_protoutil::seek_range;
 
-/// A signed DELIVER_SEEK_INFO envelope for `channel_id` carrying `seek` (what `peer channel fetch`, the Fabric SDKs
-/// and a peer's block puller send; Fabric `protoutil.CreateSignedEnvelope`): channel header with the current time,
-/// signature header `{creator, 24-byte random nonce}`, signature `sign(payload)`. `creator` is a marshaled
-/// `SerializedIdentity`.
+/// A signed DELIVER_SEEK_INFO envelope for `channel_id` carrying `seek`, marshaled for the raw-bytes Deliver
+/// calls: [`ferrofabric_protoutil::seek_envelope`] (which holds the rule) without TLS binding. `creator` is a
+/// marshaled `SerializedIdentity`; `sign` returns the DER signature over the payload.
 pub fn seek_envelope(channel_id: &str, creator: &Bytes, sign: impl FnOnce(&[u8]) -> Vec<u8>, seek: &SeekInfo) -> Bytes {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-    let channel_header = ChannelHeader {
-        r#type: HeaderType::DeliverSeekInfo as i32,
-        timestamp: Some(prost_types::Timestamp { seconds: now.as_secs() as i64, nanos: now.subsec_nanos() as i32 }),
-        channel_id: channel_id.to_owned(),
-        ..ChannelHeader::default()
-    };
-    let nonce: [u8; 24] = rand::random();
-    let signature_header = SignatureHeader { creator: creator.clone(), nonce: Bytes::copy_from_slice(&nonce) };
-    let payload = Payload {
-        header: Some(Header {
-            channel_header: Bytes::from(channel_header.encode_to_vec()),
-            signature_header: Bytes::from(signature_header.encode_to_vec()),
-        }),
-        data: Bytes::from(seek.encode_to_vec()),
-    };
-    let payload = Bytes::from(payload.encode_to_vec());
-    let signature = Bytes::from(sign(&payload));
-    Bytes::from(Envelope { payload, signature }.encode_to_vec())
+    Bytes::from(ferrofabric_protoutil::seek_envelope(channel_id, seek, creator, None, sign).encode_to_vec())
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use ferrofabric_protos::common::{ChannelHeader, Envelope, HeaderType, Payload, SignatureHeader};
+    use ferrofabric_protos::orderer::seek_info;
 
     #[test]
     fn seek_envelope_carries_the_seek_info_and_signature() {

@@ -34,11 +34,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
-use ferrofabric_arena::block_header_hash;
 use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex, Metadata};
+use ferrofabric_protoutil::block_header_hash;
 use ferrofabric_state::{StateKey, VersionedValue};
 use ferrofabric_validator::{BlockResult, ResumePoint, Validator, ValidatorError, ValidatorOptions};
 use prost::Message;
@@ -56,9 +56,6 @@ use crate::checkpoint::Checkpoint;
 use crate::config::CommitterConfig;
 use crate::metrics::{CommitMetrics, ThroughputMeter};
 
-/// Number of metadata slots a stored block carries (`common.BlockMetadataIndex` has five).
-const METADATA_SLOTS: usize = 5;
-
 /// The orderer's block with the peer's metadata added (Fabric: the validator's `TRANSACTIONS_FILTER`, then
 /// `kvledger.addBlockCommitHash`): the metadata list is padded to five entries, entry 2 becomes the validation codes
 /// (one byte each) and entry 4, when there is a commit hash, a marshaled `common.Metadata{value = hash}`.
@@ -67,9 +64,7 @@ const METADATA_SLOTS: usize = 5;
 pub fn with_peer_metadata(raw: &Bytes, filter: &[u8], commit_hash: Option<&[u8; 32]>) -> anyhow::Result<Bytes> {
     let mut block = Block::decode(raw.clone()).map_err(|e| anyhow!("block does not decode: {e}"))?;
     let md = block.metadata.get_or_insert_with(Default::default);
-    if md.metadata.len() < METADATA_SLOTS {
-        md.metadata.resize(METADATA_SLOTS, Bytes::new());
-    }
+    ferrofabric_protoutil::init_block_metadata(md);
     md.metadata[BlockMetadataIndex::TransactionsFilter as usize] = Bytes::copy_from_slice(filter);
     if let Some(h) = commit_hash {
         let value = Metadata { value: Bytes::copy_from_slice(h), signatures: Vec::new() };

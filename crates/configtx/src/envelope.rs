@@ -10,21 +10,14 @@ use ferrofabric_protos::common::{
     Payload, SignatureHeader,
 };
 use prost::Message;
-use rand::RngCore;
 
 use crate::encode;
 
-/// Length of the random nonce in signature headers (Fabric `crypto.NonceSize`).
-const NONCE_LEN: usize = 24;
-
-fn nonce() -> Bytes {
-    let mut nonce = vec![0u8; NONCE_LEN];
-    rand::thread_rng().fill_bytes(&mut nonce);
-    Bytes::from(nonce)
-}
-
 fn signature_header(signer: &SigningIdentity) -> Bytes {
-    Bytes::from(SignatureHeader { creator: signer.serialized().clone(), nonce: nonce() }.encode_to_vec())
+    Bytes::from(
+        SignatureHeader { creator: signer.serialized().clone(), nonce: ferrofabric_protoutil::new_nonce() }
+            .encode_to_vec(),
+    )
 }
 
 /// `protoutil.CreateSignedEnvelope(kind, channel_id, signer, data, 0, 0)`: channel header with version 0,

@@ -3,21 +3,17 @@
 
 use bytes::Bytes;
 use ferrofabric_protos::common::{
-    Block, BlockData, BlockHeader, BlockMetadata, ChannelHeader, Config, ConfigEnvelope, Envelope, HeaderType,
-    LastConfig, Metadata, OrdererBlockMetadata, Payload, SignatureHeader,
+    Block, BlockData, BlockHeader, ChannelHeader, Config, ConfigEnvelope, Envelope, HeaderType, Payload,
+    SignatureHeader,
 };
+use ferrofabric_protoutil::block::{orderer_metadata, signature_value};
 use prost::Message;
-use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::{channel_group, ConfigtxgenError, Profile};
 
 /// Length of the random nonce in the signature header (Fabric's `crypto.NonceSize`).
-pub const NONCE_SIZE: usize = 24;
-
-/// Number of metadata slots of a block (SIGNATURES, LAST_CONFIG, TRANSACTIONS_FILTER, ORDERER,
-/// COMMIT_HASH).
-const METADATA_SLOTS: usize = 5;
+pub const NONCE_SIZE: usize = ferrofabric_protoutil::NONCE_LEN;
 
 /// Fabric's channel name rule (`configtx.ValidateChannelID`): `[a-z][a-z0-9.-]*`, fewer than 250
 /// characters.
@@ -41,7 +37,7 @@ fn validate_channel_id(id: &str) -> Result<(), ConfigtxgenError> {
 pub fn genesis_block(profile: &Profile, channel_id: &str) -> Result<Block, ConfigtxgenError> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let mut nonce = [0u8; NONCE_SIZE];
-    rand::rngs::OsRng.fill_bytes(&mut nonce);
+    nonce.copy_from_slice(&ferrofabric_protoutil::new_nonce());
     let seconds = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
     genesis_block_at(profile, channel_id, seconds, nonce)
 }
@@ -98,23 +94,16 @@ pub fn genesis_block_at(
     let envelope = Envelope { payload: Bytes::from(payload.encode_to_vec()), signature: Bytes::new() };
     let envelope = Bytes::from(envelope.encode_to_vec());
 
-    let mut metadata = vec![Bytes::new(); METADATA_SLOTS];
-    let last_config = LastConfig { index: 0 };
-    let signatures_value = OrdererBlockMetadata { last_config: Some(last_config), consenter_metadata: Bytes::new() };
-    metadata[0] = Bytes::from(
-        Metadata { value: Bytes::from(signatures_value.encode_to_vec()), signatures: Vec::new() }.encode_to_vec(),
-    );
-    metadata[1] = Bytes::from(
-        Metadata { value: Bytes::from(last_config.encode_to_vec()), signatures: Vec::new() }.encode_to_vec(),
-    );
+    // configtxgen's block 0: SIGNATURES carries the last config (0) but no signature.
+    let metadata = orderer_metadata(signature_value(0, b""), Vec::new(), 0);
 
     Ok(Block {
         header: Some(BlockHeader {
             number: 0,
             previous_hash: Bytes::new(),
-            data_hash: Bytes::from(Sha256::digest(&envelope).to_vec()),
+            data_hash: Bytes::copy_from_slice(&ferrofabric_protoutil::block_data_hash(std::slice::from_ref(&envelope))),
         }),
         data: Some(BlockData { data: vec![envelope] }),
-        metadata: Some(BlockMetadata { metadata }),
+        metadata: Some(metadata),
     })
 }

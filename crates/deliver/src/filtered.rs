@@ -1,5 +1,5 @@
 //! What the peer's `DeliverFiltered` sends (Fabric `core/peer/deliverevents.go`, `toFilteredBlock`), and
-//! config-block detection for `HEADER_WITH_SIG`.
+//! the `HEADER_WITH_SIG` form of a block (config blocks, by `ferrofabric_protoutil::is_config_block`, stay whole).
 
 use bytes::Bytes;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex, ChannelHeader, Envelope, HeaderType, Payload};
@@ -8,17 +8,8 @@ use ferrofabric_protos::peer::{
     FilteredChaincodeAction, FilteredTransaction, FilteredTransactionActions, ProposalResponsePayload, Transaction,
     TxValidationCode,
 };
+use ferrofabric_protoutil::is_config_block;
 use prost::Message;
-
-/// Whether a block holds exactly one transaction and it is a CONFIG transaction (Fabric
-/// `protoutil.IsConfigBlock`).
-pub fn is_config_block(block: &Block) -> bool {
-    let Some([only]) = block.data.as_ref().map(|d| d.data.as_slice()) else { return false };
-    let Ok(env) = Envelope::decode(only.clone()) else { return false };
-    let Ok(payload) = Payload::decode(env.payload) else { return false };
-    let Some(header) = payload.header else { return false };
-    ChannelHeader::decode(header.channel_header).is_ok_and(|h| h.r#type == HeaderType::Config as i32)
-}
 
 /// The block without its data unless it is a config block (Fabric's `HEADER_WITH_SIG` content type); bytes that
 /// do not decode as a block are returned as they are.

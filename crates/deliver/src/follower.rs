@@ -18,7 +18,7 @@ pub use ferrofabric_comm::client::{open_deliver, ClientTls, DeliverApi, DeliverI
 use ferrofabric_comm::parse::parse_duration;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::BlockHeader;
-use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPosition, SeekSpecified};
+use ferrofabric_protos::orderer::{seek_info, SeekInfo};
 use prost::Message;
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -279,19 +279,16 @@ pub async fn connect(addr: &str, config: &FollowConfig) -> anyhow::Result<Channe
 /// `SeekInfo` from block `start` to the end of time, waiting for blocks not yet there (what Fabric's peer asks
 /// the orderer for: `seekInfoFrom(height)`).
 pub fn seek_from(start: u64) -> SeekInfo {
-    let at = |n| SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: n })) };
-    SeekInfo {
-        start: Some(at(start)),
-        stop: Some(at(u64::MAX)),
-        behavior: seek_info::SeekBehavior::BlockUntilReady as i32,
-        ..SeekInfo::default()
-    }
+    ferrofabric_protoutil::seek_range(start, None, seek_info::SeekBehavior::BlockUntilReady)
 }
 
-/// A signed `DELIVER_SEEK_INFO` envelope for `channel_id` carrying `seek`, signed by `signer`
-/// ([`ferrofabric_comm::client::seek_envelope`]).
+/// A signed `DELIVER_SEEK_INFO` envelope for `channel_id` carrying `seek`: channel header with the current time,
+/// signature header `{creator, 24-byte random nonce}`, signature over the payload (Fabric
+/// `protoutil.CreateSignedEnvelope`), built by [`ferrofabric_protoutil::seek_envelope`] and marshaled.
 pub fn seek_envelope(channel_id: &str, signer: &SigningIdentity, seek: &SeekInfo) -> Bytes {
-    ferrofabric_comm::client::seek_envelope(channel_id, signer.serialized(), |p| signer.sign(p), seek)
+    let envelope =
+        ferrofabric_protoutil::seek_envelope(channel_id, seek, signer.serialized(), None, |m| signer.sign(m));
+    Bytes::from(envelope.encode_to_vec())
 }
 
 /// Only the header of a `common.Block`: prost skips the data and metadata fields without copying them.
@@ -320,6 +317,7 @@ fn status_name(s: i32) -> String {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use ferrofabric_protos::orderer::{seek_position, SeekSpecified};
 
     #[test]
     fn backoff_doubles_from_100ms_up_to_the_threshold() {

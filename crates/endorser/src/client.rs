@@ -8,16 +8,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::{ChannelHeader, Envelope, Header, HeaderType, Payload, SignatureHeader};
-use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPosition, SeekSpecified};
+use ferrofabric_protos::orderer::seek_info;
 use ferrofabric_protos::peer::{
     chaincode_spec, ChaincodeActionPayload, ChaincodeEndorsedAction, ChaincodeHeaderExtension, ChaincodeId,
     ChaincodeInput, ChaincodeInvocationSpec, ChaincodeProposalPayload, ChaincodeSpec, Endorsement, Proposal,
     ProposalResponse, SignedProposal, Transaction, TransactionAction,
 };
 use prost::Message;
-use rand::RngCore;
 
-use crate::proposal::compute_tx_id;
+use ferrofabric_protoutil::{compute_txid, new_nonce};
 
 /// A proposal ready to send (`signed`), with the decoded proposal and its transaction ID for assembling the
 /// transaction later.
@@ -36,16 +35,10 @@ fn now() -> prost_types::Timestamp {
     prost_types::Timestamp { seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX), nanos: d.subsec_nanos() as i32 }
 }
 
-fn random_nonce() -> Bytes {
-    let mut n = vec![0u8; 24];
-    rand::thread_rng().fill_bytes(&mut n);
-    Bytes::from(n)
-}
-
 /// A signed proposal invoking `chaincode` on `channel_id` with `args` (function name first), created by `creator`
 /// with a random 24-byte nonce and the current time.
 pub fn create_proposal(creator: &SigningIdentity, channel_id: &str, chaincode: &str, args: &[Bytes]) -> ClientProposal {
-    create_proposal_with(creator, channel_id, chaincode, args, random_nonce(), now())
+    create_proposal_with(creator, channel_id, chaincode, args, new_nonce(), now())
 }
 
 /// [`create_proposal`] with a given nonce and timestamp. The invocation spec's type is GOLANG for user chaincodes
@@ -59,7 +52,7 @@ pub fn create_proposal_with(
     timestamp: prost_types::Timestamp,
 ) -> ClientProposal {
     let creator_bytes = creator.serialized().clone();
-    let tx_id = compute_tx_id(&nonce, &creator_bytes);
+    let tx_id = compute_txid(&nonce, &creator_bytes);
     let cc_id = ChaincodeId { name: chaincode.to_owned(), ..Default::default() };
     let spec_type =
         if chaincode == "_lifecycle" { chaincode_spec::Type::Undefined } else { chaincode_spec::Type::Golang };
@@ -157,26 +150,6 @@ pub fn assemble_transaction(
 /// A signed `DELIVER_SEEK_INFO` envelope asking for blocks `start..` of `channel_id`, waiting for new ones
 /// (`BLOCK_UNTIL_READY`), as Fabric's deliver clients send it (`protoutil.CreateSignedEnvelope`).
 pub fn seek_envelope(signer: &SigningIdentity, channel_id: &str, start: u64) -> Envelope {
-    let seek = SeekInfo {
-        start: Some(SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: start })) }),
-        stop: Some(SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: u64::MAX })) }),
-        behavior: seek_info::SeekBehavior::BlockUntilReady as i32,
-        ..Default::default()
-    };
-    let channel_header = ChannelHeader {
-        r#type: HeaderType::DeliverSeekInfo as i32,
-        timestamp: Some(now()),
-        channel_id: channel_id.to_owned(),
-        ..Default::default()
-    };
-    let header = Header {
-        channel_header: Bytes::from(channel_header.encode_to_vec()),
-        signature_header: Bytes::from(
-            SignatureHeader { creator: signer.serialized().clone(), nonce: random_nonce() }.encode_to_vec(),
-        ),
-    };
-    let payload =
-        Bytes::from(Payload { header: Some(header), data: Bytes::from(seek.encode_to_vec()) }.encode_to_vec());
-    let signature = Bytes::from(signer.sign(&payload));
-    Envelope { payload, signature }
+    let seek = ferrofabric_protoutil::seek_range(start, None, seek_info::SeekBehavior::BlockUntilReady);
+    ferrofabric_protoutil::seek_envelope(channel_id, &seek, signer.serialized(), None, |m| signer.sign(m))
 }

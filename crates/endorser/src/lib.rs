@@ -24,7 +24,6 @@ use ferrofabric_protos::peer::endorser_server::EndorserServer;
 use ferrofabric_protos::peer::{ProposalResponse, SignedProposal};
 
 pub use endorser::{endorse, Endorser, Rejected};
-pub use proposal::compute_tx_id;
 pub use replica::{Replica, ReplicaError};
 
 /// Largest gRPC message accepted or sent (Fabric's default `peer.maxRecvMsgSize` / `maxSendMsgSize`, 100 MiB).

@@ -9,14 +9,6 @@ use ferrofabric_protos::peer::{
 use prost::Message;
 use sha2::{Digest, Sha256};
 
-/// Fabric's transaction ID rule (`protoutil.ComputeTxID`): lower-case hex of SHA-256(nonce ‖ creator).
-pub fn compute_tx_id(nonce: &[u8], creator: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(nonce);
-    h.update(creator);
-    hex::encode(h.finalize())
-}
-
 /// A decoded proposal (Fabric's `UnpackedProposal`).
 #[derive(Debug, Clone)]
 pub(crate) struct UnpackedProposal {
@@ -91,7 +83,7 @@ impl UnpackedProposal {
         if sh.creator.is_empty() {
             return Err("creator is empty".into());
         }
-        let expected = compute_tx_id(&sh.nonce, &sh.creator);
+        let expected = ferrofabric_protoutil::compute_txid(&sh.nonce, &sh.creator);
         if ch.tx_id != expected {
             return Err(format!("incorrectly computed txid '{}' -- expected '{expected}'", ch.tx_id));
         }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_arena::records::records;
 use ferrofabric_endorser::follow::follow;
 use ferrofabric_endorser::{Replica, ReplicaError};
 use ferrofabric_msp::SigningIdentity;
@@ -18,6 +17,7 @@ use ferrofabric_protos::common::{Block, Envelope, Payload, Status};
 use ferrofabric_protos::orderer::{seek_position, SeekInfo};
 use ferrofabric_protos::peer::deliver_server::{Deliver, DeliverServer};
 use ferrofabric_protos::peer::{deliver_response, DeliverResponse};
+use ferrofabric_protoutil::records::records;
 use prost::Message;
 use tokio::sync::watch;
 use tokio_stream::Stream;

@@ -15,7 +15,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use bytes::Bytes;
 use serde::Serialize;
 
 use crate::backend::{BlockPath, BlockProcessor, VerilatorProcessor};
@@ -70,15 +69,6 @@ struct CardReport {
     mvcc_failures: u32,
 }
 
-fn read_file(path: &PathBuf) -> Result<Bytes> {
-    let raw = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    if path.extension().is_some_and(|e| e == "zst") {
-        let plain = zstd::decode_all(raw.as_slice()).with_context(|| format!("decompressing {}", path.display()))?;
-        return Ok(Bytes::from(plain));
-    }
-    Ok(Bytes::from(raw))
-}
-
 /// Parses `NxM`.
 ///
 /// Errors: not two positive integers separated by `x`.
@@ -98,15 +88,15 @@ pub fn parse_config(s: &str) -> Result<(u32, u32)> {
 /// first.
 pub fn run(args: &HwValidateArgs) -> Result<()> {
     let (n, m) = parse_config(&args.config)?;
-    let genesis = read_file(&args.genesis)?;
-    let blocks = read_file(&args.blocks)?;
+    let genesis = ferrofabric_protoutil::read_ledger_file(&args.genesis)?;
+    let blocks = ferrofabric_protoutil::read_ledger_file(&args.blocks)?;
     let mut proc = VerilatorProcessor::new(genesis.clone(), n, m)
         .with_context(|| format!("card {n}x{m} from {}", args.genesis.display()))?;
     let started = Instant::now();
     let mut reports = Vec::new();
     let (mut transactions, mut hw_txs, mut hw_cycles, mut hw_blocks, mut host_blocks) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut failure = None;
-    for rec in ferrofabric_arena::records::records(blocks) {
+    for rec in ferrofabric_protoutil::records::records(blocks) {
         let (offset, raw) = match rec {
             Ok(r) => r,
             Err(e) => {

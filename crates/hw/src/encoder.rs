@@ -11,9 +11,10 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrofabric_arena::{block_header_bytes, BlockArena};
+use ferrofabric_arena::BlockArena;
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{msp_principal::Classification, msp_role::MspRoleType, MspPrincipal, MspRole};
+use ferrofabric_protoutil::block_header_bytes;
 use ferrofabric_state::{Update, UpdateBatch};
 use prost::Message as _;
 

@@ -6,7 +6,8 @@
 use std::collections::HashSet;
 
 use bytes::Bytes;
-use ferrofabric_arena::{block_header_hash, BlockArena};
+use ferrofabric_arena::BlockArena;
+use ferrofabric_protoutil::block_header_hash;
 use ferrofabric_validator::{BlockResult, Validator, ValidatorError, ValidatorOptions};
 
 use crate::encoder::Encoder;

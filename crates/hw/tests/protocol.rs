@@ -7,12 +7,13 @@
 mod support;
 
 use bytes::Bytes;
-use ferrofabric_arena::{block_header_bytes, BlockArena};
+use ferrofabric_arena::BlockArena;
 use ferrofabric_hw::decoder::Decoder;
 use ferrofabric_hw::policy::PolicyTable;
 use ferrofabric_hw::session::{HostSession, Route};
 use ferrofabric_hw::wire::{Section, SectionType};
 use ferrofabric_protos::common::Metadata;
+use ferrofabric_protoutil::block_header_bytes;
 use prost::Message;
 use sha2::{Digest, Sha256};
 use support::*;

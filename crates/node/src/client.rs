@@ -11,14 +11,14 @@ use bytes::Bytes;
 use ferrofabric_endorser::client::{assemble_transaction, create_proposal, ClientProposal};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::client as orderer_client;
-use ferrofabric_protos::common::{Envelope, Status};
-use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekNewest, SeekPosition, SeekSpecified};
+use ferrofabric_protos::common::Status;
+use ferrofabric_protos::orderer::{seek_info, SeekInfo};
 use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as DeliverType;
 use ferrofabric_protos::peer::endorser_client::EndorserClient;
 use ferrofabric_protos::peer::{FilteredBlock, ProposalResponse, TxValidationCode};
+use ferrofabric_protoutil::seek::{seek_envelope, seek_newest, seek_specified};
 use futures::StreamExt;
-use prost::Message;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
@@ -138,15 +138,12 @@ impl NetworkClient {
         let (_, addr) = self.peer_addrs.get(peer).ok_or_else(|| anyhow!("no peer {peer}"))?;
         let ch = orderer_client::connect(addr, None).await?;
         let seek = SeekInfo {
-            start: Some(SeekPosition { r#type: Some(seek_position::Type::Newest(SeekNewest {})) }),
-            stop: Some(SeekPosition {
-                r#type: Some(seek_position::Type::Specified(SeekSpecified { number: u64::MAX })),
-            }),
+            start: Some(seek_newest()),
+            stop: Some(seek_specified(u64::MAX)),
             behavior: seek_info::SeekBehavior::BlockUntilReady as i32,
             ..SeekInfo::default()
         };
-        let request = orderer_client::seek_envelope(&self.channel, signer.serialized(), |m| signer.sign(m), &seek);
-        let request = Envelope::decode(request)?;
+        let request = seek_envelope(&self.channel, &seek, signer.serialized(), None, |m| signer.sign(m));
         let mut client = DeliverClient::new(ch).max_decoding_message_size(MAX_MESSAGE);
         // The request stream stays open while the events are wanted and ends when the reader task ends, so that
         // the HTTP/2 stream is released (a request body that never ends would keep it open on both sides).

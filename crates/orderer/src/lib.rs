@@ -12,15 +12,12 @@
 //! * [`broadcast`], [`deliver`] (the orderer's part of `ferrofabric-deliver`'s server), [`grpc`]: the
 //!   AtomicBroadcast service; [`msgprocessor`]: Fabric's broadcast
 //!   filters; [`configupdate`]: CONFIG_UPDATE → CONFIG through `ferrofabric-configtx`.
-//! * [`cutter`]: Fabric's block cutter; [`block`]: block assembly and metadata; [`support`]: the per-channel
+//! * [`cutter`]: Fabric's block cutter (block assembly and metadata are `ferrofabric-protoutil`'s); [`support`]: the per-channel
 //!   block pipeline given to consensus; [`consensus`]: the [`consensus::Consensus`] trait and solo.
 //! * [`registrar`]: channels on disk; [`participation`]: the osnadmin REST API; [`operations`]: health and
 //!   metrics.
-//! * [`client`] (`ferrofabric-comm`'s): a raw-bytes AtomicBroadcast client; [`bench`]: `ferrofabric bench
-//!   orderer`.
+//! * [`client`]: a raw-bytes AtomicBroadcast client (`ferrofabric bench orderer` lives in the CLI crate).
 
-pub mod bench;
-pub mod block;
 pub mod broadcast;
 pub mod cli;
 pub mod config;

@@ -20,7 +20,8 @@ use crate::configupdate::ConfigUpdateProcessor;
 use crate::consensus::{ChannelStatus, Consensus, ConsensusContext, ConsensusRegistry, ConsensusRelation};
 use crate::metrics::Metrics;
 use crate::msgprocessor::FilterOptions;
-use crate::support::{config_envelope_of, ChainSupport, SupportParams};
+use crate::support::{ChainSupport, SupportParams};
+use ferrofabric_protoutil::sole_config_envelope;
 
 /// A served channel: its support (ledger, config, block writer) and its consensus instance.
 pub struct Channel {
@@ -229,8 +230,8 @@ impl Registrar {
     pub fn join(&self, raw: Bytes) -> Result<ChannelState, JoinError> {
         let block =
             Block::decode(raw.clone()).map_err(|e| JoinError::InvalidBlock(format!("cannot unmarshal block: {e}")))?;
-        let envelope =
-            config_envelope_of(&block).ok_or_else(|| JoinError::InvalidBlock("block is not a config block".into()))?;
+        let envelope = sole_config_envelope(&block)
+            .ok_or_else(|| JoinError::InvalidBlock("block is not a config block".into()))?;
         let config = ChannelConfig::from_envelope(&envelope).map_err(|e| JoinError::InvalidBlock(e.to_string()))?;
         if config.consortium().is_some() || config.application().is_none() {
             return Err(JoinError::InvalidBlock(

@@ -19,21 +19,19 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_arena::block_header_hash;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_policy::{BatchSize, ChannelConfig};
-use ferrofabric_protos::common::{
-    Block, BlockHeader, BlockMetadataIndex, ConfigEnvelope, Envelope, HeaderType, Metadata, OrdererBlockMetadata,
-    Payload,
-};
+use ferrofabric_protos::common::{Block, BlockHeader, ConfigEnvelope, Payload};
+use ferrofabric_protoutil::block_header_hash;
 use prost::Message;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::block::{next_header, sign_and_encode};
 use crate::configupdate::{signed_config_envelope, ConfigUpdateProcessor};
 use crate::metrics::Metrics;
 use crate::msgprocessor::{self, apply_filters, inspect, FilterOptions, Inspected, MsgClass, Rejection};
+use ferrofabric_protoutil::block::{next_header, sign_and_encode};
+use ferrofabric_protoutil::{last_config_index, sole_config_envelope};
 
 /// A block whose header is fixed but which is not signed yet (result of [`ChainSupport::create_next_block`]).
 #[derive(Debug, Clone)]
@@ -106,40 +104,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The LAST_CONFIG index recorded in a block: `OrdererBlockMetadata.last_config` of the SIGNATURES slot (Fabric
-/// 2.x), else the legacy LAST_CONFIG slot, else 0.
-///
-/// Errors: undecodable metadata.
-pub fn last_config_index(block: &Block) -> Result<u64, String> {
-    let md = block.metadata.as_ref().map(|m| m.metadata.as_slice()).unwrap_or_default();
-    if let Some(raw) = md.get(BlockMetadataIndex::Signatures as usize).filter(|r| !r.is_empty()) {
-        let m = Metadata::decode(raw.clone()).map_err(|e| format!("SIGNATURES metadata: {e}"))?;
-        if !m.value.is_empty() {
-            let obm = OrdererBlockMetadata::decode(m.value).map_err(|e| format!("OrdererBlockMetadata: {e}"))?;
-            return Ok(obm.last_config.map(|l| l.index).unwrap_or(0));
-        }
-    }
-    if let Some(raw) = md.get(BlockMetadataIndex::LastConfig as usize).filter(|r| !r.is_empty()) {
-        let m = Metadata::decode(raw.clone()).map_err(|e| format!("LAST_CONFIG metadata: {e}"))?;
-        let lc = ferrofabric_protos::common::LastConfig::decode(m.value).map_err(|e| format!("LastConfig: {e}"))?;
-        return Ok(lc.index);
-    }
-    Ok(0)
-}
-
-/// Whether `block` holds exactly one envelope whose channel header type is CONFIG (Fabric
-/// `protoutil.IsConfigBlock`); returns that envelope.
-pub fn config_envelope_of(block: &Block) -> Option<Envelope> {
-    let data = block.data.as_ref()?;
-    let [raw] = data.data.as_slice() else {
-        return None;
-    };
-    let env = Envelope::decode(raw.clone()).ok()?;
-    let payload = Payload::decode(env.payload.clone()).ok()?;
-    let chdr = ferrofabric_protos::common::ChannelHeader::decode(payload.header?.channel_header).ok()?;
-    (chdr.r#type == HeaderType::Config as i32).then_some(env)
-}
-
 impl ChainSupport {
     /// Opens the support of a channel whose ledger is `params.store` (height ≥ 1): loads the configuration of
     /// the last config block and the assembly state (tip number and hash, LAST_CONFIG), and starts the
@@ -153,7 +117,7 @@ impl ChainSupport {
         let tip_raw = store.block(height - 1)?.ok_or_else(|| anyhow::anyhow!("tip block {} missing", height - 1))?;
         let tip = Block::decode(tip_raw)?;
         let header = tip.header.clone().ok_or_else(|| anyhow::anyhow!("tip block has no header"))?;
-        let last_config = if config_envelope_of(&tip).is_some() {
+        let last_config = if sole_config_envelope(&tip).is_some() {
             header.number
         } else {
             last_config_index(&tip).map_err(|e| anyhow::anyhow!("block {}: {e}", header.number))?
@@ -358,7 +322,7 @@ impl ChainSupport {
             data: Some(ferrofabric_protos::common::BlockData { data: block.envelopes.clone() }),
             metadata: None,
         };
-        let last_config = if config_envelope_of(&as_block).is_some() {
+        let last_config = if sole_config_envelope(&as_block).is_some() {
             block.header.number
         } else {
             lock(&self.writer).last_config_block
@@ -391,7 +355,7 @@ impl ChainSupport {
             data: Some(ferrofabric_protos::common::BlockData { data: block.envelopes.clone() }),
             metadata: None,
         };
-        let env = config_envelope_of(&as_block)
+        let env = sole_config_envelope(&as_block)
             .ok_or_else(|| self.fail(format!("block {number} written as a config block holds no CONFIG envelope")))?;
         let config = ChannelConfig::from_envelope(&env)
             .map_err(|e| self.fail(format!("config block {number} does not hold a valid configuration: {e}")))?;
@@ -416,7 +380,7 @@ impl ChainSupport {
                     header.number, w.queued_next
                 )));
             }
-            if let Some(env) = config_envelope_of(&block) {
+            if let Some(env) = sole_config_envelope(&block) {
                 let config = ChannelConfig::from_envelope(&env)
                     .map_err(|e| ConsensusError(format!("config block {}: {e}", header.number)))?;
                 *self.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(config);

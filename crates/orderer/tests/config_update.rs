@@ -26,7 +26,6 @@ use ferrofabric_configtx::{anchor_peer_update, config_update_envelope, ConfigTxV
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::client;
 use ferrofabric_orderer::node::RunningOrderer;
-use ferrofabric_orderer::support::last_config_index;
 use ferrofabric_policy::{AnchorPeer, ChannelConfig};
 use ferrofabric_protos::common::{
     Block, BlockMetadataIndex, ChannelHeader, ConfigEnvelope, Envelope, HeaderType, LastConfig, Metadata, Payload,
@@ -34,6 +33,7 @@ use ferrofabric_protos::common::{
 };
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_protos::orderer::BroadcastResponse;
+use ferrofabric_protoutil::last_config_index;
 use ferrofabric_testkit::{Network, TxBuilder};
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use futures::StreamExt;

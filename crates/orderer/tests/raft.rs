@@ -27,12 +27,12 @@ use bytes::Bytes;
 use ferrofabric_configtx::{anchor_peer_update, config_update_envelope};
 use ferrofabric_orderer::client::{self, ClientTls, DeliverItem};
 use ferrofabric_orderer::consensus::etcdraft::block_raft_metadata;
-use ferrofabric_orderer::support::{config_envelope_of, last_config_index};
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{Block, ChannelHeader, ConfigEnvelope, Envelope, Payload, Status};
 use ferrofabric_protos::etcdraft::{ConfigMetadata, Consenter, Options};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_protos::orderer::{BatchSize, BatchTimeout, ConsensusType};
+use ferrofabric_protoutil::{last_config_index, sole_config_envelope};
 use ferrofabric_testkit::{Network, Workload};
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use futures::StreamExt;
@@ -169,7 +169,7 @@ fn raft_genesis(base: &Bytes, consenters: Vec<Consenter>) -> Bytes {
     payload.data = Bytes::from(ce.encode_to_vec());
     env.payload = Bytes::from(payload.encode_to_vec());
     data.data[0] = Bytes::from(env.encode_to_vec());
-    let hash = ferrofabric_orderer::block::block_data_hash(&data.data);
+    let hash = ferrofabric_protoutil::block_data_hash(&data.data);
     block.header.as_mut().unwrap().data_hash = Bytes::copy_from_slice(&hash);
     Bytes::from(block.encode_to_vec())
 }
@@ -607,13 +607,14 @@ async fn three_raft_orderers_survive_a_leader_sigkill() {
 
     // One config block (after the genesis block), holding only the CONFIG transaction; later blocks name it
     // as their last config.
-    let config_blocks: Vec<usize> =
-        (1..chain.len()).filter(|i| config_envelope_of(&Block::decode(chain[*i].clone()).unwrap()).is_some()).collect();
+    let config_blocks: Vec<usize> = (1..chain.len())
+        .filter(|i| sole_config_envelope(&Block::decode(chain[*i].clone()).unwrap()).is_some())
+        .collect();
     assert_eq!(config_blocks.len(), 1, "expected exactly one config block");
     let at = config_blocks[0];
     let config_block = Block::decode(chain[at].clone()).unwrap();
     assert_eq!(config_block.data.as_ref().unwrap().data.len(), 1);
-    let env = config_envelope_of(&config_block).unwrap();
+    let env = sole_config_envelope(&config_block).unwrap();
     let next = ChannelConfig::from_envelope(&env).unwrap();
     assert_eq!(next.sequence(), 1);
     assert_eq!(next.application().unwrap().organizations()["Org1MSP"].anchor_peers().len(), 1);

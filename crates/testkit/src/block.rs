@@ -1,38 +1,23 @@
 //! Orderer-side block cutting and signing as a Fabric 2.5 etcdraft orderer
-//! does it (fabric `orderer/common/multichannel/blockwriter.go`:
-//! CreateNextBlock, addLastConfig, addBlockSignature; `protoutil/blockutils.go`:
-//! ComputeBlockDataHash). The header DER and hash are the arena crate's
-//! [`block_header_bytes`] / [`block_header_hash`] (`protoutil.BlockHeaderBytes`).
+//! does it, built on the orderer's own block path in `ferrofabric-protoutil`
+//! (`signature_value`, `block_signature`, `orderer_metadata`; Fabric
+//! `orderer/common/multichannel/blockwriter.go`), with tampering hooks and
+//! deterministic signatures for tests.
 
 use bytes::Bytes;
-use ferrofabric_arena::{block_header_bytes, block_header_hash};
-use ferrofabric_protos::common::{
-    Block, BlockData, BlockHeader, BlockMetadata, LastConfig, Metadata, MetadataSignature, OrdererBlockMetadata,
-    SignatureHeader,
-};
+use ferrofabric_protos::common::{Block, BlockData, BlockHeader};
 use ferrofabric_protos::etcdraft;
+use ferrofabric_protoutil::block::{block_signature, orderer_metadata, signature_value};
+use ferrofabric_protoutil::{block_data_hash, block_header_hash, new_nonce};
 use prost::Message;
-use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::{Network, SigningIdentity, TestkitError};
 
-/// Number of `BlockMetadata.metadata` slots (SIGNATURES, LAST_CONFIG,
-/// TRANSACTIONS_FILTER, ORDERER, COMMIT_HASH).
-pub const METADATA_SLOTS: usize = 5;
 /// Index of the SIGNATURES metadata slot.
 pub const SIGNATURES: usize = 0;
 /// Index of the LAST_CONFIG metadata slot.
 pub const LAST_CONFIG: usize = 1;
-
-/// `protoutil.ComputeBlockDataHash`: SHA-256 of the envelopes concatenated.
-pub fn block_data_hash(envelopes: &[Bytes]) -> [u8; 32] {
-    let mut h = Sha256::new();
-    for e in envelopes {
-        h.update(e);
-    }
-    h.finalize().into()
-}
 
 /// Cuts and signs one block.
 ///
@@ -138,52 +123,23 @@ impl<'a> BlockBuilder<'a> {
                 .encode_to_vec(),
             )
         });
-        let value = Bytes::from(
-            OrdererBlockMetadata {
-                last_config: Some(LastConfig { index: self.last_config }),
-                consenter_metadata: Bytes::from(Metadata { value: consenter, signatures: Vec::new() }.encode_to_vec()),
-            }
-            .encode_to_vec(),
-        );
+        let value = signature_value(self.last_config, &consenter);
         let mut signatures = Vec::new();
         if !self.unsigned {
-            let nonce = self.nonce.clone().unwrap_or_else(|| {
-                let mut n = vec![0u8; 24];
-                rand::thread_rng().fill_bytes(&mut n);
-                Bytes::from(n)
-            });
-            let signature_header =
-                Bytes::from(SignatureHeader { creator: self.signer.serialized().clone(), nonce }.encode_to_vec());
-            let mut msg = Vec::with_capacity(value.len() + signature_header.len() + 80);
-            msg.extend_from_slice(&value);
-            msg.extend_from_slice(&signature_header);
-            msg.extend_from_slice(&block_header_bytes(&header));
-            let mut signature = self.signer.sign_deterministic(&msg);
-            if self.corrupt_signature {
-                if let Some(last) = signature.last_mut() {
-                    *last ^= 0x01;
+            let nonce = self.nonce.clone().unwrap_or_else(new_nonce);
+            let sign = |msg: &[u8]| {
+                let mut signature = self.signer.sign_deterministic(msg);
+                if self.corrupt_signature {
+                    if let Some(last) = signature.last_mut() {
+                        *last ^= 0x01;
+                    }
                 }
-            }
-            signatures.push(MetadataSignature {
-                signature_header,
-                signature: Bytes::from(signature),
-                identifier_header: Bytes::new(),
-            });
+                signature
+            };
+            signatures.push(block_signature(&header, &value, self.signer.serialized(), nonce, sign));
         }
-        let mut metadata = vec![Bytes::new(); METADATA_SLOTS];
-        metadata[SIGNATURES] = Bytes::from(Metadata { value, signatures }.encode_to_vec());
-        metadata[LAST_CONFIG] = Bytes::from(
-            Metadata {
-                value: Bytes::from(LastConfig { index: self.last_config }.encode_to_vec()),
-                signatures: Vec::new(),
-            }
-            .encode_to_vec(),
-        );
-        Block {
-            header: Some(header),
-            data: Some(BlockData { data: envelopes.to_vec() }),
-            metadata: Some(BlockMetadata { metadata }),
-        }
+        let metadata = orderer_metadata(value, signatures, self.last_config);
+        Block { header: Some(header), data: Some(BlockData { data: envelopes.to_vec() }), metadata: Some(metadata) }
     }
 
     /// [`BlockBuilder::build`], marshaled.

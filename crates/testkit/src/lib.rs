@@ -26,16 +26,17 @@ mod network;
 mod tx;
 mod workload;
 
-pub use block::{block_data_hash, BlockBuilder, Chain, LAST_CONFIG, METADATA_SLOTS, SIGNATURES};
+pub use block::{BlockBuilder, Chain, LAST_CONFIG, SIGNATURES};
 pub use error::TestkitError;
 /// Signing identity type used throughout (key + marshaled SerializedIdentity).
 pub use ferrofabric_msp::SigningIdentity;
+pub use ferrofabric_protoutil::{block_data_hash, METADATA_SLOTS};
 pub use lifecycle::{
     channel_policy_reference, commit_definition, define_chaincode, definition_writes, ChaincodeDefinition,
     DEFAULT_ENDORSEMENT_POLICY,
 };
 pub use network::{Network, CHANNEL_ID, ORDERER_ORG, PEER_ORGS};
-pub use tx::{compute_tx_id, Built, TxBuilder, LIFECYCLE_NAMESPACE};
+pub use tx::{Built, TxBuilder, LIFECYCLE_NAMESPACE};
 pub use workload::{
     smallbank_key, transfer_key, transfer_ledger, SmallbankAccount, Workload, SMALLBANK_CHAINCODE, SMALLBANK_PREFIX,
     TRANSFER_CHAINCODE, TRANSFER_KEYS_PER_INIT_TX,

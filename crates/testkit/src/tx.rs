@@ -20,7 +20,6 @@ use ferrofabric_protos::peer::{
 };
 use ferrofabric_protos::rwset::{tx_read_write_set, CollectionHashedReadWriteSet, NsReadWriteSet, TxReadWriteSet};
 use prost::Message;
-use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 use crate::{Network, SigningIdentity, TestkitError};
@@ -37,15 +36,6 @@ pub struct Built {
     pub envelope: Bytes,
     /// `ChannelHeader.tx_id` as written (normally hex(SHA-256(nonce ‖ creator))).
     pub tx_id: String,
-}
-
-/// Fabric's transaction ID rule (`protoutil.ComputeTxID`): lower-case hex of
-/// SHA-256 over the nonce followed by the serialized creator.
-pub fn compute_tx_id(nonce: &[u8], creator: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(nonce);
-    h.update(creator);
-    hex::encode(h.finalize())
 }
 
 fn version(v: Option<(u64, u64)>) -> Option<Version> {
@@ -403,13 +393,9 @@ impl<'a> TxBuilder<'a> {
         let creator = self.creator.serialized().clone();
         let nonce = match &self.nonce {
             Some(n) => n.clone(),
-            None => {
-                let mut n = vec![0u8; 24];
-                rand::thread_rng().fill_bytes(&mut n);
-                Bytes::from(n)
-            }
+            None => ferrofabric_protoutil::new_nonce(),
         };
-        let tx_id = self.tx_id.clone().unwrap_or_else(|| compute_tx_id(&nonce, &creator));
+        let tx_id = self.tx_id.clone().unwrap_or_else(|| ferrofabric_protoutil::compute_txid(&nonce, &creator));
         let timestamp = self.timestamp.or_else(|| {
             let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?;
             Some(prost_types::Timestamp {

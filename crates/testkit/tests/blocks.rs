@@ -5,9 +5,9 @@
 mod support;
 
 use bytes::Bytes;
-use ferrofabric_arena::{block_header_bytes, block_header_hash};
 use ferrofabric_protos::common::{Block, BlockHeader, Metadata, OrdererBlockMetadata, SignatureHeader};
 use ferrofabric_protos::msp::SerializedIdentity;
+use ferrofabric_protoutil::{block_header_bytes, block_header_hash};
 use ferrofabric_testkit::{block_data_hash, BlockBuilder, Chain, SigningIdentity, Workload, SIGNATURES};
 use p256::ecdsa::signature::Verifier;
 use prost::Message;

@@ -16,8 +16,8 @@ use ferrofabric_protos::peer::{
 };
 use ferrofabric_protos::rwset::TxReadWriteSet;
 use ferrofabric_testkit::{
-    channel_policy_reference, commit_definition, compute_tx_id, define_chaincode, ChaincodeDefinition, SigningIdentity,
-    TxBuilder, DEFAULT_ENDORSEMENT_POLICY,
+    channel_policy_reference, commit_definition, define_chaincode, ChaincodeDefinition, SigningIdentity, TxBuilder,
+    DEFAULT_ENDORSEMENT_POLICY,
 };
 use p256::ecdsa::signature::Verifier;
 use prost::Message;
@@ -189,7 +189,7 @@ fn built_tx_has_fabric_txid_hash_and_valid_signatures() {
     let expected_txid = hex::encode(Sha256::digest([d.sh.nonce.as_ref(), d.sh.creator.as_ref()].concat()));
     assert_eq!(d.ch.tx_id, expected_txid);
     assert_eq!(built.tx_id, expected_txid);
-    assert_eq!(compute_tx_id(&d.sh.nonce, &d.sh.creator), expected_txid);
+    assert_eq!(ferrofabric_protoutil::compute_txid(&d.sh.nonce, &d.sh.creator), expected_txid);
     assert_eq!((d.ch.r#type, d.ch.version, d.ch.epoch), (3, 0, 0));
     assert_eq!(d.ch.channel_id, "mychannel");
 

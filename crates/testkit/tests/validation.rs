@@ -7,13 +7,13 @@
 mod support;
 
 use bytes::Bytes;
-use ferrofabric_arena::block_header_bytes;
 use ferrofabric_msp::{Msp, MspManager, SigningIdentity};
 use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{
     msp_principal, msp_role, Block, ChannelHeader, Envelope, Metadata, MspPrincipal, MspRole, Payload, SignatureHeader,
 };
 use ferrofabric_protos::peer::{ChaincodeActionPayload, Transaction};
+use ferrofabric_protoutil::block_header_bytes;
 use ferrofabric_testkit::{
     channel_policy_reference, define_chaincode, BlockBuilder, Chain, Network, TxBuilder, Workload,
     DEFAULT_ENDORSEMENT_POLICY, ORDERER_ORG, SIGNATURES,

@@ -9,7 +9,6 @@ mod support;
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use ferrofabric_arena::block_header_hash;
 use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{ChannelHeader, Envelope, Payload, SignatureHeader};
 use ferrofabric_protos::kvrwset::KvrwSet;
@@ -18,7 +17,9 @@ use ferrofabric_protos::peer::{
     ProposalResponsePayload, Transaction,
 };
 use ferrofabric_protos::rwset::TxReadWriteSet;
-use ferrofabric_testkit::{block_data_hash, compute_tx_id, transfer_ledger, SmallbankAccount, Workload};
+use ferrofabric_protoutil::block_header_hash;
+use ferrofabric_protoutil::compute_txid;
+use ferrofabric_testkit::{block_data_hash, transfer_ledger, SmallbankAccount, Workload};
 use prost::Message;
 use support::*;
 
@@ -148,7 +149,7 @@ fn transfer_ledger_is_valid_end_to_end() {
         assert_eq!(h.data_hash.as_ref(), block_data_hash(data).as_slice());
         for (i, env) in data.iter().enumerate() {
             let t = decode(env);
-            assert_eq!(t.ch.tx_id, compute_tx_id(&t.sh.nonce, &t.sh.creator));
+            assert_eq!(t.ch.tx_id, compute_txid(&t.sh.nonce, &t.sh.creator));
             let creator = SignedData {
                 data: t.envelope.payload.clone(),
                 identity: t.sh.creator.clone(),

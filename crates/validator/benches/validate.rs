@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use ferrofabric_arena::records::records;
+use ferrofabric_protoutil::read_ledger_file;
+use ferrofabric_protoutil::records::records;
 use ferrofabric_testkit::{Chain, Network, Workload, TRANSFER_CHAINCODE};
 use ferrofabric_validator::{TxValidationCode, Validator, ValidatorOptions};
 use prost::Message;
@@ -26,8 +27,7 @@ fn fixtures() -> PathBuf {
 fn bench_replay(c: &mut Criterion) {
     let dir = fixtures();
     let genesis = Bytes::from(std::fs::read(dir.join("fabric-2.5/genesis.block")).expect("genesis.block"));
-    let raw = std::fs::read(dir.join("fabric-2.5-bench/fabric-2.5-smallbank-10k.bin.zst")).expect("bench ledger");
-    let plain = Bytes::from(zstd::decode_all(raw.as_slice()).expect("zstd"));
+    let plain = read_ledger_file(dir.join("fabric-2.5-bench/fabric-2.5-smallbank-10k.bin.zst")).expect("bench ledger");
     let blocks: Vec<Bytes> = records(plain).map(|r| r.expect("record").1).filter(|b| *b != genesis).collect();
     let txs: u64 = 10_735 - 1;
     let mut g = c.benchmark_group("replay");

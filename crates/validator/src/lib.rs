@@ -48,9 +48,10 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrofabric_arena::{block_header_bytes, block_header_hash, BlockArena};
+use ferrofabric_arena::BlockArena;
 use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType, Metadata, SignatureHeader};
+use ferrofabric_protoutil::{block_header_bytes, block_header_hash};
 use ferrofabric_state::{UpdateBatch, WorldState};
 use prost::Message;
 
@@ -144,7 +145,7 @@ pub struct ResumePoint {
 impl ResumePoint {
     /// A resume point from a checkpoint: `state` is the world state after block `N` (its last block must be `N`),
     /// `commit_hash` the commit hash after `N` (`None` only for `N = 0`) and `header_hash` the SHA-256 of block
-    /// `N`'s header ([`ferrofabric_arena::block_header_hash`]), which ties the checkpoint to one chain.
+    /// `N`'s header ([`ferrofabric_protoutil::block_header_hash`]), which ties the checkpoint to one chain.
     pub fn new(state: WorldState, commit_hash: Option<[u8; 32]>, header_hash: [u8; 32]) -> ResumePoint {
         ResumePoint { state, commit_hash, header_hash, txids: HashSet::new(), last: None, config_block: None }
     }

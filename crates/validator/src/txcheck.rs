@@ -223,13 +223,8 @@ pub fn check_txid(tx: &TxArena) -> bool {
     }
 }
 
-/// Fabric's transaction id: hex(SHA-256(nonce ‖ creator)) (`protoutil.ComputeTxID`), 64 lower-case hex digits.
-pub fn compute_txid(nonce: &[u8], creator: &[u8]) -> String {
-    let mut h = Sha256::new();
-    h.update(nonce);
-    h.update(creator);
-    hex::encode(h.finalize())
-}
+/// Fabric's transaction id (`protoutil.ComputeTxID`), from its one home.
+pub use ferrofabric_protoutil::compute_txid;
 
 /// Fabric's `validateEndorserTransaction`: exactly one action, a valid action signature header, decodable payloads
 /// and a proposal hash over (channel header ‖ action signature header ‖ chaincode proposal payload) equal to the one

@@ -7,7 +7,8 @@
 use std::path::PathBuf;
 
 use bytes::Bytes;
-use ferrofabric_arena::{block_header_hash, BlockArena};
+use ferrofabric_arena::BlockArena;
+use ferrofabric_protoutil::block_header_hash;
 use ferrofabric_state::{Update, UpdateBatch, WorldState};
 use ferrofabric_validator::{ResumePoint, Validator, ValidatorOptions};
 
@@ -19,7 +20,7 @@ fn fixture(name: &str) -> Bytes {
 }
 
 fn records(name: &str) -> Vec<Bytes> {
-    ferrofabric_arena::records::records(fixture(name)).map(|r| r.unwrap().1).collect()
+    ferrofabric_protoutil::records::records(fixture(name)).map(|r| r.unwrap().1).collect()
 }
 
 /// A copy of the validator's state, as a checkpoint file would restore it.

@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use ferrofabric_arena::block_header_hash;
-use ferrofabric_arena::records::records;
 use ferrofabric_protos::common::{Block, BlockData, BlockHeader, BlockMetadata};
+use ferrofabric_protoutil::block_header_hash;
+use ferrofabric_protoutil::records::records;
 use prost::Message;
 use sha2::{Digest, Sha256};
 

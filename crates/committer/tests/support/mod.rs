@@ -64,7 +64,7 @@ pub fn orderer_identity() -> SigningIdentity {
 
 /// `[u64 LE length][block]` records.
 pub fn records(data: &[u8]) -> Vec<Bytes> {
-    ferrofabric_arena::records::records(Bytes::copy_from_slice(data)).map(|r| r.unwrap().1).collect()
+    ferrofabric_protoutil::records::records(Bytes::copy_from_slice(data)).map(|r| r.unwrap().1).collect()
 }
 
 /// The 29-block fixture ledger as the orderer delivered it and as Fabric's peer stored it.
@@ -80,8 +80,8 @@ pub fn fixture_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
 pub fn bench_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
     let d = fixtures_root().join("fabric-2.5-bench");
     let read = |name: &str| {
-        let z = std::fs::read(d.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
-        records(&zstd::decode_all(z.as_slice()).unwrap())
+        let file = ferrofabric_protoutil::read_ledger_file(d.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        records(&file)
     };
     (read("fabric-2.5-smallbank-10k.bin.zst"), read("fabric-2.5-smallbank-10k.peer.bin.zst"))
 }

@@ -22,8 +22,8 @@
 //!   ([`Submission::size`]), then swaps the payloads back in before `create_next_block`.
 //! * **BFT (SmartBFT / BFT-SMaRt, 3f+1 nodes)**: `order` submits the request to the BFT library (which may
 //!   forward it to the leader); on decision each node signs the proposed header with
-//!   [`crate::block::block_signature`], the signatures are exchanged, and the block carrying a quorum of
-//!   `MetadataSignature`s is built with [`crate::block::orderer_metadata`] / [`crate::block::encode_block`] and
+//!   [`ferrofabric_protoutil::block::block_signature`], the signatures are exchanged, and the block carrying a quorum of
+//!   `MetadataSignature`s is built with [`ferrofabric_protoutil::block::orderer_metadata`] / [`ferrofabric_protoutil::block::encode_block`] and
 //!   stored with `append_block`.
 //!
 //! Back-pressure is part of `order`'s contract: the returned future completes when the message is accepted

@@ -188,7 +188,7 @@ pub fn with_batch(genesis: &[u8], max_count: u32, absolute: u32, preferred: u32,
     payload.data = Bytes::from(ce.encode_to_vec());
     env.payload = Bytes::from(payload.encode_to_vec());
     data.data[0] = Bytes::from(env.encode_to_vec());
-    let hash = ferrofabric_orderer::block::block_data_hash(&data.data);
+    let hash = ferrofabric_protoutil::block_data_hash(&data.data);
     block.header.as_mut().unwrap().data_hash = Bytes::copy_from_slice(&hash);
     Bytes::from(block.encode_to_vec())
 }

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ferrofabric_node::bench::{run, E2eBenchArgs, Workload};
+use ferrofabric::bench::e2e::{run, E2eBenchArgs, Workload};
 
 #[test]
 fn e2e_bench_commits_every_transfer_and_smallbank_transaction_valid() {

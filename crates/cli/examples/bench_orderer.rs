@@ -1,9 +1,9 @@
 //! Runs the orderer benchmark without the `ferrofabric` binary:
-//! `cargo run --release -p ferrofabric-orderer --example bench_orderer -- [--json] [--txs N] [--clients K] ...`
+//! `cargo run --release -p ferrofabric --example bench_orderer -- [--json] [--txs N] [--clients K] ...`
 //! (the same arguments as `ferrofabric bench orderer`).
 
 use clap::Parser;
-use ferrofabric_orderer::bench::{run, OrdererBenchArgs};
+use ferrofabric::bench::orderer::{run, OrdererBenchArgs};
 
 /// Command line of the example.
 #[derive(Parser)]

@@ -16,30 +16,36 @@
 //! The functions here are pure (no I/O, no threads); the signing itself is a closure so that any signer
 //! (an MSP signing identity, a test kit key, a BFT node collecting quorum signatures) can be plugged in.
 
+use crate::header::block_header_bytes;
+use crate::tx::new_nonce;
 use bytes::Bytes;
-use ferrofabric_arena::block_header_bytes;
 use ferrofabric_protos::common::{
     Block, BlockData, BlockHeader, BlockMetadata, BlockMetadataIndex, LastConfig, Metadata, MetadataSignature,
     OrdererBlockMetadata, SignatureHeader,
 };
 use prost::Message;
-use rand::RngCore;
 use sha2::{Digest, Sha256};
 
 /// Number of `BlockMetadata.metadata` slots Fabric allocates (`len(cb.BlockMetadataIndex_name)` = 5).
 pub const METADATA_SLOTS: usize = 5;
 
-/// Length of the random nonce of a block signature header (Fabric's `crypto.NonceSize`, 24 bytes).
-pub const NONCE_LEN: usize = 24;
-
 /// SHA-256 over the concatenated marshaled envelopes: Fabric's `protoutil.BlockDataHash` (the hashing
-/// width is always MaxUint32, i.e. a flat concatenation). Returns 32 bytes.
-pub fn block_data_hash(envelopes: &[Bytes]) -> [u8; 32] {
+/// width is always MaxUint32, i.e. a flat concatenation). Takes the envelope bytes in block order (a
+/// `&[Bytes]`, or any iterator of them). Returns 32 bytes.
+pub fn block_data_hash<'a>(envelopes: impl IntoIterator<Item = &'a Bytes>) -> [u8; 32] {
     let mut h = Sha256::new();
     for e in envelopes {
         h.update(e);
     }
     h.finalize().into()
+}
+
+/// Pads `metadata` to the [`METADATA_SLOTS`] slots Fabric allocates, with empty slots (Fabric's
+/// `protoutil.InitBlockMetadata`); longer metadata is left as it is.
+pub fn init_block_metadata(metadata: &mut BlockMetadata) {
+    if metadata.metadata.len() < METADATA_SLOTS {
+        metadata.metadata.resize(METADATA_SLOTS, Bytes::new());
+    }
 }
 
 /// The header of the block that follows the block whose header hash is `previous_hash` (empty for block 0),
@@ -65,13 +71,6 @@ pub fn signature_value(last_config: u64, consenter_metadata: &[u8]) -> Bytes {
         }
         .encode_to_vec(),
     )
-}
-
-/// A fresh random nonce of [`NONCE_LEN`] bytes for a block signature header.
-pub fn new_nonce() -> Bytes {
-    let mut nonce = vec![0u8; NONCE_LEN];
-    rand::thread_rng().fill_bytes(&mut nonce);
-    Bytes::from(nonce)
 }
 
 /// The bytes an orderer signs for a block: `value ‖ signature_header ‖ DER(header)` (Fabric's
@@ -139,8 +138,9 @@ pub fn sign_and_encode(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use ferrofabric_arena::block_header_hash;
-    use ferrofabric_arena::records::records;
+    use crate::header::block_header_hash;
+    use crate::records::records;
+    use crate::tx::NONCE_LEN;
     use ferrofabric_msp::SigningIdentity;
     use std::path::PathBuf;
 

@@ -23,16 +23,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::orderer::{percentile, process_cpu_seconds};
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::bench::{percentile, process_cpu_seconds};
 use ferrofabric_protos::peer::TxValidationCode;
 use futures::StreamExt;
 
-use crate::client::{require_valid, NetworkClient};
-use crate::layout::{Layout, PEER_MSPIDS};
-use crate::profile::NodeInfo;
+use ferrofabric_node::client::{require_valid, NetworkClient};
+use ferrofabric_node::layout::{Layout, PEER_MSPIDS};
+use ferrofabric_node::NodeInfo;
 
 /// Proposals in flight at once while endorsing.
 const ENDORSE_CONCURRENCY: usize = 64;
@@ -211,7 +211,7 @@ fn print(args: &E2eBenchArgs, r: &E2eReport) -> anyhow::Result<()> {
 struct Target {
     info: NodeInfo,
     crypto: PathBuf,
-    own: Option<(crate::RunningNode, tempfile::TempDir)>,
+    own: Option<(ferrofabric_node::RunningNode, tempfile::TempDir)>,
 }
 
 async fn target(args: &E2eBenchArgs) -> anyhow::Result<Target> {
@@ -235,7 +235,7 @@ async fn target(args: &E2eBenchArgs) -> anyhow::Result<Target> {
     }
     let tmp = tempfile::tempdir().context("temporary directory")?;
     args.progress(&format!("starting a node in {}", tmp.path().display()));
-    let node = crate::start(&crate::NodeArgs::ephemeral(tmp.path())).await?;
+    let node = ferrofabric_node::start(&ferrofabric_node::NodeArgs::ephemeral(tmp.path())).await?;
     Ok(Target { info: node.info.clone(), crypto: node.info.crypto.clone(), own: Some((node, tmp)) })
 }
 
@@ -469,9 +469,8 @@ fn fixtures_dir(fixtures: &Path) -> PathBuf {
 
 /// `[u64 LE length][block]` records of a zstd-compressed ledger file.
 fn ledger_blocks(path: &Path) -> anyhow::Result<Vec<Bytes>> {
-    let z = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    let raw = zstd::decode_all(z.as_slice()).with_context(|| format!("decompressing {}", path.display()))?;
-    ferrofabric_arena::records::records(Bytes::from(raw))
+    let raw = ferrofabric_protoutil::read_ledger_file(path)?;
+    ferrofabric_protoutil::records::records(raw)
         .map(|r| r.map(|(_, b)| b).map_err(|e| anyhow!("{}: {e}", path.display())))
         .collect()
 }

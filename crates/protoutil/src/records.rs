@@ -1,6 +1,8 @@
 //! The ledger file format of the fixtures and of `ferrofabric ledger replay`: repeated
 //! `[8-byte little-endian length][marshaled common.Block]`.
 //!
+//! Files may be stored zstd-compressed (a `.zst` name): [`read_ledger_file`] reads both forms.
+//!
 //! Reading is defensive: a truncated header, a length running past the end of the file or an absurd length is an
 //! [`RecordError`] naming the record index and byte offset, never a panic.
 
@@ -53,6 +55,43 @@ pub fn records(file: Bytes) -> impl Iterator<Item = Result<(u64, Bytes), RecordE
     })
 }
 
+/// A ledger file that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerFileError {
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A `.zst` file is not a valid zstd stream.
+    #[error("decompressing {path}: {source}")]
+    Decompress {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The zstd error.
+        source: std::io::Error,
+    },
+}
+
+/// The bytes of a ledger file: read whole, and zstd-decompressed when the file name ends in `.zst`. Iterate the
+/// blocks with [`records`].
+///
+/// Errors: the file cannot be read, or a `.zst` file does not decompress.
+pub fn read_ledger_file(path: impl AsRef<std::path::Path>) -> Result<Bytes, LedgerFileError> {
+    let path = path.as_ref();
+    let raw = std::fs::read(path).map_err(|source| LedgerFileError::Read { path: path.to_owned(), source })?;
+    if path.extension().is_some_and(|e| e == "zst") {
+        let plain = zstd::decode_all(raw.as_slice())
+            .map_err(|source| LedgerFileError::Decompress { path: path.to_owned(), source })?;
+        Ok(Bytes::from(plain))
+    } else {
+        Ok(Bytes::from(raw))
+    }
+}
+
 /// Encodes blocks in the same format (for tests and tools).
 pub fn encode_records<'a>(blocks: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut out = Vec::new();
@@ -74,6 +113,23 @@ mod tests {
         assert_eq!(got.len(), 3);
         assert_eq!(got[0], (0, Bytes::from_static(b"abc")));
         assert_eq!(got[2], (19, Bytes::from_static(b"defg")));
+    }
+
+    #[test]
+    fn reads_plain_and_zst_files_alike() {
+        let dir = std::env::temp_dir().join(format!("protoutil-records-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        let data = encode_records([&b"abc"[..], &b"defg"[..]]);
+        let plain = dir.join("ledger.bin");
+        let packed = dir.join("ledger.bin.zst");
+        std::fs::write(&plain, &data).unwrap_or_default();
+        std::fs::write(&packed, zstd::encode_all(data.as_slice(), 3).unwrap_or_default()).unwrap_or_default();
+        assert_eq!(read_ledger_file(&plain).ok(), Some(Bytes::from(data.clone())));
+        assert_eq!(read_ledger_file(&packed).ok(), Some(Bytes::from(data)));
+        std::fs::write(&packed, b"not zstd").unwrap_or_default();
+        assert!(matches!(read_ledger_file(&packed), Err(LedgerFileError::Decompress { .. })));
+        assert!(matches!(read_ledger_file(dir.join("missing")), Err(LedgerFileError::Read { .. })));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -15,7 +15,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Context, Result};
-use bytes::Bytes;
 use serde::Serialize;
 
 use crate::backend::{BlockPath, BlockProcessor, VerilatorProcessor};

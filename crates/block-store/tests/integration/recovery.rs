@@ -2,14 +2,12 @@
 //! writer process killed mid-append.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use crate::support::*;
 use bytes::Bytes;
-use common::*;
 use ferrofabric_arena::records::encode_records;
 use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
 
@@ -323,12 +321,21 @@ fn child_appender() {
     }
 }
 
+/// libtest's name of [`child_appender`]: its module path less the test binary's crate name, so that the exact
+/// filter stays right wherever this module is mounted.
+fn child_appender_test_name() -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::child_appender"),
+        None => "child_appender".to_string(),
+    }
+}
+
 #[test]
 fn writer_killed_mid_append_loses_no_acknowledged_block() {
     let tmp = tempfile::tempdir().unwrap();
     for round in 0..3 {
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "child_appender", "--ignored", "--nocapture", "--test-threads=1"])
+            .args(["--exact", &child_appender_test_name(), "--ignored", "--nocapture", "--test-threads=1"])
             .env(CHILD_DIR, tmp.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

@@ -2,14 +2,12 @@
 //! refusal of blocks that do not extend the chain, file rollover, waiting for blocks.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use bytes::Bytes;
-use common::*;
 use ferrofabric_block_store::{BlockStore, RecoveryReport, StoreError, StoreOptions, SyncPolicy};
 
 fn open(dir: &std::path::Path) -> BlockStore {

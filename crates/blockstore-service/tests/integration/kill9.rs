@@ -5,16 +5,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../committer/tests/support/mod.rs"]
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use ferrofabric_protos::ferrofabric::blockstore::block_store_client::BlockStoreClient;
 use ferrofabric_protos::ferrofabric::blockstore::ChainInfoRequest;
-use support::*;
 
 const BLOCKS: u64 = 129;
 

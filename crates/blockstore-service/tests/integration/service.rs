@@ -4,16 +4,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../../committer/tests/support/mod.rs"]
-mod support;
-
 use std::time::Duration;
 
+use crate::support::*;
 use ferrofabric_blockstore_service::config::BlockstoreConfig;
 use ferrofabric_protos::ferrofabric::blockstore::block_store_client::BlockStoreClient;
 use ferrofabric_protos::ferrofabric::blockstore::{BlockByNumberRequest, ChainInfoRequest, TransactionByIdRequest};
 use prost::Message;
-use support::*;
 
 fn blockstore_config(data: &std::path::Path, committer: &str) -> BlockstoreConfig {
     BlockstoreConfig {

@@ -3,11 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_committer::checkpoint::Checkpoint;
 use ferrofabric_committer::client::seek_envelope;
@@ -17,7 +16,6 @@ use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as PeerResponse;
 use prost::Message;
-use support::*;
 
 async fn committer(data: &std::path::Path, orderers: Vec<String>) -> RunningCommitter {
     tokio::time::timeout(Duration::from_secs(120), start(committer_config(data, orderers))).await.unwrap().unwrap()

@@ -6,14 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use ferrofabric_committer::checkpoint::Checkpoint;
-use support::*;
 
 /// Fabric's commit hash after block 128 of the bench ledger (its README).
 const FABRIC_FINAL_COMMIT_HASH: &str = "241d04473a43fa8b44bebd6d3f6bff6d346e566d930475dbc6b88b477cdba3a2";

@@ -4,16 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::*;
 use ferrofabric_committer::client::{self, ClientTls, DeliverItem, Fetched, Follower};
 use ferrofabric_committer::config::{ClientTlsConfig, ServerTlsConfig};
 use ferrofabric_orderer::config::TlsConfig;
-use support::*;
 use tokio::sync::mpsc;
 
 fn read(p: &Path) -> Vec<u8> {

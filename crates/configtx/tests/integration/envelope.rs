@@ -3,11 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::support::{fixture_genesis, fixture_identity, net};
 use ferrofabric_configtx::{
     anchor_peer_update, config_update_envelope, marshal_config_envelope, wrap_config_envelope, ConfigTxValidator,
 };
@@ -15,7 +14,6 @@ use ferrofabric_msp::SigningIdentity;
 use ferrofabric_policy::{AnchorPeer, ChannelConfig};
 use ferrofabric_protos::common::{ChannelHeader, ConfigEnvelope, Envelope, HeaderType, Payload, SignatureHeader};
 use prost::Message;
-use support::{fixture_genesis, fixture_identity, net};
 
 const CHANNEL: &str = "mychannel";
 

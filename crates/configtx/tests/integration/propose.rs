@@ -3,10 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::{fixture_genesis, fixture_identity, net};
 use bytes::Bytes;
 use ferrofabric_configtx::{
     anchor_peer_update, compute_update, config_update_envelope, ConfigTxError, ConfigTxValidator,
@@ -16,7 +15,6 @@ use ferrofabric_protos::common::{
     ChannelHeader, Config, ConfigEnvelope, ConfigGroup, ConfigUpdate, Envelope, HeaderType, Payload, Status,
 };
 use prost::Message;
-use support::{fixture_genesis, fixture_identity, net};
 
 const CHANNEL: &str = "mychannel";
 const HOST: &str = "peer0.org1.example.com";

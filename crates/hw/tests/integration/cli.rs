@@ -4,9 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "support/ledgers.rs"]
-mod ledgers;
-mod support;
+use crate::support::ledgers;
 
 use ferrofabric_hw::backend::{BlockProcessor, SoftwareProcessor};
 use ferrofabric_hw::cli::{parse_config, run, HwValidateArgs};

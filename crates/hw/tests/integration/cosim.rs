@@ -10,17 +10,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "support/ledgers.rs"]
-mod ledgers;
-mod support;
 
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_hw::backend::{BlockPath, BlockProcessor, ProcessError, SoftwareProcessor, VerilatorProcessor};
 use ferrofabric_hw::sim;
 use ferrofabric_testkit::BlockBuilder;
 use ferrofabric_validator::ValidatorError;
 use prost::Message;
-use support::*;
 
 fn required() -> bool {
     std::env::var("FERROFABRIC_REQUIRE_VERILATOR").is_ok_and(|v| v == "1")

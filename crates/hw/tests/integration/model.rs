@@ -3,14 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-#[path = "support/ledgers.rs"]
-mod ledgers;
-mod support;
 
+use crate::support::*;
 use ferrofabric_hw::model::Model;
 use ferrofabric_hw::policy::PolicyTable;
 use ferrofabric_hw::session::{HostSession, Route};
-use support::*;
 
 #[test]
 fn model_matches_the_validator_on_the_fixture_ledger() {

@@ -4,10 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
+use crate::support::*;
 use ferrofabric_hw::policy::{parse_expr, table_from_genesis, PolicyTable};
-use support::*;
 
 const EXTRA: [&str; 2] = ["OutOf(1,1.peer,2.peer)", "OutOf(2,0.member,1.peer,2.peer)"];
 

@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_arena::{block_header_bytes, BlockArena};
 use ferrofabric_hw::decoder::Decoder;
@@ -15,7 +14,6 @@ use ferrofabric_hw::wire::{Section, SectionType};
 use ferrofabric_protos::common::Metadata;
 use prost::Message;
 use sha2::{Digest, Sha256};
-use support::*;
 
 /// A key and the version it was read at.
 type KeyVersion = (Vec<u8>, Option<(u64, u64)>);

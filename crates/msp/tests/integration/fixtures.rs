@@ -1,10 +1,8 @@
 //! MSP behaviour on the real Fabric 2.5.16 fixture network.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
+use crate::support::*;
 use bytes::Bytes;
-use common::*;
 use ferrofabric_msp::{Msp, MspError, SigningIdentity};
 use ferrofabric_protos::common::msp_identity_anonymity::MspIdentityAnonymityType;
 use ferrofabric_protos::common::msp_principal::Classification;

@@ -2,12 +2,10 @@
 //! `deserialize_identity`, `verify` and `satisfies_principal`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
 use std::sync::OnceLock;
 
+use crate::support::*;
 use bytes::Bytes;
-use common::*;
 use ferrofabric_msp::{Identity, MspManager, PublicKey, SigningIdentity};
 use ferrofabric_protos::common::MspPrincipal;
 use proptest::prelude::*;

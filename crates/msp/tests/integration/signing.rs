@@ -2,12 +2,12 @@
 //! both produce low-S DER signatures that verify under the certificate's key.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::support;
 
 use ferrofabric_msp::SigningIdentity;
 
 fn user1() -> SigningIdentity {
-    let dir = common::org1_dir().join("users/User1@org1.example.com/msp");
+    let dir = support::org1_dir().join("users/User1@org1.example.com/msp");
     SigningIdentity::from_msp_dir("Org1MSP", &dir).expect("User1 signing identity")
 }
 

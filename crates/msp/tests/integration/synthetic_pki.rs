@@ -3,9 +3,7 @@
 //! NodeOU classification.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-
-use common::*;
+use crate::support::*;
 use ferrofabric_msp::{Msp, MspError, MspManager};
 
 struct Pki {

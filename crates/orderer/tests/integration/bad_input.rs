@@ -5,11 +5,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::support::*;
 use bytes::{BufMut, Bytes, BytesMut};
 use ferrofabric_orderer::client::{self, DeliverItem};
 use ferrofabric_orderer::node::RunningOrderer;
@@ -19,7 +18,6 @@ use ferrofabric_protos::orderer::{seek_position, SeekInfo, SeekNewest, SeekPosit
 use ferrofabric_testkit::{Network, TxBuilder, Workload};
 use futures::StreamExt;
 use prost::Message;
-use support::*;
 
 /// AbsoluteMaxBytes of the test channel.
 const ABSOLUTE_MAX: u32 = 64 << 10;

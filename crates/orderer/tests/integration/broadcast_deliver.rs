@@ -12,11 +12,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::client::{self, ClientTls, DeliverItem};
@@ -27,7 +26,6 @@ use ferrofabric_testkit::{Network, TxBuilder};
 use ferrofabric_validator::{TxValidationCode, Validator, ValidatorOptions};
 use futures::StreamExt;
 use rayon::prelude::*;
-use support::*;
 
 const CLIENTS: usize = 4;
 const PER_CLIENT: u64 = 2_500;

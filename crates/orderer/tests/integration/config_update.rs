@@ -17,10 +17,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_configtx::{anchor_peer_update, config_update_envelope, ConfigTxValidator};
 use ferrofabric_msp::SigningIdentity;
@@ -38,7 +37,6 @@ use ferrofabric_testkit::{Network, TxBuilder};
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use futures::StreamExt;
 use prost::Message;
-use support::*;
 
 const CHANNEL: &str = "mychannel";
 

@@ -3,13 +3,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
+use crate::support::*;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::client;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
-use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn join_fixture_genesis_then_deliver_block_0_byte_identical() {

@@ -174,6 +174,15 @@ fn raft_genesis(base: &Bytes, consenters: Vec<Consenter>) -> Bytes {
     Bytes::from(block.encode_to_vec())
 }
 
+/// libtest's name of [`raft_node_process`]: its module path less the test binary's crate name, so that the exact
+/// filter stays right wherever this module is mounted.
+fn raft_node_process_test_name() -> String {
+    match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::raft_node_process"),
+        None => "raft_node_process".to_string(),
+    }
+}
+
 struct Node {
     config: PathBuf,
     log: PathBuf,
@@ -187,7 +196,7 @@ impl Node {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
         let exe = std::env::current_exe().unwrap();
         let child = Command::new(exe)
-            .args(["--ignored", "--exact", "raft_node_process", "--nocapture"])
+            .args(["--ignored", "--exact", &raft_node_process_test_name(), "--nocapture"])
             .env(NODE_ENV, &self.config)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())

@@ -2,10 +2,10 @@
 //! real fixture identities and signatures, in both lazy and eager mode.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::support;
 
+use crate::support::{corrupted, envelope_policy, n_out_of, role, signed, signed_by};
 use bytes::Bytes;
-use common::{corrupted, envelope_policy, n_out_of, role, signed, signed_by};
 use ferrofabric_msp::MspManager;
 use ferrofabric_policy::{compile_signature_policy, PolicyError, SignatureSet, SignedData};
 use ferrofabric_protos::common::msp_role::MspRoleType;
@@ -45,10 +45,10 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     Fixture {
-        cc: common::channel_config(),
-        a: signed(&common::org1_user(), b"message a"),
-        b: signed(&common::org2_user(), b"message b"),
-        o: signed(&common::orderer_signer(), b"message o"),
+        cc: support::channel_config(),
+        a: signed(&support::org1_user(), b"message a"),
+        b: signed(&support::org2_user(), b"message b"),
+        o: signed(&support::orderer_signer(), b"message o"),
     }
 }
 
@@ -86,7 +86,7 @@ fn one_identity_counts_once() {
     let f = fixture();
     let msps = f.cc.msp_manager();
     let two_a = || n_out_of(2, vec![signed_by(0), signed_by(0)]);
-    let a2 = signed(&common::org1_user(), b"another message");
+    let a2 = signed(&support::org1_user(), b"another message");
     assert!(!eval(msps, two_a(), &[f.a.clone(), a2.clone()]).0);
     // Eager de-duplicates before verifying: the second copy of a is never verified.
     let (_, lazy, eager) = eval(msps, signed_by(0), &[f.a.clone(), a2]);

@@ -1,7 +1,7 @@
 //! ChannelConfig parsing of the real Fabric 2.5 genesis block, and rejection of malformed configs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::support;
 
 use std::time::Duration;
 
@@ -11,7 +11,7 @@ use ferrofabric_protos::common::{Block, ConfigEnvelope, ConfigGroup, Envelope, P
 use prost::Message;
 
 fn genesis_config_envelope() -> ConfigEnvelope {
-    let block = common::genesis_block();
+    let block = support::genesis_block();
     let env = Envelope::decode(block.data.unwrap().data[0].clone()).unwrap();
     let payload = Payload::decode(env.payload).unwrap();
     ConfigEnvelope::decode(payload.data).unwrap()
@@ -19,7 +19,7 @@ fn genesis_config_envelope() -> ConfigEnvelope {
 
 #[test]
 fn genesis_block_gives_channel_orgs_and_capabilities() {
-    let cc = common::channel_config();
+    let cc = support::channel_config();
     assert_eq!(cc.channel_id(), "mychannel");
     assert_eq!(cc.sequence(), 0);
     assert_eq!(cc.hashing_algorithm(), "SHA256");
@@ -46,7 +46,7 @@ fn genesis_block_gives_channel_orgs_and_capabilities() {
 
 #[test]
 fn genesis_block_gives_orderer_values() {
-    let cc = common::channel_config();
+    let cc = support::channel_config();
     let orderer = cc.orderer().unwrap();
     let size = orderer.batch_size();
     assert_eq!(size.max_message_count, 100);
@@ -60,7 +60,7 @@ fn genesis_block_gives_orderer_values() {
 
 #[test]
 fn genesis_block_has_the_standard_policy_paths() {
-    let cc = common::channel_config();
+    let cc = support::channel_config();
     for path in [
         "/Channel/Readers",
         "/Channel/Writers",
@@ -195,7 +195,7 @@ fn msp_type_policy_loads_but_fails_on_evaluation() {
 
 #[test]
 fn non_config_blocks_are_rejected() {
-    let blocks = common::orderer_blocks();
+    let blocks = support::orderer_blocks();
     let err = ChannelConfig::from_config_block(&blocks[1]).unwrap_err();
     assert!(matches!(err, PolicyError::InvalidConfig { .. }), "{err:?}");
     let err = ChannelConfig::from_config_block(&Block::default()).unwrap_err();

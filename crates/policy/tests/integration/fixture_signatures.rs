@@ -1,34 +1,34 @@
 //! Real signatures of the Fabric 2.5 fixture ledger evaluated against the channel's policies.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::support;
 
 use ferrofabric_policy::{PolicyError, SignatureSet, SignedData};
 use sha2::{Digest, Sha256};
 
 #[test]
 fn block_header_der_matches_expected_header_hashes() {
-    let blocks = common::orderer_blocks();
-    let expected = common::expected();
+    let blocks = support::orderer_blocks();
+    let expected = support::expected();
     let exp_blocks = expected["blocks"].as_array().unwrap();
     assert_eq!(blocks.len(), exp_blocks.len());
     for (block, exp) in blocks.iter().zip(exp_blocks) {
-        let der = common::block_header_der(block.header.as_ref().unwrap());
+        let der = support::block_header_der(block.header.as_ref().unwrap());
         assert_eq!(hex::encode(Sha256::digest(&der)), exp["header_hash"].as_str().unwrap());
     }
 }
 
 #[test]
 fn orderer_signatures_satisfy_block_validation() {
-    let cc = common::channel_config();
+    let cc = support::channel_config();
     let policy = cc.policy("/Channel/Orderer/BlockValidation").unwrap();
-    let blocks = common::orderer_blocks();
-    let expected = common::expected();
+    let blocks = support::orderer_blocks();
+    let expected = support::expected();
     assert_eq!(blocks.len(), 29);
     for (block, exp) in blocks.iter().zip(expected["blocks"].as_array().unwrap()) {
         let number = block.header.as_ref().unwrap().number;
         let signers = exp["signature_signers"].as_array().map_or(0, Vec::len);
-        let items = common::block_signatures(block);
+        let items = support::block_signatures(block);
         assert_eq!(items.len(), signers, "block {number}");
         let set = SignatureSet::new(items, cc.msp_manager());
         let verdict = policy.evaluate(&set);
@@ -45,22 +45,22 @@ fn orderer_signatures_satisfy_block_validation() {
 
 #[test]
 fn tampered_block_signature_fails_block_validation() {
-    let cc = common::channel_config();
+    let cc = support::channel_config();
     let policy = cc.policy("/Channel/Orderer/BlockValidation").unwrap();
-    let blocks = common::orderer_blocks();
+    let blocks = support::orderer_blocks();
     let mut block = blocks[9].clone();
     block.header.as_mut().unwrap().number += 1;
-    let set = SignatureSet::new(common::block_signatures(&block), cc.msp_manager());
+    let set = SignatureSet::new(support::block_signatures(&block), cc.msp_manager());
     let err = policy.evaluate(&set).unwrap_err();
     assert!(matches!(err, PolicyError::ImplicitMetaNotSatisfied { .. }), "{err:?}");
 }
 
 #[test]
 fn valid_two_org_endorsements_satisfy_application_endorsement() {
-    let cc = common::channel_config();
-    let (b, t) = common::find_tx("VALID", &["Org2MSP", "Org1MSP"]);
-    let blocks = common::orderer_blocks();
-    let items = common::endorsements(&blocks[b], t);
+    let cc = support::channel_config();
+    let (b, t) = support::find_tx("VALID", &["Org2MSP", "Org1MSP"]);
+    let blocks = support::orderer_blocks();
+    let items = support::endorsements(&blocks[b], t);
     assert_eq!(items.len(), 2);
     for path in ["/Channel/Application/Endorsement", "/Channel/Application/LifecycleEndorsement"] {
         let policy = cc.policy(path).unwrap();
@@ -76,10 +76,10 @@ fn valid_two_org_endorsements_satisfy_application_endorsement() {
 
 #[test]
 fn every_valid_fixture_transaction_satisfies_endorsement_policy() {
-    let cc = common::channel_config();
+    let cc = support::channel_config();
     let policy = cc.policy("/Channel/Application/Endorsement").unwrap();
-    let blocks = common::orderer_blocks();
-    let expected = common::expected();
+    let blocks = support::orderer_blocks();
+    let expected = support::expected();
     let mut checked = 0;
     for exp_block in expected["blocks"].as_array().unwrap() {
         let number = exp_block["number"].as_u64().unwrap() as usize;
@@ -89,7 +89,7 @@ fn every_valid_fixture_transaction_satisfies_endorsement_policy() {
                 continue;
             }
             let idx = tx["index"].as_u64().unwrap() as usize;
-            let set = SignatureSet::new(common::endorsements(&blocks[number], idx), cc.msp_manager());
+            let set = SignatureSet::new(support::endorsements(&blocks[number], idx), cc.msp_manager());
             policy.evaluate(&set).unwrap_or_else(|e| panic!("block {number} tx {idx}: {e}"));
             checked += 1;
         }
@@ -99,10 +99,10 @@ fn every_valid_fixture_transaction_satisfies_endorsement_policy() {
 
 #[test]
 fn single_org_endorsement_does_not_satisfy_application_endorsement() {
-    let cc = common::channel_config();
-    let (b, t) = common::find_tx("ENDORSEMENT_POLICY_FAILURE", &["Org1MSP"]);
-    let blocks = common::orderer_blocks();
-    let items = common::endorsements(&blocks[b], t);
+    let cc = support::channel_config();
+    let (b, t) = support::find_tx("ENDORSEMENT_POLICY_FAILURE", &["Org1MSP"]);
+    let blocks = support::orderer_blocks();
+    let items = support::endorsements(&blocks[b], t);
     assert_eq!(items.len(), 1);
     let policy = cc.policy("/Channel/Application/Endorsement").unwrap();
     let set = SignatureSet::new(items.clone(), cc.msp_manager());
@@ -120,16 +120,16 @@ fn single_org_endorsement_does_not_satisfy_application_endorsement() {
 #[test]
 fn altered_endorsement_signature_fails_endorsement_policy() {
     // Block 18 holds a transaction endorsed by both orgs whose first endorsement signature was altered.
-    let cc = common::channel_config();
-    let blocks = common::orderer_blocks();
-    let expected = common::expected();
+    let cc = support::channel_config();
+    let blocks = support::orderer_blocks();
+    let expected = support::expected();
     let policy = cc.policy("/Channel/Application/Endorsement").unwrap();
     let mut found = 0;
     for tx in expected["blocks"][18]["txs"].as_array().unwrap() {
         let two_orgs = tx["endorsers"].as_array().is_some_and(|a| a.len() == 2);
         if tx["validation_code"] == "ENDORSEMENT_POLICY_FAILURE" && two_orgs {
             let idx = tx["index"].as_u64().unwrap() as usize;
-            let items = common::endorsements(&blocks[18], idx);
+            let items = support::endorsements(&blocks[18], idx);
             let set = SignatureSet::new(items, cc.msp_manager());
             assert!(policy.evaluate(&set).is_err());
             found += 1;
@@ -140,12 +140,12 @@ fn altered_endorsement_signature_fails_endorsement_policy() {
 
 #[test]
 fn creator_signatures_satisfy_channel_writers() {
-    let cc = common::channel_config();
-    let blocks = common::orderer_blocks();
+    let cc = support::channel_config();
+    let blocks = support::orderer_blocks();
     let writers = cc.policy("/Channel/Writers").unwrap();
     let app_writers = cc.policy("/Channel/Application/Writers").unwrap();
     for tx in 0..blocks[12].data.as_ref().unwrap().data.len() {
-        let items: Vec<SignedData> = vec![common::creator_signature(&blocks[12], tx)];
+        let items: Vec<SignedData> = vec![support::creator_signature(&blocks[12], tx)];
         let set = SignatureSet::new(items, cc.msp_manager());
         writers.evaluate(&set).unwrap();
         app_writers.evaluate(&set).unwrap();

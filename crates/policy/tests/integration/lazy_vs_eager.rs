@@ -4,13 +4,13 @@
 //! ROLE and IDENTITY principals of the three fixture MSPs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::support;
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 
+use crate::support::{corrupted, envelope_policy, n_out_of, role, signed, signed_by};
 use bytes::Bytes;
-use common::{corrupted, envelope_policy, n_out_of, role, signed, signed_by};
 use ferrofabric_msp::{Identity, MspManager, SigningIdentity};
 use ferrofabric_policy::{compile_signature_policy, ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::msp_principal::Classification;
@@ -30,19 +30,19 @@ struct World {
 }
 
 fn identity_from_cert(mspid: &str, cert_path: &str) -> Bytes {
-    let pem = std::fs::read(common::fixture_dir().join("crypto").join(cert_path)).unwrap();
+    let pem = std::fs::read(support::fixture_dir().join("crypto").join(cert_path)).unwrap();
     SerializedIdentity { mspid: mspid.into(), id_bytes: pem.into() }.encode_to_vec().into()
 }
 
 fn world() -> &'static World {
     static WORLD: OnceLock<World> = OnceLock::new();
     WORLD.get_or_init(|| {
-        let cc = common::channel_config();
-        let blocks = common::orderer_blocks();
-        let (b, t) = common::find_tx("VALID", &["Org2MSP", "Org1MSP"]);
-        let endorsements = common::endorsements(&blocks[b], t);
-        let org1 = common::org1_user();
-        let tls_dir = common::fixture_dir()
+        let cc = support::channel_config();
+        let blocks = support::orderer_blocks();
+        let (b, t) = support::find_tx("VALID", &["Org2MSP", "Org1MSP"]);
+        let endorsements = support::endorsements(&blocks[b], t);
+        let org1 = support::org1_user();
+        let tls_dir = support::fixture_dir()
             .join("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/tls");
         let tls = SigningIdentity::from_pem(
             "Org1MSP",
@@ -54,13 +54,13 @@ fn world() -> &'static World {
         let mut valid = vec![
             signed(&org1, b"m1"),
             signed(&org1, b"m2"),
-            signed(&common::org2_user(), b"m3"),
-            signed(&common::orderer_signer(), b"m4"),
-            common::block_signatures(&blocks[5]).remove(0),
+            signed(&support::org2_user(), b"m3"),
+            signed(&support::orderer_signer(), b"m4"),
+            support::block_signatures(&blocks[5]).remove(0),
             endorsements[0].clone(),
             endorsements[1].clone(),
-            common::creator_signature(&blocks[1], 0),
-            common::creator_signature(&blocks[2], 0),
+            support::creator_signature(&blocks[1], 0),
+            support::creator_signature(&blocks[2], 0),
             signed(&tls, b"m5"),
         ];
         let tampered: Vec<SignedData> = valid.iter().map(corrupted).collect();

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 
@@ -13,6 +13,7 @@ use bytes::Bytes;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::support::{decode, decode_exact, hex, read_fixture, rfc3339_nanos, split_ledger};
 use ferrofabric_protos::common::{
     self, Block, BlockMetadataIndex, ChannelHeader, ConfigEnvelope, Envelope, HeaderType, Metadata,
     OrdererBlockMetadata, Payload, SignatureHeader,
@@ -25,7 +26,6 @@ use ferrofabric_protos::peer::{
 };
 use ferrofabric_protos::rwset::TxReadWriteSet;
 use ferrofabric_protos::{etcdraft, lifecycle, msp, orderer, peer};
-use support::{decode, decode_exact, hex, read_fixture, rfc3339_nanos, split_ledger};
 
 const BLOCK_COUNT: usize = 29;
 

@@ -2,8 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_arena::{block_header_bytes, block_header_hash};
 use ferrofabric_protos::common::{Block, BlockHeader, Metadata, OrdererBlockMetadata, SignatureHeader};
@@ -11,7 +10,6 @@ use ferrofabric_protos::msp::SerializedIdentity;
 use ferrofabric_testkit::{block_data_hash, BlockBuilder, Chain, SigningIdentity, Workload, SIGNATURES};
 use p256::ecdsa::signature::Verifier;
 use prost::Message;
-use support::*;
 
 fn expected() -> serde_json::Value {
     serde_json::from_slice(&read_fixture("expected.json")).unwrap()

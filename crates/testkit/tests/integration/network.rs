@@ -3,11 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::support::*;
 use bytes::Bytes;
 use der::DecodePem;
 use ferrofabric_protos::common::{Block, ConfigGroup};
@@ -15,7 +14,6 @@ use ferrofabric_protos::msp::{FabricMspConfig, MspConfig, SerializedIdentity};
 use ferrofabric_testkit::{Network, ORDERER_ORG};
 use prost::Message;
 use sha2::{Digest, Sha256};
-use support::*;
 use x509_cert::Certificate;
 
 fn unique_tmp(name: &str) -> PathBuf {

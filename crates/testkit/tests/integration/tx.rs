@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_protos::common::{ChannelHeader, Envelope, Payload, SignatureHeader};
 use ferrofabric_protos::kvrwset::{range_query_info, KvrwSet};
@@ -22,7 +21,6 @@ use ferrofabric_testkit::{
 use p256::ecdsa::signature::Verifier;
 use prost::Message;
 use sha2::{Digest, Sha256};
-use support::*;
 
 /// Every layer of an endorser transaction envelope.
 struct Decoded {

@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_arena::block_header_bytes;
 use ferrofabric_msp::{Msp, MspManager, SigningIdentity};
@@ -19,7 +18,6 @@ use ferrofabric_testkit::{
     DEFAULT_ENDORSEMENT_POLICY, ORDERER_ORG, SIGNATURES,
 };
 use prost::Message;
-use support::*;
 
 fn channel_config(net: &Network) -> ChannelConfig {
     ChannelConfig::from_config_block(&Block::decode(net.genesis_block()).unwrap()).unwrap()

@@ -4,10 +4,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
 use std::collections::HashMap;
 
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_arena::block_header_hash;
 use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
@@ -20,7 +19,6 @@ use ferrofabric_protos::peer::{
 use ferrofabric_protos::rwset::TxReadWriteSet;
 use ferrofabric_testkit::{block_data_hash, compute_tx_id, transfer_ledger, SmallbankAccount, Workload};
 use prost::Message;
-use support::*;
 
 struct Tx {
     ch: ChannelHeader,

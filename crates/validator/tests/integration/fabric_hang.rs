@@ -12,14 +12,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
 use std::sync::mpsc;
 use std::time::Duration;
 
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_validator::TxValidationCode as Code;
-use support::*;
 
 fn stalls_fabric_but_not_us(threads: usize) {
     let mut h = Harness::with_threads(threads);

@@ -12,10 +12,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
 use std::cell::RefCell;
 
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_protos::common::{ChannelHeader, Envelope, HeaderType, Payload};
 use ferrofabric_validator::{TxValidationCode as Code, ValidatorError};
@@ -23,7 +22,6 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use prost::Message;
-use support::*;
 
 #[derive(Clone, Copy, Debug)]
 enum Target {

@@ -6,8 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_arena::TxArena;
 use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
@@ -15,7 +14,6 @@ use ferrofabric_protos::common::Block;
 use ferrofabric_testkit::SigningIdentity;
 use ferrofabric_validator::TxValidationCode as Code;
 use prost::Message;
-use support::*;
 
 /// The endorsements of an envelope as signed items: `proposal_response_payload ‖ endorser`.
 fn endorsement_items(envelope: &Bytes) -> Vec<SignedData> {

@@ -28,8 +28,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod support;
-
+use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_protos::common::{Envelope, HeaderType};
 use ferrofabric_protos::kvrwset::{KvWrite, KvrwSet};
@@ -38,7 +37,6 @@ use ferrofabric_protos::rwset::{tx_read_write_set, NsReadWriteSet, TxReadWriteSe
 use ferrofabric_testkit::TxBuilder;
 use ferrofabric_validator::TxValidationCode as Code;
 use prost::Message;
-use support::*;
 
 const VP: &str = "VALIDATION_PARAMETER";
 

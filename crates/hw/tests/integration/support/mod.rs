@@ -1,6 +1,8 @@
-//! Shared test helpers: fixture location and ledger reading.
+//! Shared test helpers: fixture location and ledger reading; [`ledgers`] builds the testkit ledgers.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod ledgers;
 
 use std::path::PathBuf;
 

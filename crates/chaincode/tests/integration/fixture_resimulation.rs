@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -22,16 +21,10 @@ use ferrofabric_protos::peer::{
     ChaincodeAction, ChaincodeId, ChaincodeInvocationSpec, ChaincodeProposalPayload, TxValidationCode,
 };
 use ferrofabric_state::StateView;
+use ferrofabric_testkit::fixtures;
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use prost::Message;
 use sha2::{Digest, Sha256};
-
-fn fixture_dir(name: &str) -> PathBuf {
-    let base = std::env::var_os("FERROFABRIC_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
-    base.join(name)
-}
 
 /// What one re-simulation compared.
 #[derive(Default, Debug)]
@@ -160,7 +153,7 @@ fn read_ledger(path: &std::path::Path) -> Vec<Bytes> {
 
 #[test]
 fn every_fixture_transaction_resimulates_to_the_endorsed_bytes() {
-    let dir = fixture_dir("fabric-2.5");
+    let dir = fixtures::fabric_dir();
     let genesis = Bytes::from(std::fs::read(dir.join("genesis.block")).unwrap());
     let blocks = read_ledger(&dir.join("orderer-blocks.bin"));
     let tally = check_ledger(genesis, blocks.into_iter().skip(1));
@@ -179,7 +172,7 @@ fn every_fixture_transaction_resimulates_to_the_endorsed_bytes() {
 /// The same over the 10,735-transaction benchmark ledger (the fixture ledger plus 10,000 smallbank transactions).
 #[test]
 fn every_bench_ledger_transaction_resimulates_to_the_endorsed_bytes() {
-    let path = fixture_dir("fabric-2.5-bench").join("fabric-2.5-smallbank-10k.bin.zst");
+    let path = fixtures::fixture("fabric-2.5-bench").join("fabric-2.5-smallbank-10k.bin.zst");
     let compressed = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let file = Bytes::from(zstd::decode_all(compressed.as_slice()).unwrap());
     let mut blocks = records(file).map(|r| r.unwrap().1);

@@ -5,16 +5,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use ferrofabric_testkit::fixtures;
 use serde_json::Value;
-
-fn fixtures() -> PathBuf {
-    let base = std::env::var_os("FERROFABRIC_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
-    let dir = if base.join("fabric-2.5").is_dir() { base.join("fabric-2.5") } else { base };
-    assert!(dir.join("orderer-blocks.bin").is_file(), "fixture ledger missing under {}", dir.display());
-    dir
-}
 
 fn read_json(path: PathBuf) -> Value {
     serde_json::from_slice(&std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
@@ -24,7 +16,7 @@ fn replay(blocks: &PathBuf, extra: &[&str]) -> (std::process::Output, tempfile::
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
         .args(["ledger", "replay", "--quiet", "--genesis"])
-        .arg(fixtures().join("genesis.block"))
+        .arg(fixtures::fabric("genesis.block"))
         .arg("--blocks")
         .arg(blocks)
         .arg("--report")
@@ -39,7 +31,7 @@ fn replay(blocks: &PathBuf, extra: &[&str]) -> (std::process::Output, tempfile::
 
 #[test]
 fn replay_reproduces_fabric_codes_commit_hashes_and_state() {
-    let fx = fixtures();
+    let fx = fixtures::fabric_dir();
     for threads in ["1", "2"] {
         let (out, dir) = replay(&fx.join("orderer-blocks.bin"), &["--threads", threads]);
         assert!(out.status.success(), "replay failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -64,7 +56,7 @@ fn replay_reproduces_fabric_codes_commit_hashes_and_state() {
 
 #[test]
 fn replay_of_a_truncated_ledger_names_the_offset_and_fails_without_panicking() {
-    let fx = fixtures();
+    let fx = fixtures::fabric_dir();
     let mut raw = std::fs::read(fx.join("orderer-blocks.bin")).unwrap();
     let cut = raw.len() - 100;
     raw.truncate(cut);
@@ -80,7 +72,7 @@ fn replay_of_a_truncated_ledger_names_the_offset_and_fails_without_panicking() {
 
 #[test]
 fn replay_refuses_a_block_whose_bytes_were_tampered_with() {
-    let fx = fixtures();
+    let fx = fixtures::fabric_dir();
     let raw = std::fs::read(fx.join("orderer-blocks.bin")).unwrap();
     // Flip a byte late in the second record (inside an envelope): the data hash no longer matches.
     let first_len = u64::from_le_bytes(raw[..8].try_into().unwrap()) as usize;
@@ -104,7 +96,7 @@ fn replay_of_the_10k_bench_ledger_matches_the_peer_committed_blocks() {
     use ferrofabric_protos::common::{Block, Metadata};
     use prost::Message;
 
-    let base = fixtures().join("../fabric-2.5-bench");
+    let base = fixtures::fixture("fabric-2.5-bench");
     let (out, dir) = replay(&base.join("fabric-2.5-smallbank-10k.bin.zst"), &["--threads", "2"]);
     assert!(out.status.success(), "replay failed: {}", String::from_utf8_lossy(&out.stderr));
     let report = read_json(dir.path().join("report.json"));

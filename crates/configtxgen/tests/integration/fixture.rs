@@ -11,28 +11,16 @@ use ferrofabric_configtxgen::{channel_group, genesis_block, genesis_block_at, Co
 use ferrofabric_protos::common::{
     Block, ChannelHeader, ConfigEnvelope, ConfigGroup, Envelope, Payload, SignatureHeader,
 };
+use ferrofabric_testkit::fixtures;
 use prost::Message;
-
-fn fixture_dir() -> PathBuf {
-    let root = match std::env::var_os("FERROFABRIC_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    for dir in [root.join("fabric-2.5"), root.clone()] {
-        if dir.join("configtx.yaml").is_file() {
-            return dir;
-        }
-    }
-    panic!("Fabric 2.5 fixtures not found under {}", root.display());
-}
 
 /// A directory holding the fixture's configtx.yaml with `organizations/` pointing at the fixture's
 /// `crypto/` (the paths in the file are relative to its directory).
 fn staged_config() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("configtx.yaml");
-    std::fs::copy(fixture_dir().join("configtx.yaml"), &path).unwrap();
-    std::os::unix::fs::symlink(fixture_dir().join("crypto"), tmp.path().join("organizations")).unwrap();
+    std::fs::copy(fixtures::fabric("configtx.yaml"), &path).unwrap();
+    std::os::unix::fs::symlink(fixtures::fabric("crypto"), tmp.path().join("organizations")).unwrap();
     (tmp, path)
 }
 
@@ -58,7 +46,7 @@ fn parts(block: &Block) -> Parts {
 }
 
 fn fixture_block() -> Block {
-    Block::decode(Bytes::from(std::fs::read(fixture_dir().join("genesis.block")).unwrap())).unwrap()
+    Block::decode(Bytes::from(std::fs::read(fixtures::fabric("genesis.block")).unwrap())).unwrap()
 }
 
 /// Our block generated with the fixture's timestamp and nonce.

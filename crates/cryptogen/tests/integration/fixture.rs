@@ -8,21 +8,9 @@ use std::path::{Path, PathBuf};
 
 use der::{Decode, DecodePem, Encode, Tagged};
 use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, OrgKind};
+use ferrofabric_testkit::fixtures;
 use sha2::{Digest, Sha256};
 use x509_cert::Certificate;
-
-fn fixture_dir() -> PathBuf {
-    let root = match std::env::var_os("FERROFABRIC_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    for dir in [root.join("fabric-2.5"), root.clone()] {
-        if dir.join("crypto-config.yaml").is_file() {
-            return dir;
-        }
-    }
-    panic!("Fabric 2.5 fixtures not found under {}", root.display());
-}
 
 fn files_under(root: &Path) -> BTreeSet<String> {
     fn walk(dir: &Path, root: &Path, out: &mut BTreeSet<String>) {
@@ -66,7 +54,7 @@ fn point(cert: &Certificate) -> Vec<u8> {
 }
 
 fn fixture_crypto(seed: u64) -> Crypto {
-    let config = CryptoConfig::from_file(&fixture_dir().join("crypto-config.yaml")).unwrap();
+    let config = CryptoConfig::from_file(&fixtures::fabric("crypto-config.yaml")).unwrap();
     Crypto::generate(&config, &GenerateOptions::deterministic(seed)).unwrap()
 }
 
@@ -81,7 +69,7 @@ fn fixture_config_reproduces_cryptogen_tree_and_profiles() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     crypto.write(dir).unwrap();
-    let fixture_root = fixture_dir().join("crypto");
+    let fixture_root = fixtures::fabric("crypto");
     let fixture = files_under(&fixture_root);
     let ours = files_under(dir);
     assert!(fixture.iter().any(|p| p.contains("peer1.org1.example.com")));

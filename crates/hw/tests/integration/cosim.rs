@@ -10,7 +10,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-
 use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_hw::backend::{BlockPath, BlockProcessor, ProcessError, SoftwareProcessor, VerilatorProcessor};

@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-
 use crate::support::*;
 use ferrofabric_hw::model::Model;
 use ferrofabric_hw::policy::PolicyTable;

@@ -22,6 +22,7 @@ use ferrofabric_orderer::client::{self, ClientTls, DeliverItem};
 use ferrofabric_orderer::config::TlsConfig;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
+use ferrofabric_testkit::fixtures;
 use ferrofabric_testkit::{Network, TxBuilder};
 use ferrofabric_validator::{TxValidationCode, Validator, ValidatorOptions};
 use futures::StreamExt;
@@ -34,7 +35,7 @@ const TOTAL: usize = CLIENTS * PER_CLIENT as usize;
 /// The fixture's `User1@org<org+1>` (keys kept in the fixture).
 fn fixture_client(org: usize) -> SigningIdentity {
     let domain = format!("org{}.example.com", org + 1);
-    let dir = fixture_dir().join(format!("crypto/peerOrganizations/{domain}/users/User1@{domain}/msp"));
+    let dir = fixtures::fabric(format!("crypto/peerOrganizations/{domain}/users/User1@{domain}/msp"));
     SigningIdentity::from_msp_dir(&format!("Org{}MSP", org + 1), &dir).unwrap()
 }
 
@@ -66,7 +67,7 @@ async fn ten_thousand_tls_transactions_ordered_once_in_client_order_and_blocks_p
     })
     .await
     .unwrap();
-    let genesis = Bytes::from(std::fs::read(fixture_dir().join("genesis.block")).unwrap());
+    let genesis = Bytes::from(std::fs::read(fixtures::fabric("genesis.block")).unwrap());
 
     let crypto = tempfile::tempdir().unwrap();
     net.write_msp_dirs(crypto.path()).unwrap();
@@ -81,7 +82,7 @@ async fn ten_thousand_tls_transactions_ordered_once_in_client_order_and_blocks_p
     };
     // The fixture genesis names its etcdraft consenter by this TLS certificate: that is who this node is.
     config.general.cluster.client_certificate =
-        Some(fixture_dir().join("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
+        Some(fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
     let node = start_node(config).await;
     let r = join(node.admin_addr.unwrap(), &genesis).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));

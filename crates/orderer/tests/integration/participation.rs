@@ -8,15 +8,16 @@ use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::client;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
+use ferrofabric_testkit::fixtures;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn join_fixture_genesis_then_deliver_block_0_byte_identical() {
-    let genesis = std::fs::read(fixture_dir().join("genesis.block")).unwrap();
+    let genesis = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
     let data = tempfile::tempdir().unwrap();
     let mut config = loopback_config(data.path(), &fixture_orderer_msp(), "OrdererMSP");
     // The fixture keeps the orderer's TLS certificate (not its key): it names this node as the consenter.
     config.general.cluster.client_certificate =
-        Some(fixture_dir().join("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
+        Some(fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
     let node = start_node(config).await;
     let admin = node.admin_addr.unwrap();
 
@@ -82,7 +83,7 @@ async fn join_fixture_genesis_then_deliver_block_0_byte_identical() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn participation_api_errors_and_removal() {
-    let genesis = std::fs::read(fixture_dir().join("genesis.block")).unwrap();
+    let genesis = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
     let data = tempfile::tempdir().unwrap();
     let node = start_node(loopback_config(data.path(), &fixture_orderer_msp(), "OrdererMSP")).await;
     let admin = node.admin_addr.unwrap();
@@ -92,7 +93,7 @@ async fn participation_api_errors_and_removal() {
     assert_eq!(r.status, 400);
     assert!(r.json()["error"].as_str().unwrap().starts_with("invalid join block"), "{:?}", r.json());
     // A block that is not a config block: the fixture's block 1 (an endorser transaction).
-    let blocks = std::fs::read(fixture_dir().join("orderer-blocks.bin")).unwrap();
+    let blocks = std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap();
     let records: Vec<_> =
         ferrofabric_arena::records::records(bytes::Bytes::from(blocks)).map(|r| r.unwrap().1).collect();
     let r = join(admin, &records[1]).await;

@@ -4,18 +4,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-
 use bytes::Bytes;
 use ferrofabric_arena::{block_header_hash, BlockArena};
 use ferrofabric_state::{Update, UpdateBatch, WorldState};
+use ferrofabric_testkit::fixtures;
 use ferrofabric_validator::{ResumePoint, Validator, ValidatorOptions};
 
 fn fixture(name: &str) -> Bytes {
-    let root = std::env::var_os("FERROFABRIC_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"));
-    Bytes::from(std::fs::read(root.join("fabric-2.5").join(name)).unwrap())
+    Bytes::from(std::fs::read(fixtures::fabric(name)).unwrap())
 }
 
 fn records(name: &str) -> Vec<Bytes> {

@@ -8,24 +8,13 @@ use bytes::Bytes;
 use ferrofabric_arena::block_header_hash;
 use ferrofabric_arena::records::records;
 use ferrofabric_protos::common::{Block, BlockData, BlockHeader, BlockMetadata};
+use ferrofabric_testkit::fixtures;
 use prost::Message;
 use sha2::{Digest, Sha256};
 
-/// `$FERROFABRIC_FIXTURES/fabric-2.5`, or `CARGO_MANIFEST_DIR/../../../shared/fixtures/fabric-2.5`. Panics (test
-/// failure) if missing.
-pub fn fixture_dir() -> PathBuf {
-    let base = match std::env::var_os("FERROFABRIC_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    let dir = base.join("fabric-2.5");
-    assert!(dir.join("orderer-blocks.bin").is_file(), "fixtures missing: {} (set FERROFABRIC_FIXTURES)", dir.display());
-    dir
-}
-
 /// The 29 orderer blocks of the fixture ledger, as the original bytes.
 pub fn orderer_blocks() -> Vec<Bytes> {
-    let raw = Bytes::from(std::fs::read(fixture_dir().join("orderer-blocks.bin")).unwrap());
+    let raw = Bytes::from(std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap());
     let blocks: Vec<Bytes> = records(raw).map(|r| r.unwrap().1).collect();
     assert_eq!(blocks.len(), 29, "fixture ledger has 29 blocks");
     blocks
@@ -33,7 +22,7 @@ pub fn orderer_blocks() -> Vec<Bytes> {
 
 /// `expected.json` of the fixture.
 pub fn expected() -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(fixture_dir().join("expected.json")).unwrap()).unwrap()
+    serde_json::from_slice(&std::fs::read(fixtures::fabric("expected.json")).unwrap()).unwrap()
 }
 
 /// Decodes, edits and re-encodes a block (for tampering tests).

@@ -18,40 +18,19 @@ use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPositi
 use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as PeerResponse;
 use ferrofabric_protos::peer::FilteredBlock;
+use ferrofabric_testkit::fixtures;
 use prost::Message;
 
-/// The fixtures root: `$FERROFABRIC_FIXTURES`, else the repository's sibling `shared/fixtures`.
-pub fn fixtures_root() -> PathBuf {
-    match std::env::var_os("FERROFABRIC_FIXTURES") {
-        Some(dir) => {
-            let dir = PathBuf::from(dir);
-            // Accept the fabric-2.5 directory itself as well.
-            if dir.join("genesis.block").is_file() {
-                dir.parent().unwrap().to_path_buf()
-            } else {
-                dir
-            }
-        }
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    }
-}
-
-pub fn fixture_dir() -> PathBuf {
-    let d = fixtures_root().join("fabric-2.5");
-    assert!(d.join("genesis.block").is_file(), "Fabric 2.5 fixtures not found under {}", d.display());
-    d
-}
-
 pub fn orderer_msp() -> PathBuf {
-    fixture_dir().join("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
+    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
 }
 
 pub fn orderer_tls_cert() -> PathBuf {
-    fixture_dir().join("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt")
+    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt")
 }
 
 pub fn user1_msp(org: u32) -> PathBuf {
-    fixture_dir().join(format!("crypto/peerOrganizations/org{org}.example.com/users/User1@org{org}.example.com/msp"))
+    fixtures::fabric(format!("crypto/peerOrganizations/org{org}.example.com/users/User1@org{org}.example.com/msp"))
 }
 
 pub fn user1(org: u32) -> SigningIdentity {
@@ -69,7 +48,7 @@ pub fn records(data: &[u8]) -> Vec<Bytes> {
 
 /// The 29-block fixture ledger as the orderer delivered it and as Fabric's peer stored it.
 pub fn fixture_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
-    let d = fixture_dir();
+    let d = fixtures::fabric_dir();
     (
         records(&std::fs::read(d.join("orderer-blocks.bin")).unwrap()),
         records(&std::fs::read(d.join("peer-blocks.bin")).unwrap()),
@@ -78,7 +57,7 @@ pub fn fixture_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
 
 /// The 129-block, 10,735-transaction bench ledger: (orderer blocks, Fabric peer blocks).
 pub fn bench_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
-    let d = fixtures_root().join("fabric-2.5-bench");
+    let d = fixtures::fixture("fabric-2.5-bench");
     let read = |name: &str| {
         let z = std::fs::read(d.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         records(&zstd::decode_all(z.as_slice()).unwrap())
@@ -87,7 +66,7 @@ pub fn bench_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
 }
 
 pub fn genesis_path() -> PathBuf {
-    fixture_dir().join("genesis.block")
+    fixtures::fabric("genesis.block")
 }
 
 /// A real orderer whose ledger of `mychannel` holds `blocks`, with its data directory.

@@ -2,39 +2,24 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::Block;
+use ferrofabric_testkit::fixtures;
 use ferrofabric_testkit::Network;
 use prost::Message;
 
-/// `fabric-2.5` fixtures: `$FERROFABRIC_FIXTURES` (the fixtures root or the fabric-2.5 dir itself), else
-/// `CARGO_MANIFEST_DIR/../../../shared/fixtures`. Panics (a test failure) if they are missing.
-pub fn fixture_dir() -> PathBuf {
-    let root = match std::env::var_os("FERROFABRIC_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    for dir in [root.join("fabric-2.5"), root.clone()] {
-        if dir.join("genesis.block").is_file() {
-            return dir;
-        }
-    }
-    panic!("Fabric 2.5 fixtures (genesis.block) not found under {} (set FERROFABRIC_FIXTURES)", root.display());
-}
-
 /// The fixture's configtxgen block 0 of `mychannel`.
 pub fn fixture_genesis() -> Block {
-    Block::decode(Bytes::from(std::fs::read(fixture_dir().join("genesis.block")).unwrap())).unwrap()
+    Block::decode(Bytes::from(std::fs::read(fixtures::fabric("genesis.block")).unwrap())).unwrap()
 }
 
 /// A signing identity of the fixture whose key was kept (User1 of each peer org, the orderer).
 pub fn fixture_identity(mspid: &str, msp_dir: &str) -> SigningIdentity {
-    SigningIdentity::from_msp_dir(mspid, &fixture_dir().join("crypto").join(msp_dir)).unwrap()
+    SigningIdentity::from_msp_dir(mspid, &fixtures::fabric("crypto").join(msp_dir)).unwrap()
 }
 
 /// The generated network (all private keys known) and its MSP directories on disk.

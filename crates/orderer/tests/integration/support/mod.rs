@@ -12,30 +12,16 @@ use ferrofabric_orderer::client::{self, DeliverItem};
 use ferrofabric_orderer::config::OrdererConfig;
 use ferrofabric_orderer::node::{start, Plugins, RunningOrderer};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
+use ferrofabric_testkit::fixtures;
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// `fixtures/fabric-2.5`: `$FERROFABRIC_FIXTURES` (the fixtures root or the fabric-2.5 dir itself), else the
-/// repo's sibling `shared/fixtures`.
-pub fn fixture_dir() -> PathBuf {
-    let root = match std::env::var_os("FERROFABRIC_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    for dir in [root.join("fabric-2.5"), root.clone()] {
-        if dir.join("genesis.block").is_file() {
-            return dir;
-        }
-    }
-    panic!("Fabric 2.5 fixtures not found under {}", root.display());
-}
-
 pub fn fixture_orderer_msp() -> PathBuf {
-    fixture_dir().join("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
+    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
 }
 
 pub fn fixture_user1_msp() -> PathBuf {
-    fixture_dir().join("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp")
+    fixtures::fabric("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp")
 }
 
 /// A node configuration on 127.0.0.1 with ephemeral ports, ledger under `data`.

@@ -2,8 +2,6 @@
 //! crypto material), the block-header DER encoding Fabric signs, and principal/policy builders.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use std::path::PathBuf;
-
 use bytes::Bytes;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_policy::{ChannelConfig, SignedData};
@@ -12,21 +10,11 @@ use ferrofabric_protos::common::{
     MspPrincipal, MspRole, Payload, SignatureHeader, SignaturePolicy, SignaturePolicyEnvelope,
 };
 use ferrofabric_protos::peer::{ChaincodeActionPayload, Transaction};
+use ferrofabric_testkit::fixtures;
 use prost::Message;
 
-/// `/work/shared/fixtures/fabric-2.5`, or `$FERROFABRIC_FIXTURES/fabric-2.5`. Panics (test failure) if missing.
-pub fn fixture_dir() -> PathBuf {
-    let base = match std::env::var_os("FERROFABRIC_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    let dir = base.join("fabric-2.5");
-    assert!(dir.join("genesis.block").is_file(), "fixtures missing: {} (set FERROFABRIC_FIXTURES)", dir.display());
-    dir
-}
-
 pub fn genesis_block() -> Block {
-    let bytes = std::fs::read(fixture_dir().join("genesis.block")).unwrap();
+    let bytes = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
     Block::decode(Bytes::from(bytes)).unwrap()
 }
 
@@ -36,7 +24,7 @@ pub fn channel_config() -> ChannelConfig {
 
 /// Records of `[8-byte LE length][marshaled common.Block]`.
 pub fn orderer_blocks() -> Vec<Block> {
-    let raw = Bytes::from(std::fs::read(fixture_dir().join("orderer-blocks.bin")).unwrap());
+    let raw = Bytes::from(std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap());
     let mut blocks = Vec::new();
     let mut off = 0usize;
     while off < raw.len() {
@@ -49,7 +37,7 @@ pub fn orderer_blocks() -> Vec<Block> {
 }
 
 pub fn expected() -> serde_json::Value {
-    let text = std::fs::read_to_string(fixture_dir().join("expected.json")).unwrap();
+    let text = std::fs::read_to_string(fixtures::fabric("expected.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -140,7 +128,7 @@ pub fn endorsements(block: &Block, tx: usize) -> Vec<SignedData> {
 /// Load a signing identity (certificate + key) from the fixture crypto tree, e.g.
 /// `peerOrganizations/org1.example.com/users/User1@org1.example.com/msp`.
 pub fn signer(mspid: &str, msp_dir: &str) -> SigningIdentity {
-    SigningIdentity::from_msp_dir(mspid, &fixture_dir().join("crypto").join(msp_dir)).unwrap()
+    SigningIdentity::from_msp_dir(mspid, &fixtures::fabric("crypto").join(msp_dir)).unwrap()
 }
 
 pub fn org1_user() -> SigningIdentity {

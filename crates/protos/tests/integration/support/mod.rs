@@ -1,42 +1,16 @@
-//! Shared helpers for the fixture-driven tests: locating the Fabric 2.5
+//! Shared helpers for the fixture-driven tests: reading the Fabric 2.5
 //! fixture ledger, splitting `*.bin` ledgers into block records, and
 //! byte-exact decode/re-encode checks.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-
 use bytes::Bytes;
+use ferrofabric_testkit::fixtures;
 use prost::Message;
-
-/// Directory holding `orderer-blocks.bin`, `peer-blocks.bin`, `genesis.block`
-/// and `expected.json`.
-///
-/// `FERROFABRIC_FIXTURES` may point either at the `fixtures/` root (which
-/// contains `fabric-2.5/`) or directly at the `fabric-2.5/` directory.
-/// Otherwise the repo's sibling `shared/fixtures` is used. Missing fixtures
-/// fail the test: a silent skip would let CI pass without testing anything.
-pub fn fixture_dir() -> PathBuf {
-    let root = match std::env::var_os("FERROFABRIC_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    let candidates = [root.join("fabric-2.5"), root.clone()];
-    for dir in candidates {
-        if dir.join("orderer-blocks.bin").is_file() {
-            return dir;
-        }
-    }
-    panic!(
-        "Fabric 2.5 fixtures not found under {} (set FERROFABRIC_FIXTURES to the \
-         fixtures/ or fixtures/fabric-2.5/ directory)",
-        root.display()
-    );
-}
 
 /// Reads a fixture file into one `Bytes` buffer.
 pub fn read_fixture(name: &str) -> Bytes {
-    let path = fixture_dir().join(name);
+    let path = fixtures::fabric(name);
     let data = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     Bytes::from(data)
 }

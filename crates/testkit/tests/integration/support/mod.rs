@@ -2,31 +2,16 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
 use ferrofabric_protos::common::{Block, ChannelHeader, Config, ConfigEnvelope, Envelope, Payload};
+use ferrofabric_testkit::fixtures;
 use ferrofabric_testkit::Network;
 use prost::Message;
 
-/// `fixtures/fabric-2.5`: `$FERROFABRIC_FIXTURES` (the fixtures root or the
-/// fabric-2.5 dir itself), else the repo's sibling `shared/fixtures`.
-pub fn fixture_dir() -> PathBuf {
-    let root = match std::env::var_os("FERROFABRIC_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    for dir in [root.join("fabric-2.5"), root.clone()] {
-        if dir.join("orderer-blocks.bin").is_file() {
-            return dir;
-        }
-    }
-    panic!("Fabric 2.5 fixtures not found under {}", root.display());
-}
-
 pub fn read_fixture(name: &str) -> Bytes {
-    Bytes::from(std::fs::read(fixture_dir().join(name)).unwrap())
+    Bytes::from(std::fs::read(fixtures::fabric(name)).unwrap())
 }
 
 /// One network per test binary: generation signs ~30 certificates.

@@ -1,4 +1,4 @@
-//! Ferrofabric's whole network on one machine and its end-to-end benchmark (issue 4, items 5 and 6).
+//! Ferrofabric's whole network on one machine and its end-to-end benchmark.
 //!
 //! * [`node`]: `ferrofabric node` — solo orderer, committer, two endorsers (Org1, Org2), block-store service, with
 //!   crypto material and the channel generated on the first run ([`layout`]) and the built-in chaincodes defined

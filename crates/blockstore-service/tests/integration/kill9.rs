@@ -1,4 +1,4 @@
-//! Test (c) of issue 4: the block-store service as a real process follows a committer that commits Fabric 2.5.16's
+//! Crash consistency of the block-store service: as a real process it follows a committer that commits Fabric 2.5.16's
 //! 10,735-transaction bench ledger from a real orderer; it is killed with SIGKILL mid-stream several times and
 //! restarted; at the end its chain is the committer's, block for block and byte for byte: no block lost, none
 //! duplicated, no gap.

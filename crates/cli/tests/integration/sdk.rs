@@ -1,4 +1,4 @@
-//! Issue #4 test (a): Hyperledger Fabric's own Node SDK (`fabric-network` 2.2.20 from npm, pinned in
+//! Interoperability with Fabric's clients: Hyperledger Fabric's own Node SDK (`fabric-network` 2.2.20 from npm, pinned in
 //! `tests/sdk/package-lock.json`) talks to a `ferrofabric node` through its connection profile: smallbank
 //! transactions endorsed by both orgs' endorsers, broadcast to our orderer, their commit events received from our
 //! committer's `DeliverFiltered`, a query, a refused proposal and an MVCC conflict (`tests/sdk/smallbank.js`).

@@ -1,7 +1,7 @@
 //! `ferrofabric node` in-process over real gRPC on loopback: a node started in a temporary directory writes
 //! node.json and the connection profile, commits smallbank and transfer transactions endorsed at its peers and
 //! ordered by its orderer, reports them on DeliverFiltered, keeps its state across a restart, and reports MVCC
-//! conflicts and endorsement-policy failures with Fabric's codes (issue 4, test (d)).
+//! conflicts and endorsement-policy failures with Fabric's codes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,4 +1,4 @@
-//! Test (c): bad Broadcast input — garbage bytes, an unknown channel, a forged or missing creator signature, an
+//! Robustness to bad input: bad Broadcast input — garbage bytes, an unknown channel, a forged or missing creator signature, an
 //! oversized message, a creator from a foreign CA, message types that cannot be broadcast, a stream cut in the
 //! middle of a message — gets the right status on a stream that stays open, and disturbs no other client.
 //! Also Deliver's error statuses.

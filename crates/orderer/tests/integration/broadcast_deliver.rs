@@ -1,4 +1,4 @@
-//! Test (b): 10,000 testkit transactions whose creators are the Fabric 2.5 fixture's client identities
+//! Ordering at volume over TLS: 10,000 testkit transactions whose creators are the Fabric 2.5 fixture's client identities
 //! (User1@org1 and User1@org2, signed with the fixture's kept keys), broadcast over TLS by four concurrent
 //! clients to a node that joined the fixture's own `genesis.block` and signs with the fixture orderer's key,
 //! and delivered back: every block passes the validator's block checks (hash chain, data hash, orderer

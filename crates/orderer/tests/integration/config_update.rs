@@ -1,4 +1,4 @@
-//! Test (f): CONFIG_UPDATE over Broadcast, as `peer channel update` sends it (an Envelope of type CONFIG_UPDATE
+//! Channel configuration updates: CONFIG_UPDATE over Broadcast, as `peer channel update` sends it (an Envelope of type CONFIG_UPDATE
 //! holding a `ConfigUpdateEnvelope` with the signers' `ConfigSignature`s, signed by the submitter).
 //!
 //! * An anchor-peer update signed by Org1's admin is answered SUCCESS and ordered alone in its own block as a

@@ -1,4 +1,4 @@
-//! Test (a): joining the Fabric 2.5 fixture's configtxgen `genesis.block` over the channel participation API
+//! Channel participation: joining the Fabric 2.5 fixture's configtxgen `genesis.block` over the channel participation API
 //! as osnadmin does, then reading block 0 back over Deliver byte for byte; plus the API's other answers.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

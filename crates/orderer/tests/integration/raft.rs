@@ -1,4 +1,4 @@
-//! Test (d): three etcdraft orderers on 127.0.0.1, each a separate process (this test binary re-executed
+//! Raft leader failover: three etcdraft orderers on 127.0.0.1, each a separate process (this test binary re-executed
 //! with the ignored `raft_node_process` entry, which runs `ferrofabric orderer --config FILE`'s code).
 //!
 //! The channel's genesis block is the testkit network's with three consenters whose TLS certificates are

@@ -1,11 +1,11 @@
 //! Commits Fabric 2.5.16's 10,735-transaction bench ledger (`fabric-2.5-bench`) pulled from a real Ferrofabric
-//! orderer on loopback and prints committed tx/s and block latency: the committer daemon's number of issue 4 item 6.
+//! orderer on loopback and prints committed tx/s and block latency: the committer daemon's throughput.
 //!
 //! `cargo run --release -p ferrofabric-committer --example commit_bench [-- BLOCKS_IN_FLIGHT THREADS]`
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/integration/support/mod.rs"]
 mod support;
 
 use std::time::Instant;

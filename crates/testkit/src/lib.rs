@@ -16,10 +16,12 @@
 //! - [`BlockBuilder`] / [`Chain`]: orderer-signed blocks as an etcdraft
 //!   orderer writes them (header hashing and the `[u64 LE length][Block]`
 //!   ledger file format are `ferrofabric_arena`'s);
-//! - [`Workload`]: deterministic transfer/smallbank transactions.
+//! - [`Workload`]: deterministic transfer/smallbank transactions;
+//! - [`fixtures`]: where the recorded Fabric fixtures are (`FERROFABRIC_FIXTURES`, else `../shared/fixtures`).
 
 mod block;
 mod error;
+pub mod fixtures;
 mod genesis;
 mod lifecycle;
 mod network;

@@ -1,0 +1,5 @@
+//! Integration tests of `ferrofabric-chaincode`, one test binary for the crate (each file under `tests/` used to link
+//! its own binary, which dominated build time on two cores); one module per area, sharing `support`.
+
+mod fixture_resimulation;
+mod simulation;

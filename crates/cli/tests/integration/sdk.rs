@@ -1,0 +1,158 @@
+//! Interoperability with Fabric's clients: Hyperledger Fabric's own Node SDK (`fabric-network` 2.2.20 from npm, pinned in
+//! `tests/sdk/package-lock.json`) talks to a `ferrofabric node` through its connection profile: smallbank
+//! transactions endorsed by both orgs' endorsers, broadcast to our orderer, their commit events received from our
+//! committer's `DeliverFiltered`, a query, a refused proposal and an MVCC conflict (`tests/sdk/smallbank.js`).
+//!
+//! Needs `node` (≥ 18) and `npm` on PATH; the test fails, not skips, without them (CI has them). `npm ci` runs here
+//! when `tests/sdk/node_modules` is missing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long `ferrofabric node` may take to generate its crypto, define the chaincodes and say it is ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long the whole SDK script may run (it submits ten transactions, each waiting ~1 s for its block).
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(240);
+/// How long `npm ci` may take (downloads about 100 packages).
+const NPM_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn sdk_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk")
+}
+
+/// Kills the child (SIGTERM, then SIGKILL) when dropped, so a failing assertion never leaves a node running.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if self.0.try_wait().ok().flatten().is_some() {
+            return;
+        }
+        let _ = Command::new("kill").arg("-TERM").arg(self.0.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.0.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs `cmd` to completion within `timeout`, its stdout and stderr going to `log`; panics with the log on failure.
+fn run_logged(mut cmd: Command, what: &str, log: &Path, timeout: Duration) {
+    let file = std::fs::File::create(log).unwrap();
+    let child = cmd
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start ({e}); node and npm must be installed"));
+    let mut child = Running(child);
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break Some(s);
+        }
+        if Instant::now() >= deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let output = std::fs::read_to_string(log).unwrap_or_default();
+    match status {
+        Some(s) if s.success() => println!("{what}:\n{output}"),
+        Some(s) => panic!("{what} failed ({s}):\n{output}"),
+        None => panic!("{what} did not finish within {timeout:?}:\n{output}"),
+    }
+}
+
+fn require_tool(name: &str) {
+    let out = Command::new(name).arg("--version").output();
+    match out {
+        Ok(o) if o.status.success() => {
+            println!("{name} {}", String::from_utf8_lossy(&o.stdout).trim());
+        }
+        _ => panic!("`{name}` is not on PATH: the Fabric Node SDK test needs Node.js (>= 18) and npm"),
+    }
+}
+
+/// `npm ci` in tests/sdk unless fabric-network is already installed there. pkcs11js (an optional native
+/// dependency of fabric-common for HSMs) is left out: it needs a C++ toolchain and is not used.
+fn install_sdk(log: &Path) {
+    let dir = sdk_dir();
+    if dir.join("node_modules/fabric-network/package.json").is_file() {
+        return;
+    }
+    let mut cmd = Command::new("npm");
+    cmd.args(["ci", "--omit=optional", "--no-audit", "--no-fund"]).current_dir(&dir);
+    run_logged(cmd, "npm ci (tests/sdk)", log, NPM_TIMEOUT);
+}
+
+/// Starts `ferrofabric node` on free ports in `dir` and waits for its ready line; returns it and the node.json path.
+fn start_node(dir: &Path, log: &Path) -> (Running, PathBuf) {
+    let child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+        .arg("node")
+        .arg("--dir")
+        .arg(dir)
+        .args(["--orderer-port", "0", "--peer-port", "0", "--peer2-port", "0", "--blockstore-port", "0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut node = Running(child);
+    let stdout = node.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            println!("node: {line}");
+            if let Some(path) = line.strip_prefix("ferrofabric node ready: ") {
+                let _ = tx.send(PathBuf::from(path.trim()));
+            }
+        }
+    });
+    let node_json = match rx.recv_timeout(READY_TIMEOUT) {
+        Ok(p) => p,
+        Err(_) => {
+            let exited = node.0.try_wait().unwrap();
+            panic!(
+                "ferrofabric node not ready within {READY_TIMEOUT:?} (exit: {exited:?}); stderr:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            )
+        }
+    };
+    assert!(node_json.is_file(), "ready line names {} which does not exist", node_json.display());
+    (node, node_json)
+}
+
+#[test]
+fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
+    require_tool("node");
+    require_tool("npm");
+    let tmp = tempfile::tempdir().unwrap();
+    install_sdk(&tmp.path().join("npm.log"));
+
+    let node_log = tmp.path().join("node.log");
+    let (node, node_json) = start_node(&tmp.path().join("net"), &node_log);
+
+    let mut client = Command::new("node");
+    client.arg(sdk_dir().join("smallbank.js")).arg(&node_json);
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_logged(client, "tests/sdk/smallbank.js", &tmp.path().join("client.log"), CLIENT_TIMEOUT)
+    }));
+    drop(node);
+    if let Err(e) = run {
+        eprintln!("ferrofabric node stderr:\n{}", std::fs::read_to_string(&node_log).unwrap_or_default());
+        std::panic::resume_unwind(e);
+    }
+    let output = std::fs::read_to_string(tmp.path().join("client.log")).unwrap();
+    assert!(output.lines().any(|l| l == "[sdk] PASS"), "the client did not report PASS:\n{output}");
+}

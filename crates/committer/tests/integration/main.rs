@@ -1,0 +1,9 @@
+//! Integration tests of `ferrofabric-committer`, one test binary for the crate (each file under `tests/` used to link
+//! its own binary, which dominated build time on two cores); one module per area, sharing `support`.
+
+mod support;
+
+mod commit;
+mod filtered;
+mod kill9;
+mod tls;

@@ -1,0 +1,229 @@
+//! Shared helpers of the committer tests: the Fabric 2.5 fixtures, a real Ferrofabric orderer serving a given
+//! ledger on loopback, committer configurations, and peer Deliver clients.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
+use ferrofabric_committer::config::CommitterConfig;
+use ferrofabric_deliver::follower::{self as client, seek_envelope, DeliverApi, DeliverItem, FollowConfig};
+use ferrofabric_msp::SigningIdentity;
+use ferrofabric_orderer::config::OrdererConfig;
+use ferrofabric_orderer::node::{start, Plugins, RunningOrderer};
+use ferrofabric_protos::common::{Envelope, Status};
+use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPosition, SeekSpecified};
+use ferrofabric_protos::peer::deliver_client::DeliverClient;
+use ferrofabric_protos::peer::deliver_response::Type as PeerResponse;
+use ferrofabric_protos::peer::FilteredBlock;
+use ferrofabric_testkit::fixtures;
+use prost::Message;
+
+pub fn orderer_msp() -> PathBuf {
+    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
+}
+
+pub fn orderer_tls_cert() -> PathBuf {
+    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt")
+}
+
+pub fn user1_msp(org: u32) -> PathBuf {
+    fixtures::fabric(format!("crypto/peerOrganizations/org{org}.example.com/users/User1@org{org}.example.com/msp"))
+}
+
+pub fn user1(org: u32) -> SigningIdentity {
+    SigningIdentity::from_msp_dir(&format!("Org{org}MSP"), &user1_msp(org)).unwrap()
+}
+
+pub fn orderer_identity() -> SigningIdentity {
+    SigningIdentity::from_msp_dir("OrdererMSP", &orderer_msp()).unwrap()
+}
+
+/// `[u64 LE length][block]` records.
+pub fn records(data: &[u8]) -> Vec<Bytes> {
+    ferrofabric_protoutil::records::records(Bytes::copy_from_slice(data)).map(|r| r.unwrap().1).collect()
+}
+
+/// The 29-block fixture ledger as the orderer delivered it and as Fabric's peer stored it.
+pub fn fixture_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
+    let d = fixtures::fabric_dir();
+    (
+        records(&std::fs::read(d.join("orderer-blocks.bin")).unwrap()),
+        records(&std::fs::read(d.join("peer-blocks.bin")).unwrap()),
+    )
+}
+
+/// The 129-block, 10,735-transaction bench ledger: (orderer blocks, Fabric peer blocks).
+pub fn bench_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
+    let d = fixtures::fixture("fabric-2.5-bench");
+    let read = |name: &str| {
+        let file = ferrofabric_protoutil::read_ledger_file(d.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        records(&file)
+    };
+    (read("fabric-2.5-smallbank-10k.bin.zst"), read("fabric-2.5-smallbank-10k.peer.bin.zst"))
+}
+
+pub fn genesis_path() -> PathBuf {
+    fixtures::fabric("genesis.block")
+}
+
+/// A real orderer whose ledger of `mychannel` holds `blocks`, with its data directory.
+pub struct TestOrderer {
+    pub node: Option<RunningOrderer>,
+    pub addr: String,
+    pub dir: tempfile::TempDir,
+}
+
+impl TestOrderer {
+    /// Writes `blocks` into `<dir>/chains/mychannel` and starts the orderer as the fixture's orderer.example.com.
+    pub async fn start(blocks: &[Bytes]) -> TestOrderer {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = BlockStore::open(
+                &dir.path().join("chains/mychannel"),
+                StoreOptions { sync: SyncPolicy::None, ..StoreOptions::default() },
+            )
+            .unwrap();
+            for b in blocks {
+                store.append(b.clone()).unwrap();
+            }
+            store.sync().unwrap();
+        }
+        let node = start_orderer(dir.path(), "127.0.0.1:0").await;
+        let addr = node.grpc_addr.to_string();
+        TestOrderer { node: Some(node), addr, dir }
+    }
+
+    pub async fn stop(&mut self) {
+        if let Some(n) = self.node.take() {
+            n.shutdown().await;
+        }
+    }
+}
+
+pub async fn start_orderer(data: &Path, listen: &str) -> RunningOrderer {
+    let mut c = OrdererConfig::defaults();
+    let addr: std::net::SocketAddr = listen.parse().unwrap();
+    c.general.listen_address = addr.ip().to_string();
+    c.general.listen_port = addr.port();
+    c.admin.listen_address = String::new();
+    c.operations.listen_address = String::new();
+    c.general.local_msp_dir = Some(orderer_msp());
+    c.general.local_msp_id = Some("OrdererMSP".into());
+    c.general.cluster.client_certificate = Some(orderer_tls_cert());
+    c.file_ledger.location = Some(data.to_path_buf());
+    c.consensus.wal_dir = Some(data.join("etcdraft/wal"));
+    c.consensus.snap_dir = Some(data.join("etcdraft/snap"));
+    c.ferrofabric.sync_every_block = false;
+    tokio::time::timeout(Duration::from_secs(60), start(c, Plugins::default())).await.unwrap().unwrap()
+}
+
+/// A committer configuration: User1@org1 signs, loopback listeners on free ports, the fixture genesis block.
+pub fn committer_config(data: &Path, orderers: Vec<String>) -> CommitterConfig {
+    CommitterConfig {
+        channel: Some("mychannel".into()),
+        genesis_block: Some(genesis_path()),
+        data_dir: Some(data.to_path_buf()),
+        local_msp_dir: Some(user1_msp(1)),
+        local_msp_id: Some("Org1MSP".into()),
+        orderers,
+        listen_address: "127.0.0.1:0".into(),
+        operations_listen_address: "127.0.0.1:0".into(),
+        checkpoint_interval: 8,
+        ..CommitterConfig::default()
+    }
+}
+
+/// Writes `config` as a YAML file the CLI reads.
+pub fn write_config_yaml(path: &Path, c: &CommitterConfig) {
+    let mut y = String::new();
+    y.push_str(&format!("Channel: {}\n", c.channel.clone().unwrap()));
+    y.push_str(&format!("GenesisBlock: {}\n", c.genesis_block.as_ref().unwrap().display()));
+    y.push_str(&format!("DataDir: {}\n", c.data_dir.as_ref().unwrap().display()));
+    y.push_str(&format!("LocalMSPDir: {}\n", c.local_msp_dir.as_ref().unwrap().display()));
+    y.push_str(&format!("LocalMSPID: {}\n", c.local_msp_id.as_ref().unwrap()));
+    y.push_str(&format!(
+        "Orderers: [{}]\n",
+        c.orderers.iter().map(|o| format!("\"{o}\"")).collect::<Vec<_>>().join(", ")
+    ));
+    y.push_str(&format!("ListenAddress: \"{}\"\n", c.listen_address));
+    y.push_str(&format!("OperationsListenAddress: \"{}\"\n", c.operations_listen_address));
+    y.push_str(&format!("CheckpointInterval: {}\n", c.checkpoint_interval));
+    y.push_str(&format!(
+        "Pipeline: {{BlocksInFlight: {}, ValidationThreads: {}}}\n",
+        c.pipeline.blocks_in_flight, c.pipeline.validation_threads
+    ));
+    y.push_str("Delivery: {ReconnectBackoffThreshold: 1s}\n");
+    std::fs::write(path, y).unwrap();
+}
+
+/// A `SeekInfo` from `start` to `stop` (inclusive).
+pub fn seek(start: u64, stop: u64, behavior: seek_info::SeekBehavior) -> SeekInfo {
+    let at = |n| SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: n })) };
+    SeekInfo { start: Some(at(start)), stop: Some(at(stop)), behavior: behavior as i32, ..SeekInfo::default() }
+}
+
+pub fn follow_config(addr: &str) -> FollowConfig {
+    FollowConfig {
+        endpoints: vec![addr.to_string()],
+        api: DeliverApi::Peer,
+        channel_id: "mychannel".into(),
+        tls: None,
+        connect_timeout: Duration::from_secs(5),
+        max_backoff: Duration::from_secs(1),
+        keepalive_interval: Duration::from_secs(10),
+        keepalive_timeout: Duration::from_secs(5),
+    }
+}
+
+/// Sends one request envelope on `/protos.Deliver/Deliver` of `addr`; returns the blocks and the final status.
+pub async fn peer_deliver_raw(addr: &str, request: Bytes) -> (Vec<Bytes>, Option<i32>) {
+    let fut = async {
+        let ch = client::connect(addr, &follow_config(addr)).await.unwrap();
+        let mut stream = client::open_deliver(ch, DeliverApi::Peer, request).await.unwrap();
+        let mut blocks = Vec::new();
+        loop {
+            match stream.message().await {
+                Ok(Some(DeliverItem::Block(b))) => blocks.push(b),
+                Ok(Some(DeliverItem::Status(s))) => return (blocks, Some(s)),
+                Ok(None) | Err(_) => return (blocks, None),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), fut).await.expect("Deliver timed out")
+}
+
+/// Blocks `start..=stop` over the peer `Deliver` RPC, signed by `signer`.
+pub async fn peer_deliver(addr: &str, signer: &SigningIdentity, start: u64, stop: u64) -> (Vec<Bytes>, Option<i32>) {
+    let req = seek_envelope("mychannel", signer, &seek(start, stop, seek_info::SeekBehavior::BlockUntilReady));
+    peer_deliver_raw(addr, req).await
+}
+
+/// Filtered blocks `start..=stop` over `DeliverFiltered` with Fabric's generated client.
+pub async fn peer_deliver_filtered(
+    addr: &str,
+    signer: &SigningIdentity,
+    start: u64,
+    stop: u64,
+) -> (Vec<FilteredBlock>, Option<i32>) {
+    let fut = async {
+        let req = seek_envelope("mychannel", signer, &seek(start, stop, seek_info::SeekBehavior::BlockUntilReady));
+        let env = Envelope::decode(req).unwrap();
+        let mut c = DeliverClient::connect(format!("http://{addr}")).await.unwrap();
+        let mut stream = c.deliver_filtered(futures::stream::iter([env])).await.unwrap().into_inner();
+        let mut out = Vec::new();
+        while let Some(msg) = stream.message().await.unwrap() {
+            match msg.r#type {
+                Some(PeerResponse::FilteredBlock(f)) => out.push(f),
+                Some(PeerResponse::Status(s)) => return (out, Some(s)),
+                other => panic!("unexpected DeliverFiltered response {other:?}"),
+            }
+        }
+        (out, None)
+    };
+    tokio::time::timeout(Duration::from_secs(60), fut).await.expect("DeliverFiltered timed out")
+}
+
+pub const SUCCESS: Option<i32> = Some(Status::Success as i32);

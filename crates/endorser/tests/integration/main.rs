@@ -1,0 +1,6 @@
+//! Integration tests of `ferrofabric-endorser`, one test binary for the crate (each file under `tests/` used to link
+//! its own binary, which dominated build time on two cores); one module per area, sharing `support`.
+
+mod cli;
+mod follow;
+mod grpc;

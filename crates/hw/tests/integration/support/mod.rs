@@ -1,0 +1,17 @@
+//! Shared test helpers: fixture location and ledger reading; [`ledgers`] builds the testkit ledgers.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod ledgers;
+
+use bytes::Bytes;
+use ferrofabric_testkit::fixtures;
+
+pub fn read_fixture(name: &str) -> Bytes {
+    Bytes::from(std::fs::read(fixtures::fabric(name)).unwrap())
+}
+
+/// The fixture ledger's blocks (block 0 included).
+pub fn fixture_blocks() -> Vec<Bytes> {
+    ferrofabric_protoutil::records::records(read_fixture("orderer-blocks.bin")).map(|r| r.unwrap().1).collect()
+}

@@ -1,0 +1,4 @@
+//! Integration tests of `ferrofabric-node`, one test binary for the crate (each file under `tests/` used to link
+//! its own binary, which dominated build time on two cores); one module per area, sharing `support`.
+
+mod node;

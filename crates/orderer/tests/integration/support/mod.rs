@@ -1,0 +1,209 @@
+//! Shared helpers of the orderer integration tests: fixtures, starting a node on loopback, a minimal HTTP/1.1
+//! client for the participation API, Deliver helpers.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferrofabric_orderer::client::{self, DeliverItem};
+use ferrofabric_orderer::config::OrdererConfig;
+use ferrofabric_orderer::node::{start, Plugins, RunningOrderer};
+use ferrofabric_protos::orderer::seek_info::SeekBehavior;
+use ferrofabric_testkit::fixtures;
+use futures::StreamExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub fn fixture_orderer_msp() -> PathBuf {
+    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
+}
+
+pub fn fixture_user1_msp() -> PathBuf {
+    fixtures::fabric("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp")
+}
+
+/// A node configuration on 127.0.0.1 with ephemeral ports, ledger under `data`.
+pub fn loopback_config(data: &Path, msp_dir: &Path, msp_id: &str) -> OrdererConfig {
+    let mut c = OrdererConfig::defaults();
+    c.general.listen_address = "127.0.0.1".into();
+    c.general.listen_port = 0;
+    c.admin.listen_address = "127.0.0.1:0".into();
+    c.operations.listen_address = "127.0.0.1:0".into();
+    c.general.local_msp_dir = Some(msp_dir.to_path_buf());
+    c.general.local_msp_id = Some(msp_id.into());
+    c.file_ledger.location = Some(data.to_path_buf());
+    c.ferrofabric.sync_every_block = false;
+    c
+}
+
+pub async fn start_node(config: OrdererConfig) -> RunningOrderer {
+    tokio::time::timeout(Duration::from_secs(30), start(config, Plugins::default())).await.unwrap().unwrap()
+}
+
+/// A parsed HTTP response.
+#[derive(Debug)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+/// One HTTP/1.1 request with `Connection: close` over plain TCP; reads the whole response.
+pub async fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> HttpResponse {
+    let fut = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        s.write_all(req.as_bytes()).await.unwrap();
+        s.write_all(body).await.unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).await.unwrap();
+        raw
+    };
+    let raw = tokio::time::timeout(Duration::from_secs(20), fut).await.expect("HTTP request timed out");
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("no header end");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))).collect();
+    let mut body = raw[split + 4..].to_vec();
+    if headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked")) {
+        body = dechunk(&body);
+    }
+    HttpResponse { status, headers, body }
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = b.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&b[..line_end]).unwrap().trim(), 16).unwrap();
+        b = &b[line_end + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[..size]);
+        b = &b[size + 2..];
+    }
+}
+
+/// A multipart/form-data body with one file part `field` holding `content` (as osnadmin sends it).
+pub fn multipart(field: &str, content: &[u8]) -> (String, Vec<u8>) {
+    let boundary = "ferrofabric-test-boundary-7MA4YWxkTrZu0gW";
+    let mut body = Vec::new();
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"{field}.block\"\r\n\
+             Content-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(content);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+/// POSTs a join request with `block` over the participation API.
+pub async fn join(admin: SocketAddr, block: &[u8]) -> HttpResponse {
+    let (ct, body) = multipart("config-block", block);
+    http(admin, "POST", "/participation/v1/channels", &[("Content-Type", ct)], &body).await
+}
+
+/// Reads blocks `start..=stop` of `channel_id` over Deliver with `behavior`, signed by `sign`; returns the raw
+/// block bytes and the closing status (within 20 s).
+pub async fn deliver_range(
+    ch: tonic::transport::Channel,
+    channel_id: &str,
+    creator: &Bytes,
+    sign: impl FnOnce(&[u8]) -> Vec<u8>,
+    start: u64,
+    stop: u64,
+    behavior: SeekBehavior,
+) -> (Vec<Bytes>, Option<i32>) {
+    let seek = client::seek_range(start, Some(stop), behavior);
+    let env = client::seek_envelope(channel_id, creator, sign, &seek);
+    let fut = async {
+        let mut stream =
+            client::deliver(ch, futures::stream::iter(vec![env]).chain(futures::stream::pending())).await.unwrap();
+        let mut blocks = Vec::new();
+        while let Some(item) = stream.next().await {
+            match item.unwrap() {
+                DeliverItem::Block(b) => blocks.push(b),
+                DeliverItem::Status(s) => return (blocks, Some(s)),
+            }
+        }
+        (blocks, None)
+    };
+    tokio::time::timeout(Duration::from_secs(20), fut).await.expect("deliver timed out")
+}
+
+/// `genesis` with the orderer's BatchSize and BatchTimeout replaced (header data hash recomputed; the block is
+/// re-marshaled, so it is no longer byte-identical to the input).
+pub fn with_batch(genesis: &[u8], max_count: u32, absolute: u32, preferred: u32, timeout: &str) -> Bytes {
+    use ferrofabric_protos::common::{Block, ConfigEnvelope, Envelope, Payload};
+    use ferrofabric_protos::orderer::{BatchSize, BatchTimeout};
+    use prost::Message;
+    let mut block = Block::decode(genesis).unwrap();
+    let data = block.data.as_mut().unwrap();
+    let mut env = Envelope::decode(data.data[0].clone()).unwrap();
+    let mut payload = Payload::decode(env.payload.clone()).unwrap();
+    let mut ce = ConfigEnvelope::decode(payload.data.clone()).unwrap();
+    let orderer = ce.config.as_mut().unwrap().channel_group.as_mut().unwrap().groups.get_mut("Orderer").unwrap();
+    orderer.values.get_mut("BatchSize").unwrap().value = Bytes::from(
+        BatchSize { max_message_count: max_count, absolute_max_bytes: absolute, preferred_max_bytes: preferred }
+            .encode_to_vec(),
+    );
+    orderer.values.get_mut("BatchTimeout").unwrap().value =
+        Bytes::from(BatchTimeout { timeout: timeout.to_string() }.encode_to_vec());
+    payload.data = Bytes::from(ce.encode_to_vec());
+    env.payload = Bytes::from(payload.encode_to_vec());
+    data.data[0] = Bytes::from(env.encode_to_vec());
+    let hash = ferrofabric_protoutil::block_data_hash(&data.data);
+    block.header.as_mut().unwrap().data_hash = Bytes::copy_from_slice(&hash);
+    Bytes::from(block.encode_to_vec())
+}
+
+/// Transaction IDs of the envelopes of a marshaled block, in order.
+pub fn block_tx_ids(raw: &Bytes) -> Vec<String> {
+    use ferrofabric_protos::common::{Block, ChannelHeader, Envelope, Payload};
+    use prost::Message;
+    let block = Block::decode(raw.clone()).unwrap();
+    block
+        .data
+        .unwrap()
+        .data
+        .into_iter()
+        .map(|e| {
+            let env = Envelope::decode(e).unwrap();
+            let p = Payload::decode(env.payload).unwrap();
+            ChannelHeader::decode(p.header.unwrap().channel_header).unwrap().tx_id
+        })
+        .collect()
+}
+
+/// Paths of a testkit network written with `write_msp_dirs` under `dir`.
+pub struct NetDirs {
+    pub orderer_msp: PathBuf,
+    pub orderer_tls: PathBuf,
+}
+
+pub fn net_dirs(dir: &Path) -> NetDirs {
+    let base = dir.join("ordererOrganizations/example.com/orderers/orderer.example.com");
+    NetDirs { orderer_msp: base.join("msp"), orderer_tls: base.join("tls") }
+}

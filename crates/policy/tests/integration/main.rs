@@ -1,0 +1,9 @@
+//! Integration tests of `ferrofabric-policy`, one test binary for the crate (each file under `tests/` used to link
+//! its own binary, which dominated build time on two cores); one module per area, sharing `support`.
+
+mod support;
+
+mod cauthdsl_semantics;
+mod channel_config;
+mod fixture_signatures;
+mod lazy_vs_eager;

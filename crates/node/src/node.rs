@@ -262,7 +262,12 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     oc.general.local_msp_dir = Some(layout.orderer_node().join("msp"));
     oc.general.local_msp_id = Some("OrdererMSP".into());
     oc.file_ledger.location = Some(layout.dir.join("orderer"));
-    let orderer = ferrofabric_orderer::node::start(oc, Plugins::default()).await.context("starting the orderer")?;
+    // The consensus backends this network's orderer runs: solo (the channel's single etcdraft consenter is
+    // served by its loop) and etcdraft.
+    let mut plugins = Plugins::default();
+    ferrofabric_consensus_solo::register(&mut plugins.registry);
+    ferrofabric_consensus_etcdraft::register(&mut plugins, &oc).context("the orderer's Raft cluster")?;
+    let orderer = ferrofabric_orderer::node::start(oc, plugins).await.context("starting the orderer")?;
     if orderer.registrar.channel(&channel_id).is_none() {
         let registrar = orderer.registrar.clone();
         let g = genesis.clone();

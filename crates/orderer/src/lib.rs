@@ -12,7 +12,9 @@
 //! * [`broadcast`], [`deliver`], [`grpc`]: the AtomicBroadcast service; [`msgprocessor`]: Fabric's broadcast
 //!   filters; [`configupdate`]: CONFIG_UPDATE → CONFIG through `ferrofabric-configtx`.
 //! * [`cutter`]: Fabric's block cutter; [`block`]: block assembly and metadata; [`support`]: the per-channel
-//!   block pipeline given to consensus; [`consensus`]: the [`consensus::Consensus`] trait and solo.
+//!   block pipeline given to consensus; [`consensus`]: the [`consensus::Consensus`] trait and the registry the
+//!   backends (`ferrofabric-consensus-solo`, `ferrofabric-consensus-etcdraft`) are plugged into through
+//!   [`node::Plugins`].
 //! * [`registrar`]: channels on disk; [`participation`]: the osnadmin REST API; [`operations`]: health and
 //!   metrics.
 //! * [`client`]: a raw-bytes AtomicBroadcast client; [`bench`]: `ferrofabric bench orderer`.

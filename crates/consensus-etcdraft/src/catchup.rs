@@ -17,9 +17,9 @@ use futures::StreamExt;
 use prost::Message;
 
 use super::transport::{endpoint, ClusterTls};
-use crate::block::block_data_hash;
-use crate::client::{self, DeliverItem};
-use crate::support::ChainSupport;
+use ferrofabric_orderer::block::block_data_hash;
+use ferrofabric_orderer::client::{self, DeliverItem};
+use ferrofabric_orderer::support::ChainSupport;
 
 /// How long a Deliver stream may stay silent before the next source is tried.
 const IDLE: Duration = Duration::from_secs(10);

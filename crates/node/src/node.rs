@@ -482,10 +482,26 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         println!("ferrofabric node ready: {}", node.layout.node_json().display());
         let mut status = node.committer.status();
         tokio::select! {
-            _ = ferrofabric_committer::cli::wait_for_signal() => {}
+            _ = wait_for_signal() => {}
             _ = status.wait_for(|s| s.failed.is_some()) => {}
         }
         args.progress("shutting down");
         node.shutdown().await
     })
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }

@@ -7,8 +7,9 @@
 //! order; Deliver streams the stored block bytes).
 //!
 //! # Map
-//! * [`cli`]: `ferrofabric orderer` ([`cli::OrdererArgs`], [`cli::run`]); [`config`]: the orderer.yaml-shaped
-//!   configuration; [`node::start`]: a node inside an existing Tokio runtime.
+//! * [`config`]: the orderer.yaml-shaped configuration ([`config::OrdererConfig`]); [`node::start`]: a node inside an
+//!   existing Tokio runtime, with its consensus backends in [`node::Plugins`] (`ferrofabric orderer` in the CLI
+//!   crate loads the configuration and calls it).
 //! * [`broadcast`], [`deliver`], [`grpc`]: the AtomicBroadcast service; [`msgprocessor`]: Fabric's broadcast
 //!   filters; [`configupdate`]: CONFIG_UPDATE → CONFIG through `ferrofabric-configtx`.
 //! * [`cutter`]: Fabric's block cutter; [`block`]: block assembly and metadata; [`support`]: the per-channel
@@ -22,7 +23,6 @@
 pub mod bench;
 pub mod block;
 pub mod broadcast;
-pub mod cli;
 pub mod client;
 pub mod config;
 pub mod configupdate;

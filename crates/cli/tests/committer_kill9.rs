@@ -1,4 +1,4 @@
-//! Test (b) of issue 4: the committer as a real process, pulling Fabric 2.5.16's 10,735-transaction bench ledger
+//! The committer as a real process (`ferrofabric committer`), pulling Fabric 2.5.16's 10,735-transaction bench ledger
 //! from a real Ferrofabric orderer, is killed with SIGKILL at several moments (mid-stream, during its own recovery,
 //! after the last block); after the final restart its chain and state equal those of an uninterrupted run: every
 //! stored block byte-identical to what Fabric's peer stored (so every TRANSACTIONS_FILTER and COMMIT_HASH equal,
@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "../../committer/tests/support/mod.rs"]
 mod support;
 
 use std::io::{BufRead, BufReader};
@@ -25,10 +26,11 @@ struct Proc {
 }
 
 fn spawn(config: &std::path::Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrofabric-committer"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+        .arg("committer")
         .arg("--config")
         .arg(config)
-        .env("RUST_LOG", "warn")
+        .env("FERROFABRIC_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -15,6 +15,13 @@
 //! * `ferrofabric bench e2e` — end-to-end committed tx/s of a node (FastFabric IV-D), and the committer alone on
 //!   Fabric 2.5.16's bench ledger.
 
+mod blockstore;
+mod channel;
+mod committer;
+mod crypto;
+mod endorser;
+mod hw;
+mod orderer;
 mod replay;
 
 use std::path::PathBuf;
@@ -38,19 +45,19 @@ enum Command {
         command: LedgerCommand,
     },
     /// Runs an ordering node (Fabric's AtomicBroadcast and channel participation API).
-    Orderer(ferrofabric_orderer::cli::OrdererArgs),
+    Orderer(orderer::OrdererArgs),
     /// Runs a committing peer: pulls blocks from the orderers, validates, commits, serves peer Deliver.
-    Committer(ferrofabric_committer::cli::CommitterArgs),
+    Committer(committer::CommitterArgs),
     /// Runs an endorser: simulates proposals against its replica of the state and signs the responses.
-    Endorser(ferrofabric_endorser::cli::EndorserArgs),
+    Endorser(endorser::EndorserArgs),
     /// Runs the block storage service: follows a committer, serves blocks by number and transactions by txid.
-    Blockstore(ferrofabric_blockstore_service::cli::BlockstoreArgs),
+    Blockstore(blockstore::BlockstoreArgs),
     /// Runs a whole network on this machine: solo orderer, committer, endorsers of Org1 and Org2, block store.
     Node(ferrofabric_node::NodeArgs),
     /// Generates crypto material in cryptogen's layout (MSP and TLS certificates, NodeOUs).
-    Crypto(ferrofabric_cryptogen::cli::CryptoArgs),
+    Crypto(crypto::CryptoArgs),
     /// Channel tools: a channel's genesis block from a configtx.yaml profile, as configtxgen makes it.
-    Channel(ferrofabric_configtxgen::cli::ChannelArgs),
+    Channel(channel::ChannelArgs),
     /// The BMac hardware block processor (co-simulated RTL).
     Hw {
         #[command(subcommand)]
@@ -76,7 +83,7 @@ enum BenchCommand {
 enum HwCommand {
     /// Runs a ledger through the co-simulated block processor; the report is `ledger replay`'s plus per-block
     /// `cycles` and `tx_per_s_at_250mhz`.
-    Validate(ferrofabric_hw::cli::HwValidateArgs),
+    Validate(hw::HwValidateArgs),
 }
 
 #[derive(Subcommand)]
@@ -121,14 +128,14 @@ fn main() -> ExitCode {
         Command::Ledger { command: LedgerCommand::Replay { genesis, blocks, report, state, threads, quiet } } => {
             replay::run(&replay::Args { genesis, blocks, report, state, threads, progress: !quiet })
         }
-        Command::Orderer(args) => ferrofabric_orderer::cli::run(args),
-        Command::Committer(args) => ferrofabric_committer::cli::run(args),
-        Command::Blockstore(args) => ferrofabric_blockstore_service::cli::run(args),
-        Command::Endorser(args) => ferrofabric_endorser::cli::run(args),
-        Command::Crypto(args) => ferrofabric_cryptogen::cli::run(args),
-        Command::Channel(args) => ferrofabric_configtxgen::cli::run(args),
+        Command::Orderer(args) => orderer::run(args),
+        Command::Committer(args) => committer::run(args),
+        Command::Blockstore(args) => blockstore::run(args),
+        Command::Endorser(args) => endorser::run(args),
+        Command::Crypto(args) => crypto::run(args),
+        Command::Channel(args) => channel::run(args),
         Command::Node(args) => ferrofabric_node::run(args),
-        Command::Hw { command: HwCommand::Validate(args) } => ferrofabric_hw::cli::run(&args),
+        Command::Hw { command: HwCommand::Validate(args) } => hw::run(args),
         Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric::bench::orderer::run(args).map(|_| ()),
         Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric::bench::e2e::run(args).map(|_| ()),
     };

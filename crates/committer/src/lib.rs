@@ -7,7 +7,8 @@
 //!   [`ferrofabric_validator::Validator`] (orderer signatures included), stored with TRANSACTIONS_FILTER and
 //!   COMMIT_HASH exactly as a Fabric peer stores them, and served by
 //!   [`ferrofabric_deliver::peer::PeerDeliverService`]. See [`node`] for threads and durability.
-//! * [`cli`]: `ferrofabric committer --config FILE`; [`config`]: the YAML file.
+//! * [`config`]: the YAML file ([`config::CommitterConfig`]), which `ferrofabric committer --config FILE` (the CLI
+//!   crate) loads before calling [`node::start`].
 //! * [`checkpoint`]: the state checkpoint file; [`metrics`]: the commit pipeline's Prometheus metrics (served with
 //!   `/healthz` by [`ferrofabric_comm::operations`]).
 //!
@@ -27,7 +28,6 @@
 //! * No TLS binding (`tls_cert_hash`) check on Deliver requests; the operations listener has no TLS.
 
 pub mod checkpoint;
-pub mod cli;
 pub mod config;
 pub mod metrics;
 pub mod node;

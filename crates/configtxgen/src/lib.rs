@@ -13,7 +13,6 @@
 //! * [`channel_group`]: the `/Channel` `ConfigGroup`; [`genesis_block`] / [`genesis_block_at`]: block 0.
 //! * [`signature_policy`] / [`implicit_meta_policy`]: the policy DSL (`OR('Org1MSP.peer')`, `AND(...)`,
 //!   `OutOf(n, ...)`) and `ANY Readers`-style rules.
-//! * [`cli`]: `ferrofabric channel genesis`.
 //!
 //! ```no_run
 //! use ferrofabric_configtxgen::{genesis_block, ConfigTx};
@@ -26,7 +25,6 @@
 //! # Ok(()) }
 //! ```
 
-pub mod cli;
 mod encoder;
 mod error;
 mod genesis;

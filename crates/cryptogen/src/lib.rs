@@ -13,7 +13,6 @@
 //!   with [`GenerateOptions::deterministic`].
 //! * [`Crypto::write`]: the on-disk tree; [`Org::msp_config`]: the channel-config `MSPConfig` of an
 //!   organisation without going through the disk.
-//! * [`cli`]: `ferrofabric crypto generate` / `showtemplate`.
 //!
 //! ```no_run
 //! use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
@@ -26,7 +25,6 @@
 //! # let _ = admin; Ok(()) }
 //! ```
 
-pub mod cli;
 mod config;
 mod error;
 mod generate;

@@ -1,7 +1,8 @@
 //! Ferrofabric's BMac hardware block processor (Javaid et al., "Blockchain Machine: A Network-Attached Hardware
 //! Accelerator for Hyperledger Fabric"), as specified in `hw/DESIGN.md`:
 //!
-//! * [`cli`]: `ferrofabric hw validate` (wired into the `ferrofabric` binary);
+//! * [`validate`]: `ferrofabric hw validate`'s work ([`validate::ValidateOptions`], [`validate::run`]; the flags are
+//!   parsed in the CLI crate);
 //! * [`backend`]: the `BlockProcessor` trait, the software reference and the co-simulated card;
 //! * [`wire`]: the BMac protocol's datagrams (Ethernet/IPv4/UDP, L7 header, annotations);
 //! * [`encoder`]: the sender, a Fabric block → sections with identities replaced by 16-bit ids;
@@ -14,7 +15,6 @@
 //! * [`sim`]: the Verilated RTL (`hw/rtl/bmac_top.sv`) behind a small C ABI.
 
 pub mod backend;
-pub mod cli;
 pub mod decoder;
 pub mod encoder;
 pub mod host;
@@ -27,4 +27,5 @@ pub mod regmap;
 pub mod regs;
 pub mod session;
 pub mod sim;
+pub mod validate;
 pub mod wire;

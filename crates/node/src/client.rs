@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
+use ferrofabric_comm::client as orderer_client;
 use ferrofabric_endorser::client::{assemble_transaction, create_proposal, ClientProposal};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::client as orderer_client;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::{seek_info, SeekInfo};
 use ferrofabric_protos::peer::deliver_client::DeliverClient;

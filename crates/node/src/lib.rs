@@ -11,5 +11,5 @@ pub mod layout;
 pub mod node;
 pub mod profile;
 
-pub use node::{run, start, NodeArgs, RunningNode};
+pub use node::{orderer_plugins, run, start, NodeArgs, RunningNode};
 pub use profile::NodeInfo;

@@ -263,7 +263,8 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     oc.general.local_msp_dir = Some(layout.orderer_node().join("msp"));
     oc.general.local_msp_id = Some("OrdererMSP".into());
     oc.file_ledger.location = Some(layout.dir.join("orderer"));
-    let orderer = ferrofabric_orderer::node::start(oc, Plugins::default()).await.context("starting the orderer")?;
+    let plugins = orderer_plugins(&oc).context("the orderer's Raft cluster")?;
+    let orderer = ferrofabric_orderer::node::start(oc, plugins).await.context("starting the orderer")?;
     if orderer.registrar.channel(&channel_id).is_none() {
         let registrar = orderer.registrar.clone();
         let g = genesis.clone();
@@ -486,4 +487,17 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         args.progress("shutting down");
         node.shutdown().await
     })
+}
+
+/// The consensus backends an ordering node runs, for a node configured by `config`: solo (`solo`, and `etcdraft`
+/// channels with a single consenter, served by its loop), etcdraft (Raft for channels with several consenters, with
+/// its `orderer.Cluster` service on the node's listener), and the default CONFIG_UPDATE processor. The one
+/// composition of backends, used by this node, `ferrofabric orderer` and the orderer benches.
+///
+/// Errors: the cluster's TLS files cannot be read (see `ferrofabric_consensus_etcdraft::register`).
+pub fn orderer_plugins(config: &ferrofabric_orderer::config::OrdererConfig) -> anyhow::Result<Plugins> {
+    let mut plugins = Plugins::default();
+    ferrofabric_consensus_solo::register(&mut plugins.registry);
+    ferrofabric_consensus_etcdraft::register(&mut plugins, config)?;
+    Ok(plugins)
 }

@@ -7,19 +7,22 @@
 //! order; Deliver streams the stored block bytes).
 //!
 //! # Map
-//! * [`cli`]: `ferrofabric orderer` ([`cli::OrdererArgs`], [`cli::run`]); [`config`]: the orderer.yaml-shaped
-//!   configuration; [`node::start`]: a node inside an existing Tokio runtime.
+//! * [`config`]: the orderer.yaml-shaped configuration ([`config::OrdererConfig`]); [`node::start`]: a node inside an
+//!   existing Tokio runtime, with its consensus backends in [`node::Plugins`] (`ferrofabric orderer` in the CLI
+//!   crate loads the configuration and calls it).
 //! * [`broadcast`], [`deliver`] (the orderer's part of `ferrofabric-deliver`'s server), [`grpc`]: the
 //!   AtomicBroadcast service; [`msgprocessor`]: Fabric's broadcast
 //!   filters; [`configupdate`]: CONFIG_UPDATE → CONFIG through `ferrofabric-configtx`.
 //! * [`cutter`]: Fabric's block cutter (block assembly and metadata are `ferrofabric-protoutil`'s); [`support`]: the per-channel
-//!   block pipeline given to consensus; [`consensus`]: the [`consensus::Consensus`] trait and solo.
+//!   block pipeline given to consensus; [`consensus`]: the [`consensus::Consensus`] trait and the registry the
+//!   backends (`ferrofabric-consensus-solo`, `ferrofabric-consensus-etcdraft`) are plugged into through
+//!   [`node::Plugins`].
 //! * [`registrar`]: channels on disk; [`participation`]: the osnadmin REST API; [`operations`]: health and
 //!   metrics.
-//! * [`client`]: a raw-bytes AtomicBroadcast client (`ferrofabric bench orderer` lives in the CLI crate).
+//!
+//! The gRPC client, TLS and listeners are `ferrofabric-comm`'s; `ferrofabric bench orderer` lives in the CLI crate.
 
 pub mod broadcast;
-pub mod cli;
 pub mod config;
 pub mod configupdate;
 pub mod consensus;
@@ -33,8 +36,3 @@ pub mod operations;
 pub mod participation;
 pub mod registrar;
 pub mod support;
-
-/// The gRPC client (`ferrofabric-comm`'s, re-exported for the tools and consensus backends that use it).
-pub use ferrofabric_comm::client;
-/// TLS of the listeners (`ferrofabric-comm`'s, re-exported for the consensus backends).
-pub use ferrofabric_comm::tls;

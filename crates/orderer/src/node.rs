@@ -9,6 +9,7 @@ use anyhow::{anyhow, Context};
 use ferrofabric_block_store::{StoreOptions, SyncPolicy};
 use ferrofabric_msp::SigningIdentity;
 use tokio::task::JoinHandle;
+use tonic::service::Routes;
 
 use crate::broadcast::BroadcastHandler;
 use crate::config::{parse_addr, parse_duration, OrdererConfig};
@@ -22,11 +23,19 @@ use crate::{deliver, operations, participation};
 use ferrofabric_comm::operations::serve_http;
 use ferrofabric_comm::{tls, Shutdown, ShutdownTrigger};
 
-/// Pluggable parts of a node: the consensus implementations and the CONFIG_UPDATE processor.
+/// Pluggable parts of a node: the consensus implementations, the gRPC services they need, and the
+/// CONFIG_UPDATE processor.
+///
+/// The default has no consensus type: whoever starts a node composes the backends it wants from their crates
+/// (`ferrofabric_consensus_solo::register`, `ferrofabric_consensus_etcdraft::register`), so this crate depends on
+/// no consensus engine.
 #[derive(Clone)]
 pub struct Plugins {
-    /// Consensus types this node runs (default: solo, single-consenter etcdraft).
+    /// Consensus types this node runs (default: none).
     pub registry: ConsensusRegistry,
+    /// Further gRPC services served on the node's gRPC listener beside AtomicBroadcast, e.g. etcdraft's
+    /// `orderer.Cluster` (default: none).
+    pub services: Routes,
     /// CONFIG_UPDATE implementation (default: [`ConfigTxProcessor`]); with `None`, CONFIG_UPDATE messages get
     /// BAD_REQUEST "not supported".
     pub config_processor: Option<Arc<dyn ConfigUpdateProcessor>>,
@@ -34,7 +43,11 @@ pub struct Plugins {
 
 impl Default for Plugins {
     fn default() -> Self {
-        Plugins { registry: ConsensusRegistry::default(), config_processor: Some(Arc::new(ConfigTxProcessor)) }
+        Plugins {
+            registry: ConsensusRegistry::default(),
+            services: Routes::default(),
+            config_processor: Some(Arc::new(ConfigTxProcessor)),
+        }
     }
 }
 
@@ -103,7 +116,8 @@ impl RunningOrderer {
     }
 }
 
-/// Starts a node from `config` on the current Tokio runtime (multi-threaded).
+/// Starts a node from `config` on the current Tokio runtime (multi-threaded), running the consensus types and
+/// serving the gRPC services of `plugins`.
 ///
 /// Errors: no local MSP directory or ID, no ledger location, unreadable MSP or TLS material, a listener that
 /// cannot bind, a stored channel that cannot be opened, admin TLS without client authentication (Fabric
@@ -132,15 +146,11 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
         None => None,
     };
     let metrics = Arc::new(Metrics::default());
-    // etcdraft channels with several consenters run on Raft; their node-to-node traffic uses `cluster`.
-    let cluster = crate::consensus::etcdraft::Cluster::from_config(&config)?;
-    let mut registry = plugins.registry;
-    registry.register("etcdraft", cluster.factory());
     let registrar = Registrar::open(RegistrarParams {
         ledger_dir,
         signer: Arc::new(signer),
         pool: pool.clone(),
-        registry,
+        registry: plugins.registry,
         consensus: ConsensusContext {
             queue_size: tuning.queue_size,
             queue_timeout: config.queue_timeout()?,
@@ -176,7 +186,7 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
     let mut builder = ferrofabric_comm::listener::server_builder(&general.tls)?
         .http2_keepalive_interval(Some(keepalive(&general.keepalive.server_interval, 7200)?))
         .http2_keepalive_timeout(Some(keepalive(&general.keepalive.server_timeout, 20)?));
-    let router = builder.add_service(service).add_service(cluster.service());
+    let router = builder.add_routes(plugins.services).add_service(service);
     tasks.push(ferrofabric_comm::listener::spawn(router, incoming, shutdown_rx.clone()));
 
     // Admin (channel participation).

@@ -5,5 +5,4 @@
 #[path = "../../../committer/tests/integration/support/mod.rs"]
 mod support;
 
-mod kill9;
 mod service;

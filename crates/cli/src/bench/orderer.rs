@@ -33,9 +33,9 @@ use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::{Network, Workload};
 use futures::StreamExt;
 
-use ferrofabric_orderer::client::{self, ClientTls, DeliverItem};
+use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
 use ferrofabric_orderer::config::{OrdererConfig, TlsConfig};
-use ferrofabric_orderer::node::{start, Plugins};
+use ferrofabric_orderer::node::start;
 
 /// Arguments of `ferrofabric bench orderer`.
 #[derive(Debug, Clone, clap::Args)]
@@ -413,7 +413,8 @@ async fn own_node_run(work: &Arc<Workset>, args: &OrdererBenchArgs, parallel: bo
             ..TlsConfig::default()
         };
     }
-    let node = start(config, Plugins::default()).await?;
+    let plugins = ferrofabric_node::orderer_plugins(&config)?;
+    let node = start(config, plugins).await?;
     let admin = node.admin_addr.ok_or_else(|| anyhow!("no admin listener"))?.to_string();
     join_channel(&admin, &work.net.genesis_block()).await?;
     let tls = if args.tls {
@@ -574,7 +575,8 @@ async fn raft_nodes_run(
         };
         config.general.cluster.client_certificate = Some(cert);
         config.general.cluster.client_private_key = Some(key);
-        nodes.push(start(config, Plugins::default()).await.with_context(|| format!("starting raft node {i}"))?);
+        let plugins = ferrofabric_node::orderer_plugins(&config)?;
+        nodes.push(start(config, plugins).await.with_context(|| format!("starting raft node {i}"))?);
     }
     let result = async {
         for node in &nodes {

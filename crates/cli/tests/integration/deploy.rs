@@ -14,9 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use ferrofabric_comm::client::{self as orderer_client, ClientTls};
 use ferrofabric_endorser::client::{assemble_transaction, create_proposal};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::client::{self as orderer_client, ClientTls};
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::lifecycle::{chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource};
 use ferrofabric_protos::peer::endorser_client::EndorserClient;
@@ -97,7 +97,11 @@ fn logs_of(dir: &Path) -> String {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let text = std::fs::read_to_string(e.path()).unwrap_or_default();
         let tail: Vec<&str> = text.lines().rev().take(15).collect();
-        out.push_str(&format!("== {}\n{}\n", e.path().display(), tail.into_iter().rev().collect::<Vec<_>>().join("\n")));
+        out.push_str(&format!(
+            "== {}\n{}\n",
+            e.path().display(),
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        ));
     }
     out
 }
@@ -187,7 +191,8 @@ async fn deploy_layout_runs_on_one_host() {
 
     // Broadcast over TLS to orderer1, retrying while the Raft cluster elects its leader.
     let tls = ClientTls {
-        ca_pem: std::fs::read(crypto.join("ordererOrganizations/example.com/tlsca/tlsca.example.com-cert.pem")).unwrap(),
+        ca_pem: std::fs::read(crypto.join("ordererOrganizations/example.com/tlsca/tlsca.example.com-cert.pem"))
+            .unwrap(),
         server_name: "orderer1.example.com".into(),
         identity: None,
     };

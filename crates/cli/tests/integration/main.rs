@@ -1,7 +1,16 @@
 //! Integration tests of `ferrofabric`, one test binary for the crate (each file under `tests/` used to link
 //! its own binary, which dominated build time on two cores); one module per area, sharing `support`.
 
+// The committer's test support (a Fabric ledger served by a real orderer, signing identities), shared by the
+// crash-consistency tests of the committer and block-store daemons, which run the `ferrofabric` binary.
+#[path = "../../../committer/tests/integration/support/mod.rs"]
+mod support;
+
 mod bench;
+mod blockstore_kill9;
+mod channel;
+mod committer_kill9;
+mod crypto;
 mod deploy;
 mod fixture_replay;
 mod sdk;

@@ -5,5 +5,4 @@ mod support;
 
 mod commit;
 mod filtered;
-mod kill9;
 mod tls;

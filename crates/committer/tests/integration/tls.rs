@@ -114,6 +114,6 @@ async fn start_orderer_with_tls(data: &Path, tls: TlsConfig) -> ferrofabric_orde
     c.general.cluster.client_certificate = Some(orderer_tls_cert());
     c.file_ledger.location = Some(data.to_path_buf());
     c.ferrofabric.sync_every_block = false;
-    let start = ferrofabric_orderer::node::start(c, ferrofabric_orderer::node::Plugins::default());
+    let start = ferrofabric_orderer::node::start(c, crate::support::solo_plugins());
     tokio::time::timeout(Duration::from_secs(60), start).await.unwrap().unwrap()
 }

@@ -1,14 +1,12 @@
 //! configtxgen over crypto made by `ferrofabric-cryptogen`: solo, etcdraft and system-channel profiles,
-//! ACLs, anchor peers, endpoints; the block's policies judged with the generated identities; the CLI;
-//! bad profiles.
+//! ACLs, anchor peers, endpoints; the block's policies judged with the generated identities; bad profiles
+//! (the `ferrofabric channel` command is tested in the CLI crate).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::Path;
 
 use bytes::Bytes;
-use clap::Parser;
-use ferrofabric_configtxgen::cli::{run, ChannelArgs};
 use ferrofabric_configtxgen::{genesis_block, ConfigTx, ConfigtxgenError};
 use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
 use ferrofabric_msp::SigningIdentity;
@@ -307,60 +305,4 @@ fn bad_profiles_are_errors() {
     assert!(genesis_block(&profile, &"a".repeat(249)).is_ok());
     assert!(matches!(ConfigTx::load(&tmp.path().join("none.yaml")), Err(ConfigtxgenError::Io { .. })));
     assert!(matches!(ConfigTx::from_yaml("Profiles: [", tmp.path()), Err(ConfigtxgenError::Yaml(_))));
-}
-
-#[derive(Parser)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(clap::Subcommand)]
-enum Command {
-    Channel(ChannelArgs),
-}
-
-fn cli(args: &[&str]) -> anyhow::Result<()> {
-    let Command::Channel(a) = Cli::try_parse_from(std::iter::once("ferrofabric").chain(args.iter().copied()))?.command;
-    run(a)
-}
-
-/// `ferrofabric channel genesis` writes the block the library builds (same config tree) and reports
-/// unknown profiles and bad channel IDs.
-#[test]
-fn cli_writes_the_genesis_block() {
-    let (tmp, _) = network();
-    let cfg = tmp.path().join("configtx.yaml");
-    let out = tmp.path().join("testchannel.block");
-    let (cfg_s, out_s) = (cfg.to_str().unwrap(), out.to_str().unwrap());
-    cli(&[
-        "channel",
-        "genesis",
-        "--config",
-        cfg_s,
-        "--profile",
-        "Raft",
-        "--channel-id",
-        "testchannel",
-        "--output",
-        out_s,
-    ])
-    .unwrap();
-    let written = Block::decode(Bytes::from(std::fs::read(&out).unwrap())).unwrap();
-    let cfg_written = ChannelConfig::from_config_block(&written).unwrap();
-    let lib = block_for(tmp.path(), "Raft").unwrap();
-    let cfg_lib = ChannelConfig::from_config_block(&lib).unwrap();
-    assert_eq!(cfg_written.config(), cfg_lib.config());
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o640);
-    }
-    let e =
-        cli(&["channel", "genesis", "--config", cfg_s, "--profile", "Missing", "--channel-id", "c", "--output", out_s]);
-    assert!(format!("{:#}", e.unwrap_err()).contains("Missing"));
-    let e =
-        cli(&["channel", "genesis", "--config", cfg_s, "--profile", "Raft", "--channel-id", "Bad", "--output", out_s]);
-    assert!(format!("{:#}", e.unwrap_err()).contains("invalid channel ID"));
-    assert!(cli(&["channel", "genesis", "--profile", "Raft", "--channel-id", "c"]).is_err(), "--output is required");
 }

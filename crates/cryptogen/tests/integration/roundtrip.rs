@@ -1,5 +1,5 @@
 //! Generated identities validate under MSPs built from the generated folders, with the right roles;
-//! determinism, the CLI, subject options and bad input.
+//! determinism, subject options and bad input (the `ferrofabric crypto` command is tested in the CLI crate).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -7,10 +7,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use bytes::Bytes;
-use clap::Parser;
 use der::DecodePem;
-use ferrofabric_cryptogen::cli::{run, CryptoArgs};
-use ferrofabric_cryptogen::{Crypto, CryptoConfig, CryptogenError, GenerateOptions, NodeRole, DEFAULT_CRYPTO_CONFIG};
+use ferrofabric_cryptogen::{Crypto, CryptoConfig, CryptogenError, GenerateOptions, NodeRole};
 use ferrofabric_msp::{Msp, MspManager, SigningIdentity};
 use ferrofabric_protos::common::{msp_principal, msp_role, MspPrincipal, MspRole};
 use prost::Message;
@@ -203,86 +201,6 @@ impl SanStrings for x509_cert::ext::pkix::SubjectAltName {
             })
             .collect()
     }
-}
-
-fn tree(root: &Path) -> BTreeMap<String, Vec<u8>> {
-    fn walk(dir: &Path, root: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                walk(&p, root, out);
-            } else {
-                out.insert(p.strip_prefix(root).unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let mut out = BTreeMap::new();
-    walk(root, root, &mut out);
-    out
-}
-
-#[derive(Parser)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(clap::Subcommand)]
-enum Command {
-    Crypto(CryptoArgs),
-}
-
-fn cli(args: &[&str]) -> anyhow::Result<()> {
-    let Command::Crypto(a) = Cli::try_parse_from(std::iter::once("ferrofabric").chain(args.iter().copied()))?.command;
-    run(a)
-}
-
-/// `ferrofabric crypto generate --seed` is byte-reproducible, another seed changes every key, and no seed
-/// gives fresh keys; without `--config` the built-in template is used.
-#[test]
-fn cli_generate_is_deterministic_with_seed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = |name: &str| tmp.path().join(name);
-    let cfg = out("crypto-config.yaml");
-    std::fs::write(&cfg, MIXED).unwrap();
-    let cfg = cfg.to_str().unwrap();
-    for (name, seed) in [("a", Some("9")), ("b", Some("9")), ("c", Some("10")), ("d", None)] {
-        let dir = out(name);
-        let mut args = vec!["crypto", "generate", "--config", cfg, "--output", dir.to_str().unwrap()];
-        if let Some(seed) = seed {
-            args.extend(["--seed", seed]);
-        }
-        cli(&args).unwrap();
-    }
-    let (a, b, c, d) = (tree(&out("a")), tree(&out("b")), tree(&out("c")), tree(&out("d")));
-    assert_eq!(a, b);
-    assert_eq!(a.keys().collect::<Vec<_>>(), c.keys().collect::<Vec<_>>());
-    let key = "peerOrganizations/ou.test/users/Admin@ou.test/msp/keystore/priv_sk";
-    assert_ne!(a[key], c[key]);
-    assert_ne!(a[key], d[key]);
-
-    let default_dir = out("default");
-    cli(&["crypto", "generate", "--output", default_dir.to_str().unwrap(), "--seed", "1"]).unwrap();
-    let expected =
-        Crypto::generate(&CryptoConfig::from_yaml(DEFAULT_CRYPTO_CONFIG).unwrap(), &GenerateOptions::deterministic(1))
-            .unwrap();
-    let check = out("check");
-    expected.write(&check).unwrap();
-    assert_eq!(tree(&default_dir), tree(&check));
-    assert!(
-        tree(&default_dir).contains_key("ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt")
-    );
-
-    cli(&["crypto", "showtemplate"]).unwrap();
-    let err = cli(&[
-        "crypto",
-        "generate",
-        "--config",
-        out("missing.yaml").to_str().unwrap(),
-        "--output",
-        out("x").to_str().unwrap(),
-    ]);
-    assert!(err.unwrap_err().to_string().contains("missing.yaml"));
 }
 
 /// Bad configs are errors, never panics.

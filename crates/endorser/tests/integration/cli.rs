@@ -1,23 +1,16 @@
-//! `ferrofabric endorser` configuration: a YAML file with paths relative to it, flags overriding it, and a started
-//! endorser answering over gRPC.
+//! The endorser's configuration file: a YAML file with paths relative to it, and an endorser started from it
+//! answering over gRPC (the `ferrofabric endorser` flags are tested in the CLI crate).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
-use clap::Parser;
-use ferrofabric_endorser::cli::{start, EndorserArgs};
 use ferrofabric_endorser::client::create_proposal;
+use ferrofabric_endorser::node::{start, EndorserConfig, EndorserFile};
 use ferrofabric_protos::peer::endorser_client::EndorserClient;
 use ferrofabric_testkit::Network;
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    args: EndorserArgs,
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn yaml_config_with_flag_overrides_starts_a_serving_endorser() {
+async fn yaml_config_starts_a_serving_endorser() {
     let net = Network::generate(99).unwrap();
     let dir = tempfile::tempdir().unwrap();
     net.write_msp_dirs(dir.path()).unwrap();
@@ -29,12 +22,18 @@ async fn yaml_config_with_flag_overrides_starts_a_serving_endorser() {
     let file = dir.path().join("endorser.yaml");
     std::fs::write(&file, yaml).unwrap();
 
-    let cli = Cli::parse_from(["endorser", "--config", file.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
-    let config = cli.args.to_config().unwrap();
-    assert_eq!(config.listen, "127.0.0.1:0");
-    assert_eq!(config.msp_id, "Org2MSP");
-    assert_eq!(config.genesis, dir.path().join("mychannel.block"));
-    assert_eq!(config.committer, None);
+    let f = EndorserFile::load(&file).unwrap();
+    assert_eq!(f.listen.as_deref(), Some("127.0.0.1:1"));
+    assert_eq!(f.msp_id.as_deref(), Some("Org2MSP"));
+    assert_eq!(f.genesis, Some(dir.path().join("mychannel.block")));
+    assert_eq!(f.committer, None);
+    let config = EndorserConfig {
+        listen: "127.0.0.1:0".into(),
+        msp_dir: f.msp_dir.unwrap(),
+        msp_id: f.msp_id.unwrap(),
+        genesis: f.genesis.unwrap(),
+        committer: f.committer,
+    };
 
     let running = start(&config).await.unwrap();
     assert_eq!(running.endorser.identity(), net.peer(1).serialized());
@@ -46,9 +45,7 @@ async fn yaml_config_with_flag_overrides_starts_a_serving_endorser() {
     assert!(response.message.ends_with("chaincode kv not found"), "{}", response.message);
     running.shutdown().await;
 
-    // Required settings are reported when missing.
-    let err = Cli::parse_from(["endorser", "--msp-id", "Org1MSP"]).args.to_config().unwrap_err();
-    assert!(err.to_string().contains("msp_dir is required"), "{err}");
+    // Unknown keys are errors.
     std::fs::write(&file, "listen: x\nunknown_key: 1\n").unwrap();
-    assert!(Cli::parse_from(["endorser", "--config", file.to_str().unwrap()]).args.to_config().is_err());
+    assert!(EndorserFile::load(&file).is_err());
 }

@@ -1,4 +1,4 @@
-//! `ferrofabric hw validate` (ferrofabric_hw::cli::run) on a small testkit ledger written to disk: the report
+//! `ferrofabric hw validate` (ferrofabric_hw::validate::run) on a small testkit ledger written to disk: the report
 //! has `ledger replay`'s fields plus per-block `cycles`, `path` and the top-level `tx_per_s_at_250mhz`, and its
 //! codes are the software validator's.
 
@@ -7,8 +7,8 @@
 use crate::support::ledgers;
 
 use ferrofabric_hw::backend::{BlockProcessor, SoftwareProcessor};
-use ferrofabric_hw::cli::{parse_config, run, HwValidateArgs};
 use ferrofabric_hw::sim;
+use ferrofabric_hw::validate::{parse_config, run, ValidateOptions};
 
 #[test]
 fn config_argument_is_n_by_m() {
@@ -38,7 +38,7 @@ fn hw_validate_writes_the_replay_report_with_cycles() {
     let mut all = vec![l.genesis.as_ref()];
     all.extend(l.blocks.iter().map(|b| b.as_ref()));
     std::fs::write(&blocks, ferrofabric_protoutil::records::encode_records(all)).unwrap();
-    let args = HwValidateArgs { genesis, blocks, report: report.clone(), config: format!("{n}x{m}"), quiet: true };
+    let args = ValidateOptions { genesis, blocks, report: report.clone(), config: format!("{n}x{m}"), quiet: true };
     run(&args).unwrap();
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     let blocks = r["blocks"].as_array().unwrap();

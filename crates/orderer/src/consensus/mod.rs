@@ -9,29 +9,34 @@
 //! [`ChainSupport::append_block`] for blocks that arrive complete.
 //!
 //! # How the backends fit
-//! * **solo** ([`solo`]): one node; `order` queues the message, a loop cuts and writes blocks signed by the node.
-//! * **etcdraft**: `order` on a follower forwards the [`Submission`] to the leader; the leader's loop cuts,
-//!   creates and *signs* blocks (`write_block` with an `etcdraft.BlockMetadata` as consenter metadata), and
-//!   proposes the signed block bytes through Raft; every node, the leader included, applies committed entries
-//!   with `append_block`, so all ledgers are byte-identical. `configure` goes through the same path; the
-//!   support's `revalidate` / `reprocess_config` handle messages that were checked under an older config.
-//!   Catch-up reads blocks from the support's [`ChainSupport::store`].
-//! * **Kafka with payloads aside (FastFabric Opt O-I)**: `order` stores the envelope locally by
-//!   [`Submission::tx_id`] (and sends it to the other orderers out of band) while only the transaction ID goes
-//!   through Kafka; the consume loop runs a `BlockCutter<String>` over IDs with the sizes carried along
-//!   ([`Submission::size`]), then swaps the payloads back in before `create_next_block`.
-//! * **BFT (SmartBFT / BFT-SMaRt, 3f+1 nodes)**: `order` submits the request to the BFT library (which may
-//!   forward it to the leader); on decision each node signs the proposed header with
-//!   [`ferrofabric_protoutil::block::block_signature`], the signatures are exchanged, and the block carrying a quorum of
-//!   `MetadataSignature`s is built with [`ferrofabric_protoutil::block::orderer_metadata`] / [`ferrofabric_protoutil::block::encode_block`] and
-//!   stored with `append_block`.
+//! Each backend is a crate of its own that depends on this one (never the reverse): it implements
+//! [`ConsensusFactory`] and [`Consensus`], and whoever starts an orderer (the `ferrofabric orderer` command, the
+//! all-in-one node) registers it in the [`ConsensusRegistry`] of [`crate::node::Plugins`] under its
+//! `ConsensusType.type`, together with any gRPC service it needs on the node's listener.
+//! * **solo** (`crates/consensus-solo`, `ferrofabric-consensus-solo`): one node; `order` queues the message, a
+//!   loop cuts and writes blocks signed by the node.
+//! * **etcdraft** (`crates/consensus-etcdraft`, `ferrofabric-consensus-etcdraft`): `order` on a follower
+//!   forwards the [`Submission`] to the leader; the leader's loop cuts, creates and *signs* blocks
+//!   (`write_block` with an `etcdraft.BlockMetadata` as consenter metadata), and proposes the signed block bytes
+//!   through Raft; every node, the leader included, applies committed entries with `append_block`, so all
+//!   ledgers are byte-identical. `configure` goes through the same path; the support's `revalidate` /
+//!   `reprocess_config` handle messages that were checked under an older config. Catch-up reads blocks from the
+//!   support's [`ChainSupport::store`]. Its node-to-node `orderer.Cluster` service is added to the node's
+//!   listener through [`crate::node::Plugins::services`].
+//! * **Kafka with payloads aside (FastFabric Opt O-I)**, a crate beside them (`crates/consensus-kafka`): `order`
+//!   stores the envelope locally by [`Submission::tx_id`] (and sends it to the other orderers out of band)
+//!   while only the transaction ID goes through Kafka; the consume loop runs a `BlockCutter<String>` over IDs
+//!   with the sizes carried along ([`Submission::size`]), then swaps the payloads back in before
+//!   `create_next_block`.
+//! * **BFT (SmartBFT / BFT-SMaRt, 3f+1 nodes)**, a crate beside them (`crates/consensus-bft`): `order` submits
+//!   the request to the BFT library (which may forward it to the leader); on decision each node signs the
+//!   proposed header with [`ferrofabric_protoutil::block_signature`], the signatures are exchanged, and the block
+//!   carrying a quorum of `MetadataSignature`s is built with [`ferrofabric_protoutil::orderer_metadata`] /
+//!   [`ferrofabric_protoutil::encode_block`] and stored with `append_block`.
 //!
 //! Back-pressure is part of `order`'s contract: the returned future completes when the message is accepted
 //! (queued, forwarded, proposed); an implementation that cannot accept it within its own bound returns
 //! [`ConsensusError`], which Broadcast reports as SERVICE_UNAVAILABLE.
-
-pub mod etcdraft;
-pub mod solo;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -157,6 +162,7 @@ pub trait ConsensusFactory: Send + Sync {
 }
 
 /// The consensus implementations this node can run, by `ConsensusType.type` of the channel configuration.
+/// Empty by default; the backend crates register themselves (e.g. `ferrofabric_consensus_solo::register`).
 #[derive(Clone)]
 pub struct ConsensusRegistry {
     factories: HashMap<String, Arc<dyn ConsensusFactory>>,
@@ -170,23 +176,14 @@ impl std::fmt::Debug for ConsensusRegistry {
 
 impl Default for ConsensusRegistry {
     fn default() -> Self {
-        Self::with_defaults()
+        Self::empty()
     }
 }
 
 impl ConsensusRegistry {
-    /// An empty registry.
+    /// An empty registry: channels of any consensus type are refused until a backend is registered.
     pub fn empty() -> Self {
         ConsensusRegistry { factories: HashMap::new() }
-    }
-
-    /// `solo`, and `etcdraft` channels with a single consenter served by the solo loop (a stand-in until the
-    /// Raft backend registers itself under `etcdraft`).
-    pub fn with_defaults() -> Self {
-        let mut r = Self::empty();
-        r.register("solo", Arc::new(solo::SoloFactory));
-        r.register("etcdraft", Arc::new(solo::SingleRaftNodeFactory));
-        r
     }
 
     /// Adds or replaces the factory for `consensus_type`.

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use crate::support::*;
 use bytes::Bytes;
+use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::client::{self, ClientTls, DeliverItem};
 use ferrofabric_orderer::config::TlsConfig;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;

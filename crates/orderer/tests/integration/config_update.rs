@@ -21,9 +21,9 @@ use std::sync::Arc;
 
 use crate::support::*;
 use bytes::Bytes;
+use ferrofabric_comm::client;
 use ferrofabric_configtx::{anchor_peer_update, config_update_envelope, ConfigTxValidator};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::client;
 use ferrofabric_orderer::node::RunningOrderer;
 use ferrofabric_policy::{AnchorPeer, ChannelConfig};
 use ferrofabric_protos::common::{

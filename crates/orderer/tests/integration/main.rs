@@ -7,4 +7,3 @@ mod bad_input;
 mod broadcast_deliver;
 mod config_update;
 mod participation;
-mod raft;

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support::*;
+use ferrofabric_comm::client;
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::client;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::fixtures;

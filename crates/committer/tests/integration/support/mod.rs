@@ -117,7 +117,7 @@ pub async fn start_orderer(data: &Path, listen: &str) -> RunningOrderer {
     c.consensus.wal_dir = Some(data.join("etcdraft/wal"));
     c.consensus.snap_dir = Some(data.join("etcdraft/snap"));
     c.ferrofabric.sync_every_block = false;
-    tokio::time::timeout(Duration::from_secs(60), start(c, Plugins::default())).await.unwrap().unwrap()
+    tokio::time::timeout(Duration::from_secs(60), start(c, solo_plugins())).await.unwrap().unwrap()
 }
 
 /// A committer configuration: User1@org1 signs, loopback listeners on free ports, the fixture genesis block.
@@ -227,3 +227,10 @@ pub async fn peer_deliver_filtered(
 }
 
 pub const SUCCESS: Option<i32> = Some(Status::Success as i32);
+
+/// The node's plugins with the solo backend (which also serves single-consenter etcdraft channels).
+pub fn solo_plugins() -> Plugins {
+    let mut plugins = Plugins::default();
+    ferrofabric_consensus_solo::register(&mut plugins.registry);
+    plugins
+}

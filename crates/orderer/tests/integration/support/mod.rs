@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_orderer::client::{self, DeliverItem};
+use ferrofabric_comm::client::{self, DeliverItem};
 use ferrofabric_orderer::config::OrdererConfig;
 use ferrofabric_orderer::node::{start, Plugins, RunningOrderer};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
@@ -39,7 +39,7 @@ pub fn loopback_config(data: &Path, msp_dir: &Path, msp_id: &str) -> OrdererConf
 }
 
 pub async fn start_node(config: OrdererConfig) -> RunningOrderer {
-    tokio::time::timeout(Duration::from_secs(30), start(config, Plugins::default())).await.unwrap().unwrap()
+    tokio::time::timeout(Duration::from_secs(30), start(config, solo_plugins())).await.unwrap().unwrap()
 }
 
 /// A parsed HTTP response.
@@ -206,4 +206,11 @@ pub struct NetDirs {
 pub fn net_dirs(dir: &Path) -> NetDirs {
     let base = dir.join("ordererOrganizations/example.com/orderers/orderer.example.com");
     NetDirs { orderer_msp: base.join("msp"), orderer_tls: base.join("tls") }
+}
+
+/// The node's plugins with the solo backend (which also serves single-consenter etcdraft channels).
+pub fn solo_plugins() -> Plugins {
+    let mut plugins = Plugins::default();
+    ferrofabric_consensus_solo::register(&mut plugins.registry);
+    plugins
 }

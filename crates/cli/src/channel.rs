@@ -1,11 +1,12 @@
-//! `ferrofabric channel ...`: the command-line face of this crate (Fabric's `configtxgen -outputBlock`).
+//! `ferrofabric channel ...`: the command-line face of `ferrofabric-configtxgen` (Fabric's
+//! `configtxgen -outputBlock`).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use prost::Message;
 
-use crate::{genesis_block, ConfigTx};
+use ferrofabric_configtxgen::{genesis_block, ConfigTx};
 
 /// Arguments of `ferrofabric channel`.
 #[derive(Debug, Clone, clap::Args)]

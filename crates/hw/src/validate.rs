@@ -1,5 +1,5 @@
-//! `ferrofabric hw validate`: a ledger through the co-simulated BMac card (hw/DESIGN.md), the host doing what
-//! BMac leaves to the host.
+//! A ledger through the co-simulated BMac card (hw/DESIGN.md), the host doing what BMac leaves to the host: the
+//! work of `ferrofabric hw validate` (the CLI crate parses its flags into [`ValidateOptions`] and calls [`run`]).
 //!
 //! The report has the schema of `ferrofabric ledger replay` (`blocks[{number, validation_codes, commit_hash}]`,
 //! `transactions`, `seconds`, `tx_per_s`), plus:
@@ -19,23 +19,19 @@ use serde::Serialize;
 
 use crate::backend::{BlockPath, BlockProcessor, VerilatorProcessor};
 
-/// Arguments of `ferrofabric hw validate`.
-#[derive(Clone, Debug, clap::Args)]
-pub struct HwValidateArgs {
+/// What to validate and where to report (the flags of `ferrofabric hw validate`).
+#[derive(Clone, Debug)]
+pub struct ValidateOptions {
     /// The channel's genesis block (a marshaled common.Block).
-    #[arg(long)]
     pub genesis: PathBuf,
     /// The blocks: repeated [8-byte little-endian length][marshaled common.Block]; `.zst` files are decompressed.
-    #[arg(long)]
     pub blocks: PathBuf,
     /// Where to write the JSON report.
-    #[arg(long)]
     pub report: PathBuf,
-    /// Card configuration N x M: N transaction validators with M VSCC engines each.
-    #[arg(long, default_value = "8x2")]
+    /// Card configuration N x M: N transaction validators with M VSCC engines each (`8x2` on the command line
+    /// by default; see [`parse_config`]).
     pub config: String,
     /// No progress lines on stderr.
-    #[arg(long)]
     pub quiet: bool,
 }
 
@@ -81,12 +77,12 @@ pub fn parse_config(s: &str) -> Result<(u32, u32)> {
     Ok((n, m))
 }
 
-/// Runs `ferrofabric hw validate`.
+/// Runs the ledger of `args` through the card and writes the report (`ferrofabric hw validate`).
 ///
 /// Errors: unreadable files, a genesis block without a channel configuration, a model that is not built, a
 /// block refused or a disagreement between the card and the host. The report of what was processed is written
 /// first.
-pub fn run(args: &HwValidateArgs) -> Result<()> {
+pub fn run(args: &ValidateOptions) -> Result<()> {
     let (n, m) = parse_config(&args.config)?;
     let genesis = ferrofabric_protoutil::read_ledger_file(&args.genesis)?;
     let blocks = ferrofabric_protoutil::read_ledger_file(&args.blocks)?;
@@ -190,7 +186,7 @@ pub fn run(args: &HwValidateArgs) -> Result<()> {
     }
 }
 
-impl HwValidateArgs {
+impl ValidateOptions {
     fn progress(&self) -> bool {
         !self.quiet
     }

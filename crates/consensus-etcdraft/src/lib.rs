@@ -1,6 +1,10 @@
 //! `etcdraft`: crash-fault-tolerant ordering with Raft (Fabric `orderer/consensus/etcdraft`), on raft-rs with
 //! raft-engine as write-ahead log.
 //!
+//! A backend of the orderer core (`ferrofabric-orderer`), which does not know it: [`register`] builds the
+//! node's [`Cluster`] from its configuration and adds the [`RaftFactory`] and the cluster service to the node's
+//! [`Plugins`].
+//!
 //! # Pieces
 //! * [`Cluster`] (one per node): the TLS material to dial other consenters, the channels' chains by name,
 //!   the [`ClusterService`] (`orderer.Cluster/Step`) to add to the node's gRPC server, and the
@@ -39,7 +43,7 @@
 //!   last 2^18 messages) is answered SUCCESS and ordered once; Fabric orders both copies and the peers
 //!   mark the second one a duplicate transaction.
 //! * Membership is static. A CONFIG_UPDATE that changes the consenter set is refused by the node's
-//!   [`crate::configupdate::ConfigTxProcessor`] (BAD_REQUEST); a config block that changes it anyway (made by
+//!   [`ferrofabric_orderer::configupdate::ConfigTxProcessor`] (BAD_REQUEST); a config block that changes it anyway (made by
 //!   another implementation) is stored, but Raft keeps the set it started with. Fabric instead accepts one
 //!   consenter added or removed per config block and reconfigures Raft when that block commits (`ConfChange`),
 //!   which this backend does not do yet.
@@ -47,7 +51,7 @@
 //!   etcdraft channel (Fabric's follower pulls blocks from the consenters and reports relation "follower",
 //!   and joining from a config block other than the genesis block needs that on-boarding too).
 //! * A channel with exactly one consenter is served by the solo loop
-//!   ([`crate::consensus::solo::SingleRaftNodeFactory`]): a single voter commits every proposal at once.
+//!   ([`ferrofabric_consensus_solo::SingleRaftNodeFactory`]): a single voter commits every proposal at once.
 //! * The cluster service authenticates callers by their TLS client certificate, so the node's gRPC
 //!   listener must request client certificates (`General.TLS.ClientRootCAs`). Dialed consenters are
 //!   checked against the CA roots (channel orderer organizations' TLS roots and `General.TLS.RootCAs`) and
@@ -83,10 +87,11 @@ use self::chain::{run_chain, LoopParams, Shared, Timing};
 use self::raftnode::{Input, RaftLoop, RaftParams, RaftStatus};
 use self::storage::WalStorage;
 use self::transport::{endpoint, PeerLink};
-use super::solo::SingleRaftNodeFactory;
-use super::{ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory};
-use crate::config::{parse_duration, OrdererConfig};
-use crate::tls::pem_cert_der;
+use ferrofabric_comm::tls::pem_cert_der;
+use ferrofabric_consensus_solo::SingleRaftNodeFactory;
+use ferrofabric_orderer::config::{parse_duration, OrdererConfig};
+use ferrofabric_orderer::consensus::{ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory};
+use ferrofabric_orderer::node::Plugins;
 
 /// Fabric's defaults for `etcdraft.Options` fields left at zero.
 const DEFAULT_TICK: Duration = Duration::from_millis(500);
@@ -155,7 +160,7 @@ impl Cluster {
         Ok(Cluster::new(tls, usize::try_from(max).unwrap_or(usize::MAX)))
     }
 
-    /// The factory to register under `etcdraft` in the node's [`super::ConsensusRegistry`].
+    /// The factory to register under `etcdraft` in the node's [`ferrofabric_orderer::consensus::ConsensusRegistry`].
     pub fn factory(self: &Arc<Self>) -> Arc<dyn ConsensusFactory> {
         Arc::new(RaftFactory { cluster: self.clone() })
     }
@@ -182,6 +187,18 @@ impl Cluster {
             chains.remove(&shared.channel);
         }
     }
+}
+
+/// Registers etcdraft in `plugins` for a node configured by `config`: the [`RaftFactory`] of a new
+/// [`Cluster::from_config`] under `etcdraft` (replacing what was there; single-consenter channels still run
+/// the solo loop) and the cluster's `orderer.Cluster` service on the node's gRPC listener. Returns the cluster.
+///
+/// Errors: as [`Cluster::from_config`].
+pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result<Arc<Cluster>> {
+    let cluster = Cluster::from_config(config)?;
+    plugins.registry.register("etcdraft", cluster.factory());
+    plugins.services = std::mem::take(&mut plugins.services).add_service(cluster.service());
+    Ok(cluster)
 }
 
 /// Starts [`RaftChain`]s for `etcdraft` channels (Fabric `orderer/consensus/etcdraft/consenter.go`

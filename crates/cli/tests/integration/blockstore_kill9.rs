@@ -1,4 +1,4 @@
-//! Crash consistency of the block-store service: as a real process it follows a committer that commits Fabric 2.5.16's
+//! Crash consistency of the block-store service (`ferrofabric blockstore`): as a real process it follows a committer that commits Fabric 2.5.16's
 //! 10,735-transaction bench ledger from a real orderer; it is killed with SIGKILL mid-stream several times and
 //! restarted; at the end its chain is the committer's, block for block and byte for byte: no block lost, none
 //! duplicated, no gap.
@@ -21,10 +21,11 @@ struct Proc {
 }
 
 fn spawn(config: &std::path::Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrofabric-blockstore"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+        .arg("blockstore")
         .arg("--config")
         .arg(config)
-        .env("RUST_LOG", "warn")
+        .env("FERROFABRIC_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

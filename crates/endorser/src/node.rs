@@ -1,5 +1,5 @@
-//! `ferrofabric endorser`: an endorsing peer of one channel. Configuration is a small YAML file whose keys mirror
-//! the flags; flags override the file:
+//! Running an endorser: [`EndorserConfig`] (from a small YAML file, [`EndorserFile`]) and [`start`]. The
+//! `ferrofabric endorser` command loads the file, applies its flags and calls [`start`]. The file's keys:
 //!
 //! ```yaml
 //! listen: 127.0.0.1:7051          # gRPC listen address (protos.Endorser)
@@ -21,29 +21,6 @@ use tokio::sync::watch;
 
 use crate::{bind, follow::follow, serve, Endorser, Replica};
 
-/// Arguments of `ferrofabric endorser`.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct EndorserArgs {
-    /// Configuration file (YAML, keys as the flags below with `_` for `-`).
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-    /// gRPC listen address `host:port` (default 127.0.0.1:7051).
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Option<String>,
-    /// The peer's MSP directory in cryptogen's layout (signcerts/, keystore/).
-    #[arg(long, value_name = "DIR")]
-    pub msp_dir: Option<PathBuf>,
-    /// The peer's MSP ID (e.g. Org1MSP).
-    #[arg(long, value_name = "ID")]
-    pub msp_id: Option<String>,
-    /// The channel's genesis (config) block.
-    #[arg(long, value_name = "FILE", alias = "channel-config")]
-    pub genesis: Option<PathBuf>,
-    /// The committer's peer Deliver endpoint to follow (`http://host:port`); without it the state stays at genesis.
-    #[arg(long, value_name = "URL")]
-    pub committer: Option<String>,
-}
-
 /// The resolved configuration of an endorser.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
@@ -62,42 +39,37 @@ pub struct EndorserConfig {
     pub committer: Option<String>,
 }
 
-fn default_listen() -> String {
+/// The default listen address, `127.0.0.1:7051`.
+pub fn default_listen() -> String {
     "127.0.0.1:7051".into()
 }
 
-#[derive(Debug, Default, serde::Deserialize)]
+/// The configuration file: every key optional (flags may supply them), paths as written.
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FileConfig {
-    listen: Option<String>,
-    msp_dir: Option<PathBuf>,
-    msp_id: Option<String>,
-    genesis: Option<PathBuf>,
-    committer: Option<String>,
+pub struct EndorserFile {
+    /// gRPC listen address.
+    pub listen: Option<String>,
+    /// The peer's MSP directory.
+    pub msp_dir: Option<PathBuf>,
+    /// The peer's MSP ID.
+    pub msp_id: Option<String>,
+    /// The channel's genesis block file.
+    pub genesis: Option<PathBuf>,
+    /// Peer Deliver endpoint to follow.
+    pub committer: Option<String>,
 }
 
-impl EndorserArgs {
-    /// The configuration: the file (if any) with the flags applied; relative paths in the file are relative to it.
+impl EndorserFile {
+    /// Reads `path`; relative `msp_dir` and `genesis` are made relative to the file's directory.
     ///
-    /// Errors: unreadable or malformed file, or `msp_dir`, `msp_id` or `genesis` missing from both.
-    pub fn to_config(&self) -> anyhow::Result<EndorserConfig> {
-        let (file, base) = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-                let f: FileConfig =
-                    serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-                (f, path.parent().map(Path::to_path_buf).unwrap_or_default())
-            }
-            None => (FileConfig::default(), PathBuf::new()),
-        };
+    /// Errors: unreadable file, malformed YAML or unknown keys.
+    pub fn load(path: &Path) -> anyhow::Result<EndorserFile> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let f: EndorserFile = serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let rel = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
-        Ok(EndorserConfig {
-            listen: self.listen.clone().or(file.listen).unwrap_or_else(default_listen),
-            msp_dir: self.msp_dir.clone().or(file.msp_dir.map(rel)).context("msp_dir is required")?,
-            msp_id: self.msp_id.clone().or(file.msp_id).context("msp_id is required")?,
-            genesis: self.genesis.clone().or(file.genesis.map(rel)).context("genesis is required")?,
-            committer: self.committer.clone().or(file.committer),
-        })
+        Ok(EndorserFile { msp_dir: f.msp_dir.map(rel), genesis: f.genesis.map(rel), ..f })
     }
 }
 
@@ -150,30 +122,4 @@ pub async fn start(config: &EndorserConfig) -> anyhow::Result<RunningEndorser> {
         tasks.push(tokio::spawn(follow(replica, url.clone(), follower_signer, rx)));
     }
     Ok(RunningEndorser { addr, endorser, shutdown: tx, tasks })
-}
-
-/// Runs `ferrofabric endorser` until Ctrl-C or SIGTERM. Builds its own multi-threaded Tokio runtime, so it must not
-/// be called from within one.
-///
-/// Errors: configuration or start-up errors (see [`start`]).
-pub fn run(args: EndorserArgs) -> anyhow::Result<()> {
-    let config = args.to_config()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("endorser")
-        .build()
-        .context("starting the async runtime")?;
-    runtime.block_on(async move {
-        let running = start(&config).await?;
-        println!(
-            "endorser {} listening on {} (channel {}, following {})",
-            config.msp_id,
-            running.addr,
-            running.endorser.replica().channel_id(),
-            config.committer.as_deref().unwrap_or("-")
-        );
-        ferrofabric_comm::shutdown::wait_for_signal().await;
-        running.shutdown().await;
-        Ok(())
-    })
 }

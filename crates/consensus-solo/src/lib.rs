@@ -5,6 +5,11 @@
 //! those checked under an older config sequence, runs the [`BlockCutter`], and writes blocks through the
 //! support's signing pipeline; the batch timer cuts what is pending `BatchTimeout` after its first message.
 //! Config messages cut the pending batch and go alone into their own block.
+//!
+//! A backend of the orderer core (`ferrofabric-orderer`): [`register`] adds it to a node's
+//! [`ConsensusRegistry`] under `solo`, and under `etcdraft` for channels with a single consenter
+//! ([`SingleRaftNodeFactory`]; `ferrofabric-consensus-etcdraft` replaces that entry with its Raft factory,
+//! which hands single-consenter channels back to it).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,11 +22,11 @@ use futures::FutureExt;
 use prost::Message;
 use tokio::sync::{mpsc, watch};
 
-use super::{
-    ChainSupport, ChannelStatus, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, ConsensusRelation,
-    Submission,
+use ferrofabric_orderer::consensus::{
+    ChainSupport, ChannelStatus, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, ConsensusRegistry,
+    ConsensusRelation, Submission,
 };
-use crate::cutter::BlockCutter;
+use ferrofabric_orderer::cutter::BlockCutter;
 
 /// How many queued messages the loop takes per wake-up.
 const RECV_BATCH: usize = 512;
@@ -177,6 +182,13 @@ async fn handle(support: &ChainSupport, cutter: &mut BlockCutter<Bytes>, msg: Ms
     }
 }
 
+/// Registers solo in `registry`: [`SoloFactory`] under `solo` and [`SingleRaftNodeFactory`] under `etcdraft`
+/// (replacing what was there).
+pub fn register(registry: &mut ConsensusRegistry) {
+    registry.register("solo", Arc::new(SoloFactory));
+    registry.register("etcdraft", Arc::new(SingleRaftNodeFactory));
+}
+
 /// Starts [`Solo`] for channels of consensus type `solo` (relation "other").
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SoloFactory;
@@ -212,7 +224,7 @@ impl ConsensusFactory for SingleRaftNodeFactory {
             let theirs = &md.consenters[0];
             let named = [&theirs.client_tls_cert, &theirs.server_tls_cert]
                 .iter()
-                .any(|pem| crate::tls::pem_cert_der(pem).is_some_and(|der| der == ours));
+                .any(|pem| ferrofabric_comm::tls::pem_cert_der(pem).is_some_and(|der| der == ours));
             if !named {
                 return Err(ConsensusError(format!(
                     "this orderer's TLS certificate is not the consenter of etcdraft channel {} ({}:{}); \

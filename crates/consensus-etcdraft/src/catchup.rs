@@ -17,8 +17,8 @@ use futures::StreamExt;
 use prost::Message;
 
 use super::transport::{endpoint, ClusterTls};
-use crate::client::{self, DeliverItem};
-use crate::support::ChainSupport;
+use ferrofabric_comm::client::{self, DeliverItem};
+use ferrofabric_orderer::support::ChainSupport;
 use ferrofabric_protoutil::block_data_hash;
 
 /// How long a Deliver stream may stay silent before the next source is tried.

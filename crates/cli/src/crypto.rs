@@ -1,11 +1,11 @@
-//! `ferrofabric crypto ...`: the command-line face of this crate (Fabric's `cryptogen generate` and
+//! `ferrofabric crypto ...`: the command-line face of `ferrofabric-cryptogen` (Fabric's `cryptogen generate` and
 //! `cryptogen showtemplate`).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
+use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
 
 /// Arguments of `ferrofabric crypto`.
 #[derive(Debug, Clone, clap::Args)]

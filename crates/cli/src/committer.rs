@@ -1,10 +1,11 @@
-//! `ferrofabric committer --config FILE`: the command-line entry (the workspace CLI embeds [`CommitterArgs`]).
+//! `ferrofabric committer --config FILE`: the command-line entry of the committing peer
+//! ([`ferrofabric_committer::node::start`]).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::config::CommitterConfig;
+use ferrofabric_committer::config::CommitterConfig;
 
 /// Arguments of `ferrofabric committer`.
 #[derive(Debug, Clone, clap::Args)]
@@ -61,7 +62,7 @@ pub fn run(args: CommitterArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let node = crate::node::start(config).await?;
+        let node = ferrofabric_committer::node::start(config).await?;
         println!(
             "committer ready: deliver={} operations={} height={}",
             node.deliver_addr,

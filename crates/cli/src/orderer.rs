@@ -1,13 +1,13 @@
 //! `ferrofabric orderer`: the command-line entry of the node. A YAML file in the shape of Fabric's
-//! `orderer.yaml` (see [`crate::config`]) with flags that override it, so that a script can start a node
-//! without writing a file.
+//! `orderer.yaml` (see [`ferrofabric_orderer::config`]) with flags that override it, so that a script can start a
+//! node without writing a file. The node runs the solo and etcdraft consensus backends ([`plugins`]).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::config::{parse_addr, OrdererConfig, TlsConfig};
-use crate::node::{start, Plugins};
+use ferrofabric_orderer::config::{parse_addr, OrdererConfig, TlsConfig};
+use ferrofabric_orderer::node::start;
 
 /// Arguments of `ferrofabric orderer`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -92,16 +92,10 @@ impl OrdererArgs {
 /// Runs the node until Ctrl-C or SIGTERM. Builds its own multi-threaded Tokio runtime, so it must not be
 /// called from within one.
 ///
-/// Errors: configuration or start-up errors (see [`crate::node::start`]).
+/// Errors: configuration or start-up errors (see [`ferrofabric_orderer::node::start`]).
 pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
-    run_with(args, Plugins::default())
-}
-
-/// [`run`] with other consensus implementations or a CONFIG_UPDATE processor plugged in.
-///
-/// Errors: as [`run`].
-pub fn run_with(args: OrdererArgs, plugins: Plugins) -> anyhow::Result<()> {
     let config = args.to_config()?;
+    let plugins = ferrofabric_node::orderer_plugins(&config)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("orderer")

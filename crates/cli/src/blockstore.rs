@@ -1,10 +1,11 @@
-//! `ferrofabric blockstore --config FILE` (the workspace CLI embeds [`BlockstoreArgs`]).
+//! `ferrofabric blockstore --config FILE`: the command-line entry of the block-store service
+//! ([`ferrofabric_blockstore_service::node::start`]).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 
-use crate::config::BlockstoreConfig;
+use ferrofabric_blockstore_service::config::BlockstoreConfig;
 
 /// Arguments of `ferrofabric blockstore`.
 #[derive(Debug, Clone, clap::Args)]
@@ -55,7 +56,7 @@ pub fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let node = crate::node::start(config).await?;
+        let node = ferrofabric_blockstore_service::node::start(config).await?;
         println!(
             "blockstore ready: listen={} operations={} height={}",
             node.listen_addr,

@@ -1,4 +1,4 @@
-//! Crash consistency of the committer: as a real process, pulling Fabric 2.5.16's 10,735-transaction bench ledger
+//! Crash consistency of the committer as a real process (`ferrofabric committer`), pulling Fabric 2.5.16's 10,735-transaction bench ledger
 //! from a real Ferrofabric orderer, is killed with SIGKILL at several moments (mid-stream, during its own recovery,
 //! after the last block); after the final restart its chain and state equal those of an uninterrupted run: every
 //! stored block byte-identical to what Fabric's peer stored (so every TRANSACTIONS_FILTER and COMMIT_HASH equal,
@@ -23,10 +23,11 @@ struct Proc {
 }
 
 fn spawn(config: &std::path::Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrofabric-committer"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+        .arg("committer")
         .arg("--config")
         .arg(config)
-        .env("RUST_LOG", "warn")
+        .env("FERROFABRIC_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

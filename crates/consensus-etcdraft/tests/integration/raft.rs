@@ -1,5 +1,6 @@
-//! Raft leader failover: three etcdraft orderers on 127.0.0.1, each a separate process (this test binary re-executed
-//! with the ignored `raft_node_process` entry, which runs `ferrofabric orderer --config FILE`'s code).
+//! Raft leader failover: three etcdraft orderers on 127.0.0.1, each a separate process (this test binary re-executed with the
+//! ignored `raft_node_process` entry, which starts a node from a configuration file with the solo and etcdraft
+//! backends, as `ferrofabric orderer --config FILE` does).
 //!
 //! The channel's genesis block is the testkit network's with three consenters whose TLS certificates are
 //! made here. Three clients stream transactions, one Broadcast stream per round of transactions, each to
@@ -24,9 +25,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
 use ferrofabric_configtx::{anchor_peer_update, config_update_envelope};
-use ferrofabric_orderer::client::{self, ClientTls, DeliverItem};
-use ferrofabric_orderer::consensus::etcdraft::block_raft_metadata;
+use ferrofabric_consensus_etcdraft::block_raft_metadata;
+
 use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{Block, ChannelHeader, ConfigEnvelope, Envelope, Payload, Status};
 use ferrofabric_protos::etcdraft::{ConfigMetadata, Consenter, Options};
@@ -56,7 +58,7 @@ const PER_ROUND: usize = 40;
 /// SUCCESS responses (all clients) after which the leader is killed.
 const KILL_AFTER: usize = 350;
 
-/// The orderer process: `ferrofabric orderer --config $FERROFABRIC_RAFT_TEST_NODE`.
+/// The orderer process: `ferrofabric orderer --config $FERROFABRIC_RAFT_TEST_NODE`, until it is killed.
 #[test]
 #[ignore = "entry point of the orderer processes started by three_raft_orderers_survive_a_leader_sigkill"]
 fn raft_node_process() {
@@ -65,8 +67,16 @@ fn raft_node_process() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FERROFABRIC_LOG")
         .unwrap_or_else(|_| "info,raft=warn,h2=warn,hyper=warn,tower=warn".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).init();
-    let args = ferrofabric_orderer::cli::OrdererArgs { config: Some(PathBuf::from(config)), ..Default::default() };
-    ferrofabric_orderer::cli::run(args).unwrap();
+    let config = ferrofabric_orderer::config::OrdererConfig::load(&PathBuf::from(config)).unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("orderer").build().unwrap();
+    runtime.block_on(async move {
+        let mut plugins = ferrofabric_orderer::node::Plugins::default();
+        ferrofabric_consensus_solo::register(&mut plugins.registry);
+        ferrofabric_consensus_etcdraft::register(&mut plugins, &config).unwrap();
+        let node = ferrofabric_orderer::node::start(config, plugins).await.unwrap();
+        println!("orderer listening: grpc {}", node.grpc_addr);
+        node.wait().await;
+    });
 }
 
 /// A P-256 key rcgen can sign with (rcgen is built without a crypto backend here).

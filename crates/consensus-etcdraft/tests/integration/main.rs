@@ -1,0 +1,3 @@
+//! Integration tests of `ferrofabric-consensus-etcdraft`, one test binary for the crate.
+
+mod raft;

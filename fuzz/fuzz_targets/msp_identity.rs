@@ -2,7 +2,7 @@
 #![no_main]
 use std::sync::OnceLock;
 
-use ferrofabric_policy::ChannelConfig;
+use ferrofabric_channelconfig::ChannelConfig;
 use libfuzzer_sys::fuzz_target;
 
 fn config() -> &'static ChannelConfig {

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreError, StoreOptions, SyncPolicy};
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_comm::client::{ClientTls, DeliverApi};
 use ferrofabric_comm::operations::Health;
 use ferrofabric_comm::parse::{parse_addr, parse_duration};
@@ -21,7 +22,6 @@ use ferrofabric_comm::{Shutdown, ShutdownTrigger};
 use ferrofabric_deliver::follower::{Fetched, Follower};
 use ferrofabric_deliver::peer::{DeliverLedger, DeliverMetrics, PeerDeliverService};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex, Envelope};
 use ferrofabric_protos::ferrofabric::blockstore::block_store_server::{BlockStore as BlockStoreApi, BlockStoreServer};
 use ferrofabric_protos::ferrofabric::blockstore::{

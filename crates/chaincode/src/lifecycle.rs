@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrofabric_policy::{compile_signature_policy, ChannelConfig};
+use ferrofabric_channelconfig::{compile_signature_policy, ChannelConfig};
 use ferrofabric_protos::common::{msp_principal::Classification, signature_policy, MspRole, OrganizationUnit};
 use ferrofabric_protos::lifecycle::{
     chaincode_source, query_chaincode_definitions_result, state_data, ApproveChaincodeDefinitionForMyOrgArgs,

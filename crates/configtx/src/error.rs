@@ -1,6 +1,6 @@
 //! The one error type of this crate.
 
-use ferrofabric_policy::PolicyError;
+use ferrofabric_channelconfig::PolicyError;
 use ferrofabric_protos::common::Status;
 
 /// Why a config update (or a proposed CONFIG transaction) was refused.

@@ -16,7 +16,7 @@
 //!   (deterministic bytes: maps sorted by key).
 //!
 //! ```no_run
-//! # fn demo(current: std::sync::Arc<ferrofabric_policy::ChannelConfig>, update: &ferrofabric_protos::common::Envelope,
+//! # fn demo(current: std::sync::Arc<ferrofabric_channelconfig::ChannelConfig>, update: &ferrofabric_protos::common::Envelope,
 //! #         orderer: &ferrofabric_msp::SigningIdentity) -> Result<(), ferrofabric_configtx::ConfigTxError> {
 //! use ferrofabric_configtx::{wrap_config_envelope, ConfigTxValidator};
 //! let validator = ConfigTxValidator::new(current)?;

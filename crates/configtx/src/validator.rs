@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{
     ChannelHeader, Config, ConfigEnvelope, ConfigGroup, ConfigUpdate, ConfigUpdateEnvelope, Envelope, HeaderType,
     Payload, SignatureHeader,
@@ -274,8 +274,8 @@ impl ConfigTxValidator {
 /// Orgs present in both configs must keep their MSP ID.
 fn same_mspids(
     section: &str,
-    old: &BTreeMap<String, ferrofabric_policy::OrganizationConfig>,
-    new: &BTreeMap<String, ferrofabric_policy::OrganizationConfig>,
+    old: &BTreeMap<String, ferrofabric_channelconfig::OrganizationConfig>,
+    new: &BTreeMap<String, ferrofabric_channelconfig::OrganizationConfig>,
 ) -> Result<(), ConfigTxError> {
     for (name, org) in old {
         if let Some(next) = new.get(name) {

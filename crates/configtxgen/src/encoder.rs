@@ -16,7 +16,7 @@ use prost::Message;
 
 use crate::model::{Application, Consortium, Orderer, Organization, Policy, Profile};
 use crate::{implicit_meta_policy, signature_policy, ConfigtxgenError};
-use ferrofabric_policy::duration;
+use ferrofabric_channelconfig::duration;
 
 const ADMINS: &str = "Admins";
 const ORDERER_ADMINS: &str = "/Channel/Orderer/Admins";

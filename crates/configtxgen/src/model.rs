@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer};
 
 use crate::ConfigtxgenError;
-use ferrofabric_policy::duration;
+use ferrofabric_channelconfig::duration;
 
 /// `null` (YAML `Key:` with nothing after it) reads as the type's default, as Go leaves a nil slice/map.
 fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>

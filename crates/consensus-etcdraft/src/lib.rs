@@ -71,7 +71,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use bytes::Bytes;
-use ferrofabric_policy::ChannelConfig;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex, Metadata, OrdererBlockMetadata};
 use ferrofabric_protos::etcdraft;
 use ferrofabric_protos::msp::{FabricMspConfig, MspConfig};

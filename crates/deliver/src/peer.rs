@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_comm::codec::{unimplemented_response, PairCodec, RawDecoder};
 use ferrofabric_comm::Shutdown;
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use tokio::sync::watch;
 use tonic::codegen::BoxFuture;
 use tonic::server::{Grpc, NamedService, StreamingService};

@@ -38,8 +38,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes};
 use ferrofabric_block_store::BlockStore;
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_comm::Shutdown;
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{ChannelHeader, Envelope, Payload, SignatureHeader, Status};
 use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo};
 use ferrofabric_protos::peer::FilteredBlock;

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_comm::client::{seek_envelope, seek_range};
 use ferrofabric_deliver::peer::{DeliverLedger, PeerAcl};
 use ferrofabric_deliver::{DeliverFrame, DeliverHandler, RequestKind};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{Block, Status};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::{Chain, Network};

@@ -9,7 +9,7 @@
 
 use bytes::Bytes;
 use ferrofabric_chaincode::Acl;
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{msp_principal::Classification, msp_role::MspRoleType, MspPrincipal, MspRole};
 use prost::Message;
 

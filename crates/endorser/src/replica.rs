@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
-use ferrofabric_policy::ChannelConfig;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType};
 use ferrofabric_protos::peer::TxValidationCode;
 use ferrofabric_state::{Height, StateView, UpdateBatch, WorldState};

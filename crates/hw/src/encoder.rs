@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
-use ferrofabric_policy::ChannelConfig;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{msp_principal::Classification, msp_role::MspRoleType, MspPrincipal, MspRole};
 use ferrofabric_protoutil::block_header_bytes;
 use ferrofabric_state::{Update, UpdateBatch};

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use bytes::Bytes;
 use ferrofabric_arena::{BlockArena, NsRwSet, TxArena};
-use ferrofabric_policy::ChannelConfig;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::HeaderType;
 use ferrofabric_protos::kvrwset::{range_query_info::ReadsInfo, Version};
 use ferrofabric_protos::peer::TxValidationCode as Code;

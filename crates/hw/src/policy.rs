@@ -477,7 +477,7 @@ pub fn channel_policy_table(root: &ConfigGroup, mspids: &[String]) -> PolicyTabl
 /// Errors: the block is not a config block with a channel configuration.
 pub fn table_from_genesis(genesis: &[u8]) -> Result<PolicyTable, PolicyCompileError> {
     let block = ferrofabric_protos::common::Block::decode(genesis).map_err(|e| err(format!("genesis block: {e}")))?;
-    let config = ferrofabric_policy::ChannelConfig::from_config_block(&block)
+    let config = ferrofabric_channelconfig::ChannelConfig::from_config_block(&block)
         .map_err(|e| err(format!("genesis configuration: {e}")))?;
     let root = config.config().channel_group.clone().unwrap_or_default();
     let mspids: Vec<String> = config.msp_manager().mspids().map(str::to_owned).collect();

@@ -7,9 +7,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_configtx::{wrap_config_envelope, ConfigTxValidator};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::{ConfigEnvelope, Envelope};
 use ferrofabric_protos::etcdraft;
 use prost::Message;

@@ -23,7 +23,7 @@
 
 use std::time::{Duration, Instant};
 
-use ferrofabric_policy::BatchSize;
+use ferrofabric_channelconfig::BatchSize;
 
 /// A batch of messages that will become one block, in order.
 pub type Batch<T> = Vec<T>;

@@ -10,10 +10,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_comm::Shutdown;
 use ferrofabric_deliver::server::{BlockSource, Chain, ChainManager, DeliverObserver, PolicyChecker, RequestKind};
 use ferrofabric_deliver::DeliverHandler;
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;

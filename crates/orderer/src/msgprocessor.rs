@@ -16,7 +16,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{ChannelHeader, Envelope, HeaderType, Payload, SignatureHeader, Status};
 use prost::Message;
 

@@ -11,8 +11,8 @@ use std::sync::{Arc, RwLock};
 
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreOptions};
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::Block;
 use prost::Message;
 

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
+use ferrofabric_channelconfig::{BatchSize, ChannelConfig};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_policy::{BatchSize, ChannelConfig};
 use ferrofabric_protos::common::{Block, BlockHeader, ConfigEnvelope, Payload};
 use ferrofabric_protoutil::block_header_hash;
 use prost::Message;

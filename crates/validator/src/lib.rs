@@ -49,7 +49,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType, Metadata, SignatureHeader};
 use ferrofabric_protoutil::{block_header_bytes, block_header_hash};
 use ferrofabric_state::{UpdateBatch, WorldState};
@@ -90,7 +90,7 @@ pub enum ValidatorError {
     },
     /// The genesis/config block does not hold a usable channel configuration.
     #[error("channel configuration: {0}")]
-    Config(#[from] ferrofabric_policy::PolicyError),
+    Config(#[from] ferrofabric_channelconfig::PolicyError),
     /// Validation could not run to completion (Fabric's "VSCC execution failure"): e.g. an unsupported validation
     /// plugin or an unreadable chaincode definition. Fabric stops committing in this case too.
     #[error("block {number}: validation could not complete: {reason}")]
@@ -495,7 +495,7 @@ fn config_from_block(arena: &BlockArena) -> Result<ChannelConfig, ValidatorError
 /// channel header (a genesis config carries no `last_update` to name it).
 fn config_from_envelope(channel_id: &str, env: &ConfigEnvelope) -> Result<ChannelConfig, ValidatorError> {
     let config = env.config.as_ref().ok_or_else(|| {
-        ValidatorError::Config(ferrofabric_policy::PolicyError::InvalidConfig {
+        ValidatorError::Config(ferrofabric_channelconfig::PolicyError::InvalidConfig {
             path: "ConfigEnvelope.config".into(),
             reason: "absent".into(),
         })

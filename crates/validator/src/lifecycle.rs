@@ -7,7 +7,7 @@
 //! definitions exactly as this crate does.
 
 use bytes::Bytes;
-use ferrofabric_policy::ChannelConfig;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{
     msp_principal::Classification, msp_role::MspRoleType, signature_policy, MspPrincipal, MspRole, SignaturePolicy,
     SignaturePolicyEnvelope,

@@ -6,7 +6,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use ferrofabric_arena::{BlockArena, TxArena};
-use ferrofabric_policy::ChannelConfig;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{ConfigEnvelope, HeaderType};
 use ferrofabric_protos::peer::ChaincodeEvent;
 use ferrofabric_state::StateView;

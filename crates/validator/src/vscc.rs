@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use dashmap::DashMap;
 use ferrofabric_arena::TxArena;
-use ferrofabric_policy::{compile_signature_policy, Policy, SignatureSet, SignedData};
+use ferrofabric_channelconfig::{compile_signature_policy, Policy, SignatureSet, SignedData};
 use ferrofabric_protos::common::SignaturePolicyEnvelope;
 use ferrofabric_protos::peer::{application_policy, ApplicationPolicy};
 use ferrofabric_state::StateKey;

@@ -14,7 +14,7 @@ use ferrofabric_arena::{BlockArena, TxArena};
 use ferrofabric_chaincode::{
     endorsement_info, AllowAll, Chaincode, Lifecycle, Registry, TxContext, ERROR_THRESHOLD, LIFECYCLE,
 };
-use ferrofabric_policy::ChannelConfig;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::HeaderType;
 use ferrofabric_protos::msp::SerializedIdentity;
 use ferrofabric_protos::peer::{

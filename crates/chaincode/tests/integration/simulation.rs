@@ -11,7 +11,7 @@ use bytes::Bytes;
 use ferrofabric_chaincode::{
     endorsement_info, AllowAll, Chaincode, Kv, Lifecycle, Simulation, Transfer, TxContext, MAX_DEGREE,
 };
-use ferrofabric_policy::ChannelConfig;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{Block, SignaturePolicyEnvelope};
 use ferrofabric_protos::kvrwset::{range_query_info::ReadsInfo, HashedRwSet, KvRead, KvrwSet, QueryReads, Version};
 use ferrofabric_protos::lifecycle::{

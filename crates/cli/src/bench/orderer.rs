@@ -376,7 +376,7 @@ fn consenter_certificate(genesis: &Bytes) -> anyhow::Result<Bytes> {
     use ferrofabric_protos::common::Block;
     use prost::Message;
     let block = Block::decode(genesis.clone())?;
-    let config = ferrofabric_policy::ChannelConfig::from_config_block(&block)?;
+    let config = ferrofabric_channelconfig::ChannelConfig::from_config_block(&block)?;
     let metadata = config.orderer().map(|o| o.consensus_metadata().clone()).unwrap_or_default();
     let md = ferrofabric_protos::etcdraft::ConfigMetadata::decode(metadata)?;
     md.consenters.first().map(|c| c.client_tls_cert.clone()).ok_or_else(|| anyhow!("the channel has no consenter"))

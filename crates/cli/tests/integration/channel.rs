@@ -6,9 +6,9 @@
 use std::path::Path;
 
 use bytes::Bytes;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_configtxgen::{genesis_block, ConfigTx, ConfigtxgenError};
 use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
-use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::Block;
 use prost::Message;
 

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::support::{fixture_genesis, fixture_identity, net};
+use ferrofabric_channelconfig::{AnchorPeer, ChannelConfig};
 use ferrofabric_configtx::{
     anchor_peer_update, config_update_envelope, marshal_config_envelope, wrap_config_envelope, ConfigTxValidator,
 };
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_policy::{AnchorPeer, ChannelConfig};
 use ferrofabric_protos::common::{ChannelHeader, ConfigEnvelope, Envelope, HeaderType, Payload, SignatureHeader};
 use prost::Message;
 

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use crate::support::{fixture_genesis, fixture_identity, net};
 use bytes::Bytes;
+use ferrofabric_channelconfig::{AnchorPeer, ChannelConfig, PolicyError};
 use ferrofabric_configtx::{
     anchor_peer_update, compute_update, config_update_envelope, ConfigTxError, ConfigTxValidator,
 };
-use ferrofabric_policy::{AnchorPeer, ChannelConfig, PolicyError};
 use ferrofabric_protos::common::{
     ChannelHeader, Config, ConfigEnvelope, ConfigGroup, ConfigUpdate, Envelope, HeaderType, Payload, Status,
 };

@@ -153,7 +153,7 @@ fn fixture_block_in_key_order_is_byte_identical() {
 #[test]
 fn policy_and_validator_accept_the_block() {
     let (ours, _) = our_block();
-    let cfg = ferrofabric_policy::ChannelConfig::from_config_block(&ours).unwrap();
+    let cfg = ferrofabric_channelconfig::ChannelConfig::from_config_block(&ours).unwrap();
     assert_eq!(cfg.channel_id(), "mychannel");
     assert_eq!(cfg.orderer_addresses(), ["127.0.0.1:7050"]);
     let orderer = cfg.orderer().unwrap();

@@ -7,10 +7,10 @@
 use std::path::Path;
 
 use bytes::Bytes;
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_configtxgen::{genesis_block, ConfigTx, ConfigtxgenError};
 use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{Block, ConfigEnvelope, Envelope, Payload};
 use ferrofabric_protos::orderer::ConsensusType;
 use prost::Message;

@@ -29,7 +29,7 @@ use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
 use ferrofabric_configtx::{anchor_peer_update, config_update_envelope};
 use ferrofabric_consensus_etcdraft::block_raft_metadata;
 
-use ferrofabric_policy::ChannelConfig;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{Block, ChannelHeader, ConfigEnvelope, Envelope, Payload, Status};
 use ferrofabric_protos::etcdraft::{ConfigMetadata, Consenter, Options};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;

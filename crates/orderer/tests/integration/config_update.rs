@@ -21,11 +21,11 @@ use std::sync::Arc;
 
 use crate::support::*;
 use bytes::Bytes;
+use ferrofabric_channelconfig::{AnchorPeer, ChannelConfig};
 use ferrofabric_comm::client;
 use ferrofabric_configtx::{anchor_peer_update, config_update_envelope, ConfigTxValidator};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::node::RunningOrderer;
-use ferrofabric_policy::{AnchorPeer, ChannelConfig};
 use ferrofabric_protos::common::{
     Block, BlockMetadataIndex, ChannelHeader, ConfigEnvelope, Envelope, HeaderType, LastConfig, Metadata, Payload,
     SignatureHeader, Status,

@@ -6,8 +6,8 @@
 
 use crate::support::*;
 use bytes::Bytes;
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_msp::{Msp, MspManager, SigningIdentity};
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{
     msp_principal, msp_role, Block, ChannelHeader, Envelope, Metadata, MspPrincipal, MspRole, Payload, SignatureHeader,
 };

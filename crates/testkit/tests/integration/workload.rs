@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use crate::support::*;
 use bytes::Bytes;
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{ChannelHeader, Envelope, Payload, SignatureHeader};
 use ferrofabric_protos::kvrwset::KvrwSet;
 use ferrofabric_protos::peer::{

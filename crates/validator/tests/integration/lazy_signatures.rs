@@ -9,7 +9,7 @@
 use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_arena::TxArena;
-use ferrofabric_policy::{ChannelConfig, SignatureSet, SignedData};
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::Block;
 use ferrofabric_testkit::SigningIdentity;
 use ferrofabric_validator::TxValidationCode as Code;

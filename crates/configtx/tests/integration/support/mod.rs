@@ -5,8 +5,8 @@
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_policy::ChannelConfig;
 use ferrofabric_protos::common::Block;
 use ferrofabric_testkit::fixtures;
 use ferrofabric_testkit::Network;

@@ -11,8 +11,8 @@ use std::sync::{Arc, OnceLock};
 
 use crate::support::{corrupted, envelope_policy, n_out_of, role, signed, signed_by};
 use bytes::Bytes;
+use ferrofabric_channelconfig::{compile_signature_policy, ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_msp::{Identity, MspManager, SigningIdentity};
-use ferrofabric_policy::{compile_signature_policy, ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::msp_principal::Classification;
 use ferrofabric_protos::common::msp_role::MspRoleType;
 use ferrofabric_protos::common::{signature_policy, MspPrincipal, SignaturePolicy, SignaturePolicyEnvelope};

@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use ferrofabric_policy::{PolicyError, SignatureSet, SignedData};
+use ferrofabric_channelconfig::{PolicyError, SignatureSet, SignedData};
 use sha2::{Digest, Sha256};
 
 #[test]

@@ -6,7 +6,7 @@ use crate::support;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_policy::{ChannelConfig, PolicyError};
+use ferrofabric_channelconfig::{ChannelConfig, PolicyError};
 use ferrofabric_protos::common::{Block, ConfigEnvelope, ConfigGroup, Envelope, Payload};
 use prost::Message;
 
@@ -188,7 +188,7 @@ fn msp_type_policy_loads_but_fails_on_evaluation() {
     let root = config.channel_group.as_mut().unwrap();
     root.policies.get_mut("Admins").unwrap().policy.as_mut().unwrap().r#type = 2;
     let cc = ChannelConfig::from_config("mychannel", &config).unwrap();
-    let set = ferrofabric_policy::SignatureSet::new(Vec::new(), cc.msp_manager());
+    let set = ferrofabric_channelconfig::SignatureSet::new(Vec::new(), cc.msp_manager());
     let err = cc.policy("/Channel/Admins").unwrap().evaluate(&set).unwrap_err();
     assert!(matches!(err, PolicyError::UnsupportedPolicyType { policy_type: 2, .. }), "{err:?}");
 }

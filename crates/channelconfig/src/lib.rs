@@ -1,4 +1,4 @@
-//! Fabric policies and channel configuration for Ferrofabric.
+//! The channel configuration and its policies (Fabric `common/channelconfig`, `common/policies`, `common/cauthdsl`).
 //!
 //! * [`SignatureSet`]: the signed items a policy is checked against (Fabric's `[]*protoutil.SignedData`),
 //!   with per-item caches so that each signature is verified at most once and only when a policy needs
@@ -10,9 +10,9 @@
 //!   capabilities and typed orderer/application values.
 //!
 //! ```no_run
-//! # fn demo(block: &ferrofabric_protos::common::Block, items: Vec<ferrofabric_policy::SignedData>)
-//! # -> Result<(), ferrofabric_policy::PolicyError> {
-//! use ferrofabric_policy::{ChannelConfig, SignatureSet};
+//! # fn demo(block: &ferrofabric_protos::common::Block, items: Vec<ferrofabric_channelconfig::SignedData>)
+//! # -> Result<(), ferrofabric_channelconfig::PolicyError> {
+//! use ferrofabric_channelconfig::{ChannelConfig, SignatureSet};
 //! let config = ChannelConfig::from_config_block(block)?;
 //! let set = SignatureSet::new(items, config.msp_manager());
 //! if let Some(policy) = config.policy("/Channel/Application/Endorsement") {

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
 use bytes::Bytes;
+use ferrofabric_channelconfig::{ChannelConfig, SignedData};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_policy::{ChannelConfig, SignedData};
 use ferrofabric_protos::common::{
     msp_principal::Classification, msp_role::MspRoleType, signature_policy, Block, BlockHeader, Envelope, Metadata,
     MspPrincipal, MspRole, Payload, SignatureHeader, SignaturePolicy, SignaturePolicyEnvelope,

@@ -6,8 +6,8 @@ use crate::support;
 
 use crate::support::{corrupted, envelope_policy, n_out_of, role, signed, signed_by};
 use bytes::Bytes;
+use ferrofabric_channelconfig::{compile_signature_policy, PolicyError, SignatureSet, SignedData};
 use ferrofabric_msp::MspManager;
-use ferrofabric_policy::{compile_signature_policy, PolicyError, SignatureSet, SignedData};
 use ferrofabric_protos::common::msp_role::MspRoleType;
 use ferrofabric_protos::common::{MspPrincipal, SignaturePolicy};
 use ferrofabric_protos::msp::SerializedIdentity;
@@ -37,7 +37,7 @@ fn eval(msps: &MspManager, rule: SignaturePolicy, items: &[SignedData]) -> (bool
 }
 
 struct Fixture {
-    cc: ferrofabric_policy::ChannelConfig,
+    cc: ferrofabric_channelconfig::ChannelConfig,
     a: SignedData,
     b: SignedData,
     o: SignedData,

@@ -1,4 +1,4 @@
-//! Integration tests of `ferrofabric-policy`, one test binary for the crate (each file under `tests/` used to link
+//! Integration tests of `ferrofabric-channelconfig`, one test binary for the crate (each file under `tests/` used to link
 //! its own binary, which dominated build time on two cores); one module per area, sharing `support`.
 
 mod support;

@@ -9,7 +9,7 @@
 //! 2. [`ChainSupport::write_block`] hands the block to the crypto thread pool, which builds the metadata
 //!    (SIGNATURES with `OrdererBlockMetadata{last_config, consenter_metadata}`, LAST_CONFIG), signs and
 //!    marshals it. Several blocks are signed at once, up to the signing window.
-//! 3. A committer thread takes the signed blocks strictly in order and appends them to the
+//! 3. A block writer thread takes the signed blocks strictly in order and appends them to the
 //!    [`BlockStore`]; Deliver streams wake up on the store's height channel.
 //!
 //! A failed append (I/O error) marks the channel errored: Deliver answers SERVICE_UNAVAILABLE, Broadcast too,
@@ -90,7 +90,7 @@ pub struct ChainSupport {
     config: RwLock<Arc<ChannelConfig>>,
     params: SupportParams,
     writer: Mutex<WriterState>,
-    commit_tx: mpsc::Sender<Pending>,
+    block_writer_tx: mpsc::Sender<Pending>,
     errored: Arc<watch::Sender<Option<String>>>,
 }
 
@@ -107,7 +107,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl ChainSupport {
     /// Opens the support of a channel whose ledger is `params.store` (height ≥ 1): loads the configuration of
     /// the last config block and the assembly state (tip number and hash, LAST_CONFIG), and starts the
-    /// committer thread.
+    /// block writer thread.
     ///
     /// Errors: unreadable blocks or metadata, no valid configuration in the last config block.
     pub fn open(channel_id: &str, params: SupportParams) -> anyhow::Result<Arc<ChainSupport>> {
@@ -138,7 +138,7 @@ impl ChainSupport {
             config.channel_id()
         );
 
-        let (commit_tx, commit_rx) = mpsc::channel(params.signing_window.max(1));
+        let (block_writer_tx, block_writer_rx) = mpsc::channel(params.signing_window.max(1));
         let (errored, _) = watch::channel(None);
         let errored = Arc::new(errored);
         {
@@ -147,8 +147,8 @@ impl ChainSupport {
             let metrics = params.metrics.clone();
             let name = channel_id.to_owned();
             std::thread::Builder::new()
-                .name(format!("commit-{channel_id}"))
-                .spawn(move || committer(&name, &store, commit_rx, &errored, &metrics))?;
+                .name(format!("block-writer-{channel_id}"))
+                .spawn(move || block_writer(&name, &store, block_writer_rx, &errored, &metrics))?;
         }
         Ok(Arc::new(ChainSupport {
             channel_id: channel_id.to_owned(),
@@ -161,7 +161,7 @@ impl ChainSupport {
                 last_config_block: last_config,
             }),
             params,
-            commit_tx,
+            block_writer_tx,
             errored,
         }))
     }
@@ -389,7 +389,7 @@ impl ChainSupport {
             w.queued_next += 1;
             w.queued_previous_hash = block_header_hash(&header);
         }
-        self.commit_tx
+        self.block_writer_tx
             .send(Pending::Ready(header.number, raw))
             .await
             .map_err(|_| ConsensusError("the channel's block writer has stopped".into()))
@@ -426,7 +426,7 @@ impl ChainSupport {
             w.queued_previous_hash = block_header_hash(&block.header);
         }
         let rx = self.spawn_signing(block, last_config, consenter);
-        self.commit_tx
+        self.block_writer_tx
             .send(Pending::Signing(number, rx))
             .await
             .map_err(|_| ConsensusError("the channel's block writer has stopped".into()))
@@ -462,7 +462,7 @@ impl ChainSupport {
 }
 
 /// Appends signed blocks in order until the queue closes or an append fails.
-fn committer(
+fn block_writer(
     channel: &str,
     store: &BlockStore,
     mut rx: mpsc::Receiver<Pending>,

@@ -6,6 +6,10 @@
 #[path = "../../../committer/tests/integration/support/mod.rs"]
 mod support;
 
+// configtxgen's test network (a configtx.yaml over generated crypto), for the `ferrofabric channel` tests.
+#[path = "../../../configtxgen/tests/integration/support/mod.rs"]
+mod configtxgen_support;
+
 mod bench;
 mod blockstore_kill9;
 mod channel;

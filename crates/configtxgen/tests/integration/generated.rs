@@ -4,135 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::path::Path;
-
 use bytes::Bytes;
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_configtxgen::{genesis_block, ConfigTx, ConfigtxgenError};
-use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
+use ferrofabric_cryptogen::Crypto;
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_protos::common::{Block, ConfigEnvelope, Envelope, Payload};
+use ferrofabric_protos::common::{ConfigEnvelope, Envelope, Payload};
 use ferrofabric_protos::orderer::ConsensusType;
 use prost::Message;
 
-const CONFIGTX: &str = r#"
-Organizations:
-  - &Orderer
-    Name: OrdererOrg
-    ID: OrdererMSP
-    MSPDir: crypto/ordererOrganizations/example.com/msp
-    Policies: &OrdererPolicies
-      Readers: {Type: Signature, Rule: "OR('OrdererMSP.member')"}
-      Writers: {Type: Signature, Rule: "OR('OrdererMSP.member')"}
-      Admins: {Type: Signature, Rule: "OR('OrdererMSP.admin')"}
-    OrdererEndpoints: ["orderer.example.com:7050"]
-  - &Org1
-    Name: Org1MSP
-    ID: Org1MSP
-    MSPDir: crypto/peerOrganizations/org1.example.com/msp
-    Policies:
-      Readers: {Type: Signature, Rule: "OR('Org1MSP.admin', 'Org1MSP.peer', 'Org1MSP.client')"}
-      Writers: {Type: Signature, Rule: "OR('Org1MSP.admin', 'Org1MSP.client')"}
-      Admins: {Type: Signature, Rule: "OR('Org1MSP.admin')"}
-      Endorsement: {Type: Signature, Rule: "OR('Org1MSP.peer')"}
-    AnchorPeers:
-      - {Host: peer0.org1.example.com, Port: 7051}
-  - &Org2
-    Name: Org2MSP
-    ID: Org2MSP
-    MSPDir: crypto/peerOrganizations/org2.example.com/msp
-    Policies:
-      Readers: {Type: Signature, Rule: "OR('Org2MSP.admin', 'Org2MSP.peer', 'Org2MSP.client')"}
-      Writers: {Type: Signature, Rule: "OR('Org2MSP.admin', 'Org2MSP.client')"}
-      Admins: {Type: Signature, Rule: "OR('Org2MSP.admin')"}
-      Endorsement: {Type: Signature, Rule: "OR('Org2MSP.peer')"}
-Capabilities:
-  Channel: &ChannelCaps {V2_0: true}
-  Orderer: &OrdererCaps {V2_0: true}
-  Application: &AppCaps {V2_5: true, V2_0: false}
-Application: &AppDefaults
-  ACLs:
-    peer/Propose: /Channel/Application/Writers
-    event/Block: /Channel/Application/Readers
-  Organizations:
-  Policies:
-    Readers: {Type: ImplicitMeta, Rule: "ANY Readers"}
-    Writers: {Type: ImplicitMeta, Rule: "ANY Writers"}
-    Admins: {Type: ImplicitMeta, Rule: "MAJORITY Admins"}
-    LifecycleEndorsement: {Type: Signature, Rule: "AND('Org1MSP.peer', 'Org2MSP.peer')"}
-    Endorsement: {Type: ImplicitMeta, Rule: "MAJORITY Endorsement"}
-  Capabilities: *AppCaps
-Orderer: &OrdererDefaults
-  OrdererType: solo
-  Addresses: [orderer.example.com:7050]
-  BatchTimeout: 250ms
-  BatchSize: {MaxMessageCount: 10, AbsoluteMaxBytes: 1 MB, PreferredMaxBytes: 512 KB}
-  Organizations:
-  Policies:
-    Readers: {Type: ImplicitMeta, Rule: "ANY Readers"}
-    Writers: {Type: ImplicitMeta, Rule: "ANY Writers"}
-    Admins: {Type: ImplicitMeta, Rule: "MAJORITY Admins"}
-    BlockValidation: {Type: ImplicitMeta, Rule: "ANY Writers"}
-  Capabilities: *OrdererCaps
-Channel: &ChannelDefaults
-  Policies:
-    Readers: {Type: ImplicitMeta, Rule: "ANY Readers"}
-    Writers: {Type: ImplicitMeta, Rule: "ANY Writers"}
-    Admins: {Type: ImplicitMeta, Rule: "MAJORITY Admins"}
-  Capabilities: *ChannelCaps
-Profiles:
-  Solo:
-    <<: *ChannelDefaults
-    Orderer:
-      <<: *OrdererDefaults
-      Organizations: [*Orderer]
-    Application:
-      <<: *AppDefaults
-      Organizations: [*Org1, *Org2]
-  Raft:
-    <<: *ChannelDefaults
-    Orderer:
-      <<: *OrdererDefaults
-      OrdererType: etcdraft
-      EtcdRaft:
-        Consenters:
-          - Host: orderer.example.com
-            Port: 7050
-            ClientTLSCert: crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt
-            ServerTLSCert: crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt
-        Options: {TickInterval: 100ms, SnapshotIntervalSize: 1 MB}
-      Organizations: [*Orderer]
-    Application:
-      <<: *AppDefaults
-      Organizations: [*Org1, *Org2]
-  System:
-    <<: *ChannelDefaults
-    Orderer:
-      <<: *OrdererDefaults
-      Organizations: [*Orderer]
-    Consortiums:
-      SampleConsortium:
-        Organizations: [*Org1, *Org2]
-  NoApplication:
-    <<: *ChannelDefaults
-    Orderer: *OrdererDefaults
-"#;
-
-/// A directory with generated crypto in `crypto/` and the configtx.yaml above.
-fn network() -> (tempfile::TempDir, Crypto) {
-    let tmp = tempfile::tempdir().unwrap();
-    let crypto =
-        Crypto::generate(&CryptoConfig::from_yaml(DEFAULT_CRYPTO_CONFIG).unwrap(), &GenerateOptions::deterministic(5))
-            .unwrap();
-    crypto.write(&tmp.path().join("crypto")).unwrap();
-    std::fs::write(tmp.path().join("configtx.yaml"), CONFIGTX).unwrap();
-    (tmp, crypto)
-}
-
-fn block_for(dir: &Path, profile: &str) -> Result<Block, ConfigtxgenError> {
-    let config = ConfigTx::load(&dir.join("configtx.yaml"))?;
-    genesis_block(&config.profile(profile)?, "testchannel")
-}
+use crate::support::{block_for, network, CONFIGTX};
 
 fn id(crypto: &Crypto, domain: &str, cn: &str, mspid: &str) -> SigningIdentity {
     crypto.org(domain).unwrap().member(cn).unwrap().signing_identity(mspid).unwrap()

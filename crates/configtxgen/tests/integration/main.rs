@@ -1,5 +1,7 @@
 //! Integration tests of `ferrofabric-configtxgen`, one test binary for the crate (each file under `tests/` used to link
 //! its own binary, which dominated build time on two cores); one module per area, sharing `support`.
 
+mod support;
+
 mod fixture;
 mod generated;

@@ -12,8 +12,8 @@
 //! It trusts its committer for validation (the blocks are already validated); the store still checks that each
 //! block extends the chain (number, previous hash, data hash).
 //!
-//! [`node::start`] runs it; [`config`] is the YAML file ([`config::BlockstoreConfig`]), which
-//! `ferrofabric blockstore --config FILE` (the CLI crate) loads before calling [`node::start`].
+//! [`service::start`] runs it; [`config`] is the YAML file ([`config::BlockstoreConfig`]), which
+//! `ferrofabric blockstore --config FILE` (the CLI crate) loads before calling [`service::start`].
 
 pub mod config;
-pub mod node;
+pub mod service;

@@ -1,5 +1,5 @@
 //! `ferrofabric blockstore --config FILE`: the command-line entry of the block-store service
-//! ([`ferrofabric_blockstore_service::node::start`]).
+//! ([`ferrofabric_blockstore_service::service::start`]).
 
 use std::path::PathBuf;
 
@@ -56,7 +56,7 @@ pub fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let node = ferrofabric_blockstore_service::node::start(config).await?;
+        let node = ferrofabric_blockstore_service::service::start(config).await?;
         println!(
             "blockstore ready: listen={} operations={} height={}",
             node.listen_addr,

@@ -1,5 +1,5 @@
 //! `ferrofabric committer --config FILE`: the command-line entry of the committing peer
-//! ([`ferrofabric_committer::node::start`]).
+//! ([`ferrofabric_committer::pipeline::start`]).
 
 use std::path::PathBuf;
 
@@ -62,7 +62,7 @@ pub fn run(args: CommitterArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let node = ferrofabric_committer::node::start(config).await?;
+        let node = ferrofabric_committer::pipeline::start(config).await?;
         println!(
             "committer ready: deliver={} operations={} height={}",
             node.deliver_addr,

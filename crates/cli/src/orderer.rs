@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 
 use ferrofabric_orderer::config::{parse_addr, OrdererConfig, TlsConfig};
-use ferrofabric_orderer::node::start;
+use ferrofabric_orderer::server::start;
 
 /// Arguments of `ferrofabric orderer`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -92,7 +92,7 @@ impl OrdererArgs {
 /// Runs the node until Ctrl-C or SIGTERM. Builds its own multi-threaded Tokio runtime, so it must not be
 /// called from within one.
 ///
-/// Errors: configuration or start-up errors (see [`ferrofabric_orderer::node::start`]).
+/// Errors: configuration or start-up errors (see [`ferrofabric_orderer::server::start`]).
 pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let plugins = ferrofabric_node::orderer_plugins(&config)?;

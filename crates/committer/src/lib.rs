@@ -2,13 +2,13 @@
 //! memory and a deep pipeline, and serves Fabric's peer Deliver service so that Fabric SDKs, the block-store service
 //! and endorser replicas follow the chain from it.
 //!
-//! * [`node::start`] runs one: recovery from the block store, then blocks pulled from the orderers
+//! * [`pipeline::start`] runs one: recovery from the block store, then blocks pulled from the orderers
 //!   ([`ferrofabric_deliver::follower::Follower`], Fabric's `blocksprovider`), validated by the pipelined
 //!   [`ferrofabric_validator::Validator`] (orderer signatures included), stored with TRANSACTIONS_FILTER and
 //!   COMMIT_HASH exactly as a Fabric peer stores them, and served by
-//!   [`ferrofabric_deliver::peer::PeerDeliverService`]. See [`node`] for threads and durability.
+//!   [`ferrofabric_deliver::peer::PeerDeliverService`]. See [`pipeline`] for threads and durability.
 //! * [`config`]: the YAML file ([`config::CommitterConfig`]), which `ferrofabric committer --config FILE` (the CLI
-//!   crate) loads before calling [`node::start`].
+//!   crate) loads before calling [`pipeline::start`].
 //! * [`checkpoint`]: the state checkpoint file; [`metrics`]: the commit pipeline's Prometheus metrics (served with
 //!   `/healthz` by [`ferrofabric_comm::operations`]).
 //!
@@ -30,4 +30,4 @@
 pub mod checkpoint;
 pub mod config;
 pub mod metrics;
-pub mod node;
+pub mod pipeline;

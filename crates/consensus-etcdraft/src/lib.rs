@@ -91,7 +91,7 @@ use ferrofabric_comm::tls::pem_cert_der;
 use ferrofabric_consensus_solo::SingleRaftNodeFactory;
 use ferrofabric_orderer::config::{parse_duration, OrdererConfig};
 use ferrofabric_orderer::consensus::{ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory};
-use ferrofabric_orderer::node::Plugins;
+use ferrofabric_orderer::server::Plugins;
 
 /// Fabric's defaults for `etcdraft.Options` fields left at zero.
 const DEFAULT_TICK: Duration = Duration::from_millis(500);

@@ -6,15 +6,15 @@
 //!   exact bytes a Fabric 2.5 peer produces, so Fabric's SDKs and validators accept it.
 //! * [`Replica`] holds the state, committed txids and channel configuration; [`follow::follow`] keeps it up to date
 //!   from the committer's peer `Deliver` service, or an in-process committer calls [`Replica::apply_block`].
-//! * [`serve`] runs the gRPC service; [`node`] starts an endorser from its configuration (`ferrofabric
+//! * [`serve`] runs the gRPC service; [`daemon`] starts an endorser from its configuration (`ferrofabric
 //!   endorser` in the CLI crate).
 //! * [`client`] has the client side (signed proposals, `CreateSignedTx`), for tests, the node and the benchmark.
 
 mod acl;
 pub mod client;
+pub mod daemon;
 mod endorser;
 pub mod follow;
-pub mod node;
 mod proposal;
 mod replica;
 

@@ -159,7 +159,7 @@ impl Card {
 
     /// Sends one frame beat by beat, reading out results while the input waits.
     ///
-    /// Errors: [`SimError::Timeout`] if nothing moves for [`BUDGET`] cycles.
+    /// Errors: [`SimError::Timeout`] if nothing moves for `BUDGET` cycles.
     pub fn send(&mut self, frame: &[u8]) -> Result<(), SimError> {
         for (i, chunk) in frame.chunks(8).enumerate() {
             let mut word = 0u64;
@@ -240,7 +240,7 @@ impl Card {
 
     /// Waits for the next block result.
     ///
-    /// Errors: [`SimError::Timeout`] after [`BUDGET`] cycles.
+    /// Errors: [`SimError::Timeout`] after `BUDGET` cycles.
     pub fn next_result(&mut self) -> Result<CardResult, SimError> {
         loop {
             if let Some(r) = self.results.pop_front() {

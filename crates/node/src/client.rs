@@ -32,7 +32,7 @@ const MAX_MESSAGE: usize = 100 << 20;
 pub struct NetworkClient {
     /// Channel ID.
     pub channel: String,
-    /// Peer addresses in the order of [`NetworkClient::peers`] (MSP ID, `host:port`), Org1 first.
+    /// Peer addresses in the order of the client's peer connections (MSP ID, `host:port`), Org1 first.
     pub peer_addrs: Vec<(String, String)>,
     peers: Vec<EndorserClient<Channel>>,
     orderer: Channel,

@@ -7,8 +7,8 @@
 //! order; Deliver streams the stored block bytes).
 //!
 //! # Map
-//! * [`config`]: the orderer.yaml-shaped configuration ([`config::OrdererConfig`]); [`node::start`]: a node inside an
-//!   existing Tokio runtime, with its consensus backends in [`node::Plugins`] (`ferrofabric orderer` in the CLI
+//! * [`config`]: the orderer.yaml-shaped configuration ([`config::OrdererConfig`]); [`server::start`]: a node inside an
+//!   existing Tokio runtime, with its consensus backends in [`server::Plugins`] (`ferrofabric orderer` in the CLI
 //!   crate loads the configuration and calls it).
 //! * [`broadcast`], [`deliver`] (the orderer's part of `ferrofabric-deliver`'s server), [`grpc`]: the
 //!   AtomicBroadcast service; [`msgprocessor`]: Fabric's broadcast
@@ -16,7 +16,7 @@
 //! * [`cutter`]: Fabric's block cutter (block assembly and metadata are `ferrofabric-protoutil`'s); [`support`]: the per-channel
 //!   block pipeline given to consensus; [`consensus`]: the [`consensus::Consensus`] trait and the registry the
 //!   backends (`ferrofabric-consensus-solo`, `ferrofabric-consensus-etcdraft`) are plugged into through
-//!   [`node::Plugins`].
+//!   [`server::Plugins`].
 //! * [`registrar`]: channels on disk; [`participation`]: the osnadmin REST API; [`operations`]: health and
 //!   metrics.
 //!
@@ -31,8 +31,8 @@ pub mod deliver;
 pub mod grpc;
 pub mod metrics;
 pub mod msgprocessor;
-pub mod node;
 pub mod operations;
 pub mod participation;
 pub mod registrar;
+pub mod server;
 pub mod support;

@@ -35,7 +35,7 @@ use futures::StreamExt;
 
 use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
 use ferrofabric_orderer::config::{OrdererConfig, TlsConfig};
-use ferrofabric_orderer::node::start;
+use ferrofabric_orderer::server::start;
 
 /// Arguments of `ferrofabric bench orderer`.
 #[derive(Debug, Clone, clap::Args)]

@@ -64,7 +64,7 @@ async fn pulls_over_tls_and_serves_deliver_over_mutual_tls() {
         client_auth_required: true,
         ..ServerTlsConfig::default()
     };
-    let c = ferrofabric_committer::node::start(config).await.unwrap();
+    let c = ferrofabric_committer::pipeline::start(config).await.unwrap();
     tokio::time::timeout(Duration::from_secs(120), c.wait_for_height(29)).await.unwrap().unwrap();
     let addr = c.deliver_addr.to_string();
 
@@ -102,7 +102,7 @@ async fn pulls_over_tls_and_serves_deliver_over_mutual_tls() {
     orderer.shutdown().await;
 }
 
-async fn start_orderer_with_tls(data: &Path, tls: TlsConfig) -> ferrofabric_orderer::node::RunningOrderer {
+async fn start_orderer_with_tls(data: &Path, tls: TlsConfig) -> ferrofabric_orderer::server::RunningOrderer {
     let mut c = ferrofabric_orderer::config::OrdererConfig::defaults();
     c.general.listen_address = "127.0.0.1".into();
     c.general.listen_port = 0;
@@ -114,6 +114,6 @@ async fn start_orderer_with_tls(data: &Path, tls: TlsConfig) -> ferrofabric_orde
     c.general.cluster.client_certificate = Some(orderer_tls_cert());
     c.file_ledger.location = Some(data.to_path_buf());
     c.ferrofabric.sync_every_block = false;
-    let start = ferrofabric_orderer::node::start(c, crate::support::solo_plugins());
+    let start = ferrofabric_orderer::server::start(c, crate::support::solo_plugins());
     tokio::time::timeout(Duration::from_secs(60), start).await.unwrap().unwrap()
 }

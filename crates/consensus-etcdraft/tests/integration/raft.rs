@@ -70,10 +70,10 @@ fn raft_node_process() {
     let config = ferrofabric_orderer::config::OrdererConfig::load(&PathBuf::from(config)).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("orderer").build().unwrap();
     runtime.block_on(async move {
-        let mut plugins = ferrofabric_orderer::node::Plugins::default();
+        let mut plugins = ferrofabric_orderer::server::Plugins::default();
         ferrofabric_consensus_solo::register(&mut plugins.registry);
         ferrofabric_consensus_etcdraft::register(&mut plugins, &config).unwrap();
-        let node = ferrofabric_orderer::node::start(config, plugins).await.unwrap();
+        let node = ferrofabric_orderer::server::start(config, plugins).await.unwrap();
         println!("orderer listening: grpc {}", node.grpc_addr);
         node.wait().await;
     });

@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 use ferrofabric_endorser::client::create_proposal;
-use ferrofabric_endorser::node::{start, EndorserConfig, EndorserFile};
+use ferrofabric_endorser::daemon::{start, EndorserConfig, EndorserFile};
 use ferrofabric_protos::peer::endorser_client::EndorserClient;
 use ferrofabric_testkit::Network;
 

@@ -11,7 +11,7 @@
 //! # How the backends fit
 //! Each backend is a crate of its own that depends on this one (never the reverse): it implements
 //! [`ConsensusFactory`] and [`Consensus`], and whoever starts an orderer (the `ferrofabric orderer` command, the
-//! all-in-one node) registers it in the [`ConsensusRegistry`] of [`crate::node::Plugins`] under its
+//! all-in-one node) registers it in the [`ConsensusRegistry`] of [`crate::server::Plugins`] under its
 //! `ConsensusType.type`, together with any gRPC service it needs on the node's listener.
 //! * **solo** (`crates/consensus-solo`, `ferrofabric-consensus-solo`): one node; `order` queues the message, a
 //!   loop cuts and writes blocks signed by the node.
@@ -22,7 +22,7 @@
 //!   ledgers are byte-identical. `configure` goes through the same path; the support's `revalidate` /
 //!   `reprocess_config` handle messages that were checked under an older config. Catch-up reads blocks from the
 //!   support's [`ChainSupport::store`]. Its node-to-node `orderer.Cluster` service is added to the node's
-//!   listener through [`crate::node::Plugins::services`].
+//!   listener through [`crate::server::Plugins::services`].
 //! * **Kafka with payloads aside (FastFabric Opt O-I)**, a crate beside them (`crates/consensus-kafka`): `order`
 //!   stores the envelope locally by [`Submission::tx_id`] (and sends it to the other orderers out of band)
 //!   while only the transaction ID goes through Kafka; the consume loop runs a `BlockCutter<String>` over IDs
@@ -30,9 +30,9 @@
 //!   `create_next_block`.
 //! * **BFT (SmartBFT / BFT-SMaRt, 3f+1 nodes)**, a crate beside them (`crates/consensus-bft`): `order` submits
 //!   the request to the BFT library (which may forward it to the leader); on decision each node signs the
-//!   proposed header with [`ferrofabric_protoutil::block_signature`], the signatures are exchanged, and the block
-//!   carrying a quorum of `MetadataSignature`s is built with [`ferrofabric_protoutil::orderer_metadata`] /
-//!   [`ferrofabric_protoutil::encode_block`] and stored with `append_block`.
+//!   proposed header with [`ferrofabric_protoutil::block::block_signature`], the signatures are exchanged, and the block
+//!   carrying a quorum of `MetadataSignature`s is built with [`ferrofabric_protoutil::block::orderer_metadata`] /
+//!   [`ferrofabric_protoutil::block::encode_block`] and stored with `append_block`.
 //!
 //! Back-pressure is part of `order`'s contract: the returned future completes when the message is accepted
 //! (queued, forwarded, proposed); an implementation that cannot accept it within its own bound returns

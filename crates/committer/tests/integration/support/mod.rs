@@ -12,7 +12,7 @@ use ferrofabric_committer::config::CommitterConfig;
 use ferrofabric_deliver::follower::{self as client, seek_envelope, DeliverApi, DeliverItem, FollowConfig};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::config::OrdererConfig;
-use ferrofabric_orderer::node::{start, Plugins, RunningOrderer};
+use ferrofabric_orderer::server::{start, Plugins, RunningOrderer};
 use ferrofabric_protos::common::{Envelope, Status};
 use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPosition, SeekSpecified};
 use ferrofabric_protos::peer::deliver_client::DeliverClient;

@@ -10,7 +10,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use ferrofabric_comm::client::{self, DeliverItem};
 use ferrofabric_orderer::config::OrdererConfig;
-use ferrofabric_orderer::node::{start, Plugins, RunningOrderer};
+use ferrofabric_orderer::server::{start, Plugins, RunningOrderer};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::fixtures;
 use futures::StreamExt;

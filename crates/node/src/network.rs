@@ -21,14 +21,14 @@ use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_blockstore_service::config::BlockstoreConfig;
-use ferrofabric_blockstore_service::node::RunningBlockstore;
+use ferrofabric_blockstore_service::service::RunningBlockstore;
 use ferrofabric_comm::listener::grpc_listener;
 use ferrofabric_committer::config::{CommitterConfig, ServerTlsConfig};
-use ferrofabric_committer::node::RunningCommitter;
+use ferrofabric_committer::pipeline::RunningCommitter;
 use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::config::OrdererConfig;
-use ferrofabric_orderer::node::{Plugins, RunningOrderer};
+use ferrofabric_orderer::server::{Plugins, RunningOrderer};
 use ferrofabric_protos::lifecycle::{
     chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource, CommitChaincodeDefinitionArgs,
     QueryChaincodeDefinitionArgs,
@@ -264,7 +264,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     oc.general.local_msp_id = Some("OrdererMSP".into());
     oc.file_ledger.location = Some(layout.dir.join("orderer"));
     let plugins = orderer_plugins(&oc).context("the orderer's Raft cluster")?;
-    let orderer = ferrofabric_orderer::node::start(oc, plugins).await.context("starting the orderer")?;
+    let orderer = ferrofabric_orderer::server::start(oc, plugins).await.context("starting the orderer")?;
     if orderer.registrar.channel(&channel_id).is_none() {
         let registrar = orderer.registrar.clone();
         let g = genesis.clone();
@@ -274,7 +274,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     // The committer (its own Deliver listener is internal: replicas and the block store follow it there).
     args.progress("starting the committer");
     let peer_msp = |org: usize| layout.peer_node(org).join("msp");
-    let committer = ferrofabric_committer::node::start(CommitterConfig {
+    let committer = ferrofabric_committer::pipeline::start(CommitterConfig {
         channel: Some(channel_id.clone()),
         genesis_block: Some(layout.genesis()),
         data_dir: Some(layout.dir.join("committer")),
@@ -327,7 +327,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
 
     // The block-store service.
     args.progress("starting the block-store service");
-    let blockstore = ferrofabric_blockstore_service::node::start(BlockstoreConfig {
+    let blockstore = ferrofabric_blockstore_service::service::start(BlockstoreConfig {
         channel: channel_id.clone(),
         data_dir: Some(layout.dir.join("blockstore")),
         local_msp_dir: Some(peer_msp(0)),

@@ -524,9 +524,7 @@ fn sled_open(index_dir: &Path) -> sled::Result<sled::Db> {
     let deadline = std::time::Instant::now() + INDEX_LOCK_WAIT;
     loop {
         match sled::Config::new().path(index_dir).cache_capacity(64 << 20).flush_every_ms(Some(500)).open() {
-            Err(sled::Error::Io(e))
-                if e.kind() == std::io::ErrorKind::WouldBlock && std::time::Instant::now() < deadline =>
-            {
+            Err(sled::Error::Io(e)) if is_lock_held(&e) && std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(50));
             }
             result => return result,
@@ -534,8 +532,15 @@ fn sled_open(index_dir: &Path) -> sled::Result<sled::Db> {
     }
 }
 
-/// See [`sled_open`]: several of sled's 500 ms flush intervals.
-const INDEX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+/// Whether sled failed because another handle holds the index's file lock. sled reports it as an `Other` I/O error
+/// whose message carries the OS error ("could not acquire lock on ...: WouldBlock"), not as `WouldBlock` itself.
+fn is_lock_held(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::WouldBlock || e.to_string().contains("could not acquire lock")
+}
+
+/// See [`sled_open`]: many of sled's 500 ms flush intervals, because on a loaded machine its flusher thread may be
+/// scheduled late.
+const INDEX_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Opens the sled index. An index sled reports as corrupt is derived data: it is moved aside to `index.corrupt*`
 /// and a fresh one is rebuilt from the block files, so a damaged index cannot make every restart fail. Other

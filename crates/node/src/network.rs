@@ -197,7 +197,7 @@ impl RunningNode {
         self.orderer.shutdown().await;
         // Deliver streams still open on the peer ports hold the committer's ledger until their clients go away;
         // wait a little so that a node restarted in this process can open it again.
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(15);
         while ledger.strong_count() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

@@ -100,7 +100,7 @@ impl RunningOrderer {
         }
         // Ledgers close when the consensus loops and commit threads have stopped; wait so that a node restarted
         // on the same directory can open them.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
         while stores.iter().any(|s| s.strong_count() > 0) && std::time::Instant::now() < deadline {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }

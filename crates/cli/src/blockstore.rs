@@ -3,8 +3,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use ferrofabric_blockstore_service::config::BlockstoreConfig;
 
 /// Arguments of `ferrofabric blockstore`.
@@ -50,11 +48,7 @@ impl BlockstoreArgs {
 /// Errors: configuration, start-up and storage errors.
 pub fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("blockstore")
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = crate::daemon_runtime("blockstore")?;
     runtime.block_on(async move {
         let node = ferrofabric_blockstore_service::service::start(config).await?;
         println!(

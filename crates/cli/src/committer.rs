@@ -3,8 +3,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use ferrofabric_committer::config::CommitterConfig;
 
 /// Arguments of `ferrofabric committer`.
@@ -56,11 +54,7 @@ impl CommitterArgs {
 /// Errors: configuration, start-up and pipeline errors.
 pub fn run(args: CommitterArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("committer")
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = crate::daemon_runtime("committer")?;
     runtime.block_on(async move {
         let node = ferrofabric_committer::pipeline::start(config).await?;
         println!(

@@ -54,11 +54,7 @@ impl EndorserArgs {
 /// Errors: configuration or start-up errors (see [`ferrofabric_endorser::daemon::start`]).
 pub fn run(args: EndorserArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("endorser")
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = crate::daemon_runtime("endorser")?;
     runtime.block_on(async move {
         let running = start(&config).await?;
         println!(

@@ -147,3 +147,15 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// The multi-threaded Tokio runtime a daemon command runs in, its worker threads named `name`.
+///
+/// Errors: the runtime cannot be built (e.g. no threads can be spawned).
+fn daemon_runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name(name)
+        .build()
+        .context("starting the async runtime")
+}

@@ -4,8 +4,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-
 use ferrofabric_orderer::config::{parse_addr, OrdererConfig, TlsConfig};
 use ferrofabric_orderer::server::start;
 
@@ -96,11 +94,7 @@ impl OrdererArgs {
 pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let plugins = ferrofabric_node::orderer_plugins(&config)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("orderer")
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = crate::daemon_runtime("orderer")?;
     runtime.block_on(async move {
         let node = start(config, plugins).await?;
         println!(

@@ -5,50 +5,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::daemon::{self, Proc};
 use crate::support::*;
 use ferrofabric_protos::ferrofabric::blockstore::block_store_client::BlockStoreClient;
 use ferrofabric_protos::ferrofabric::blockstore::ChainInfoRequest;
 
 const BLOCKS: u64 = 129;
 
-struct Proc {
-    child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
 fn spawn(config: &std::path::Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
-        .arg("blockstore")
-        .arg("--config")
-        .arg(config)
-        .env("FERROFABRIC_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    Proc { child, lines }
+    daemon::spawn("blockstore", config)
 }
 
 /// Waits for the `blockstore ready:` line; returns (listen address, height after opening the store).
 fn ready(p: &Proc) -> (String, u64) {
-    let line = p.lines.recv_timeout(Duration::from_secs(120)).expect("block store did not become ready");
-    assert!(line.starts_with("blockstore ready:"), "{line}");
-    let field =
-        |name: &str| line.split_whitespace().find_map(|w| w.strip_prefix(&format!("{name}="))).unwrap().to_string();
-    (field("listen"), field("height").parse().unwrap())
+    let [addr, height] = daemon::ready(p, "blockstore", Duration::from_secs(120), ["listen", "height"]);
+    (addr, height.parse().unwrap())
 }
 
 async fn height(addr: &str) -> u64 {

@@ -6,10 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::daemon::{self, Proc};
 use crate::support::*;
 use ferrofabric_committer::checkpoint::Checkpoint;
 
@@ -17,40 +16,14 @@ use ferrofabric_committer::checkpoint::Checkpoint;
 const FABRIC_FINAL_COMMIT_HASH: &str = "241d04473a43fa8b44bebd6d3f6bff6d346e566d930475dbc6b88b477cdba3a2";
 const BLOCKS: u64 = 129;
 
-struct Proc {
-    child: Child,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
 fn spawn(config: &std::path::Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
-        .arg("committer")
-        .arg("--config")
-        .arg(config)
-        .env("FERROFABRIC_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    Proc { child, lines }
+    daemon::spawn("committer", config)
 }
 
 /// Waits for the `committer ready:` line; returns (operations address, recovered height).
 fn ready(p: &Proc) -> (String, u64) {
-    let line = p.lines.recv_timeout(Duration::from_secs(300)).expect("committer did not become ready");
-    assert!(line.starts_with("committer ready:"), "{line}");
-    let field =
-        |name: &str| line.split_whitespace().find_map(|w| w.strip_prefix(&format!("{name}="))).unwrap().to_string();
-    (field("operations"), field("height").parse().unwrap())
+    let [addr, height] = daemon::ready(p, "committer", Duration::from_secs(300), ["operations", "height"]);
+    (addr, height.parse().unwrap())
 }
 
 /// `ledger_blockchain_height` from the operations endpoint (0 while it cannot be read).

@@ -15,6 +15,7 @@ mod blockstore_kill9;
 mod channel;
 mod committer_kill9;
 mod crypto;
+mod daemon;
 mod deploy;
 mod fixture_replay;
 mod sdk;

@@ -1,13 +1,10 @@
 //! ECDSA as Fabric's software BCCSP does it (bccsp/sw/ecdsa.go,
 //! bccsp/utils/ecdsa.go): lenient Go-ASN.1 signature decoding, the low-S
-//! rule, then a plain ECDSA verification (done by `aws-lc-rs` with the key parsed once: measured here about 5%
-//! faster than `ring`, which re-parses the point on every call).
+//! rule, then a plain ECDSA verification by `ferrofabric-ecdsa` (per-key fixed-base tables for the keys that
+//! keep signing, aws-lc for the others).
 
 use std::cmp::Ordering;
 use std::fmt;
-use std::sync::Arc;
-
-use aws_lc_rs::signature::{ParsedPublicKey, ECDSA_P256_SHA256_FIXED};
 
 use crate::asn1;
 use crate::MspError;
@@ -108,33 +105,17 @@ pub(crate) fn signature_to_low_s(curve: Curve, der: &[u8]) -> Result<Vec<u8>, Ms
     Ok(asn1::marshal_ecdsa_signature(r, s))
 }
 
-/// Copies a magnitude right-aligned into `out` (caller guarantees it fits).
-fn put_right_aligned(out: &mut [u8], magnitude: &[u8]) {
-    let m = &magnitude[magnitude.iter().position(|&x| x != 0).unwrap_or(magnitude.len())..];
-    let start = out.len() - m.len();
-    out[start..].copy_from_slice(m);
-}
-
-/// An ECDSA P-256 public key, checked once (on the curve, not the identity) and kept both as its 65-byte
-/// uncompressed SEC1 point and as a pre-parsed verification key, so that a verification does no key parsing.
-#[derive(Clone)]
+/// An ECDSA P-256 public key, checked once (uncompressed, on the curve), verified through
+/// [`ferrofabric_ecdsa`]: with the key's own fixed-base table once it has been seen twice, with aws-lc before.
+#[derive(Clone, PartialEq, Eq)]
 pub struct PublicKey {
-    point: [u8; 65],
-    parsed: Arc<ParsedPublicKey>,
+    key: ferrofabric_ecdsa::VerifyingKey,
 }
-
-impl PartialEq for PublicKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.point == other.point
-    }
-}
-
-impl Eq for PublicKey {}
 
 impl fmt::Debug for PublicKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "PublicKey(P-256, 04")?;
-        for b in &self.point[1..9] {
+        for b in &self.key.sec1_bytes()[1..9] {
             write!(f, "{b:02x}")?;
         }
         write!(f, "..)")
@@ -148,25 +129,26 @@ impl PublicKey {
     /// Errors: [`MspError::UnsupportedKey`] for another length/prefix or a
     /// point that is not on P-256.
     pub fn from_sec1(uncompressed_point: &[u8]) -> Result<PublicKey, MspError> {
-        let point: [u8; 65] = uncompressed_point.try_into().map_err(|_| {
-            MspError::UnsupportedKey(format!(
+        if uncompressed_point.len() != 65 {
+            return Err(MspError::UnsupportedKey(format!(
                 "expected a 65-byte uncompressed P-256 point, got {} bytes",
                 uncompressed_point.len()
-            ))
-        })?;
-        if point[0] != 0x04 {
-            return Err(MspError::UnsupportedKey("P-256 point is not in uncompressed form".into()));
+            )));
         }
-        p256::PublicKey::from_sec1_bytes(&point)
-            .map_err(|_| MspError::UnsupportedKey("point is not on the P-256 curve".into()))?;
-        let parsed = ParsedPublicKey::new(&ECDSA_P256_SHA256_FIXED, point)
-            .map_err(|_| MspError::UnsupportedKey("point is not a usable P-256 key".into()))?;
-        Ok(PublicKey { point, parsed: Arc::new(parsed) })
+        let key = ferrofabric_ecdsa::VerifyingKey::from_sec1(uncompressed_point).map_err(|e| match e {
+            ferrofabric_ecdsa::KeyError::NotUncompressed => {
+                MspError::UnsupportedKey("P-256 point is not in uncompressed form".into())
+            }
+            ferrofabric_ecdsa::KeyError::NotOnCurve => {
+                MspError::UnsupportedKey("point is not on the P-256 curve".into())
+            }
+        })?;
+        Ok(PublicKey { key })
     }
 
     /// The 65-byte uncompressed SEC1 point.
     pub fn sec1_bytes(&self) -> &[u8; 65] {
-        &self.point
+        self.key.sec1_bytes()
     }
 
     /// Fabric's signature check (bccsp/sw/ecdsa.go `verifyECDSA` over the
@@ -175,8 +157,7 @@ impl PublicKey {
     /// `der_signature` is decoded like Go's `asn1.Unmarshal` (bytes after the
     /// SEQUENCE and extra SEQUENCE elements ignored; r, s must be > 0), S
     /// above n/2 is rejected (low-S rule), r or s >= n fail like Go's
-    /// `ecdsa.Verify`; the curve check itself is `aws-lc-rs`'s
-    /// `ECDSA_P256_SHA256_FIXED` on the 64-byte `r || s`.
+    /// `ecdsa.Verify`; the curve check itself is [`ferrofabric_ecdsa`]'s.
     ///
     /// Errors: [`MspError::MalformedSignature`], [`MspError::HighS`],
     /// [`MspError::InvalidSignature`].
@@ -185,13 +166,12 @@ impl PublicKey {
         if cmp_be(s, &P256_HALF_N) == Ordering::Greater {
             return Err(MspError::HighS);
         }
-        if cmp_be(r, &P256_N) != Ordering::Less {
-            return Err(MspError::InvalidSignature);
+        let sig = ferrofabric_ecdsa::Signature::from_scalars(r, s).ok_or(MspError::InvalidSignature)?;
+        if self.key.verify(msg, &sig) {
+            Ok(())
+        } else {
+            Err(MspError::InvalidSignature)
         }
-        let mut fixed = [0u8; 64];
-        put_right_aligned(&mut fixed[..32], r);
-        put_right_aligned(&mut fixed[32..], s);
-        self.parsed.verify_sig(msg, &fixed).map_err(|_| MspError::InvalidSignature)
     }
 }
 

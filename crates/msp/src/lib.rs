@@ -6,7 +6,7 @@
 //! signatures:
 //!
 //! * [`PublicKey::verify`]: ECDSA P-256 / SHA-256, signature decoded with
-//!   Go `asn1.Unmarshal` rules, low-S enforced, verified with `ring`.
+//!   Go `asn1.Unmarshal` rules, low-S enforced, verified by `ferrofabric-ecdsa`.
 //! * [`Msp::from_config`]: an MSP from a channel's `MSPConfig` (roots,
 //!   intermediates, admins, CRLs, OU identifiers, NodeOUs).
 //! * [`MspManager`]: the MSPs of a channel, an identity cache keyed by the

@@ -60,6 +60,18 @@ pub fn fabric(rel: impl AsRef<Path>) -> PathBuf {
     fixture(Path::new(FABRIC).join(rel))
 }
 
+/// `rel` under the public test vectors (`<workspace>/../shared/vectors`, e.g. `wycheproof/...`), which must exist.
+///
+/// # Panics
+/// As [`fixture`], when it is missing.
+pub fn vector(rel: impl AsRef<Path>) -> PathBuf {
+    let path = workspace_root().join("../shared/vectors").join(rel);
+    if !path.exists() {
+        panic!("test vector missing: {} (place the vectors at ../shared/vectors)", path.display());
+    }
+    path
+}
+
 /// The workspace root: two levels above this crate's manifest (`crates/testkit`).
 fn workspace_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));

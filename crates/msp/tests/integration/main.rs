@@ -7,3 +7,4 @@ mod fixtures;
 mod fuzz;
 mod signing;
 mod synthetic_pki;
+mod wycheproof;

@@ -171,6 +171,70 @@ impl Modulus {
         self.pow(a, &const_sub(&self.m, &[2, 0, 0, 0]).0)
     }
 
+    /// The inverse of a plain `a` (`0 < a < m`), returned in Montgomery form (`a^-1 * R mod m`); zero for an `a`
+    /// outside that range.
+    ///
+    /// Binary extended Euclid (Hankerson, Menezes, Vanstone, *Guide to Elliptic Curve Cryptography*, Alg. 2.22),
+    /// started from `R mod m` instead of 1 so that the result comes out in Montgomery form: about twice as fast
+    /// as [`Modulus::invert`], and variable-time (its inputs here are public signature scalars).
+    pub(crate) fn invert_vartime(&self, a: &Limbs) -> Limbs {
+        if is_zero(a) || !lt(a, &self.m) {
+            return [0; 4];
+        }
+        // Invariants: x1 * a == u * R and x2 * a == v * R (mod m).
+        let (mut u, mut v) = (*a, self.m);
+        let (mut x1, mut x2) = (self.one, [0u64; 4]);
+        loop {
+            while u[0] & 1 == 0 {
+                let k = u[0].trailing_zeros().min(63);
+                u = shr(&u, k);
+                x1 = self.halve(&x1, k);
+            }
+            while v[0] & 1 == 0 {
+                let k = v[0].trailing_zeros().min(63);
+                v = shr(&v, k);
+                x2 = self.halve(&x2, k);
+            }
+            if u == [1, 0, 0, 0] {
+                return x1;
+            }
+            if v == [1, 0, 0, 0] {
+                return x2;
+            }
+            if lt(&u, &v) {
+                v = const_sub(&v, &u).0;
+                x2 = self.sub(&x2, &x1);
+            } else {
+                u = const_sub(&u, &v).0;
+                x1 = self.sub(&x1, &x2);
+            }
+            // u == v would mean gcd(a, m) > 1: impossible for a prime m and 0 < a < m.
+            if is_zero(&u) || is_zero(&v) {
+                return [0; 4];
+            }
+        }
+    }
+
+    /// `x / 2^k mod m` for `0 < k < 64`: add the multiple of m that clears the low k bits, then shift.
+    #[inline(always)]
+    fn halve(&self, x: &Limbs, k: u32) -> Limbs {
+        // t = x + q*m with q = -x * m^-1 mod 2^k, so t is divisible by 2^k; t < 2^k * m + m < 2^320.
+        let mask = (1u64 << k) - 1;
+        let q = x[0].wrapping_mul(self.m0inv) & mask;
+        let mut t = [0u64; 5];
+        let mut carry = 0;
+        for i in 0..4 {
+            (t[i], carry) = mac(x[i], q, self.m[i], carry);
+        }
+        t[4] = carry;
+        let mut out = [0u64; 4];
+        for i in 0..4 {
+            out[i] = (t[i] >> k) | (t[i + 1] << (64 - k));
+        }
+        // t / 2^k < m + m·2^-k·... < 2m: one conditional subtraction.
+        self.final_sub(out, t[4] >> k)
+    }
+
     /// `a^e` for `a` in Montgomery form and a plain exponent `e`, with a fixed 4-bit window: 252 squarings and at
     /// most 63 + 14 multiplications.
     pub(crate) fn pow(&self, a: &Limbs, e: &Limbs) -> Limbs {
@@ -275,6 +339,12 @@ const fn const_add_mod(a: &Limbs, b: &Limbs, m: &Limbs) -> Limbs {
     }
 }
 
+/// `a >> k` for `0 < k < 64`.
+#[inline(always)]
+fn shr(a: &Limbs, k: u32) -> Limbs {
+    [(a[0] >> k) | (a[1] << (64 - k)), (a[1] >> k) | (a[2] << (64 - k)), (a[2] >> k) | (a[3] << (64 - k)), a[3] >> k]
+}
+
 /// Whether `a == 0`.
 #[inline(always)]
 pub(crate) const fn is_zero(a: &Limbs) -> bool {
@@ -333,6 +403,8 @@ mod tests {
                 assert_eq!(m.square(&x), m.mul(&x, &x));
                 let inv = m.invert(&x);
                 assert_eq!(m.mul(&x, &inv), m.one);
+                let plain = m.leave_mont(&x);
+                assert_eq!(m.invert_vartime(&plain), inv, "binary Euclid agrees with Fermat");
                 assert_eq!(m.leave_mont(&m.to_mont(&x)), x);
                 assert_eq!(m.add(&m.sub(&x, &m.one), &m.one), x);
                 assert!(is_zero(&m.add(&x, &m.neg(&x))));

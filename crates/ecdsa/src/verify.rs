@@ -125,7 +125,7 @@ impl VerifyingKey {
         let digest = digest(&SHA256, msg);
         match self.table(cache) {
             Some(table) => {
-                let w = N.invert(&N.to_mont(&sig.s));
+                let w = N.invert_vartime(&sig.s);
                 verify_tabled(&table, &digest_scalar(&digest), sig, &w)
             }
             None => self.aws.verify_digest_sig(&digest, &sig.fixed).is_ok(),
@@ -251,7 +251,7 @@ mod tests {
         let sig: p256::ecdsa::Signature = sk.sign_prehash(d.as_ref()).expect("sign");
         let (r, s) = sig.split_bytes();
         let sig = Signature::from_scalars(&r, &s).expect("in range");
-        let w = N.invert(&N.to_mont(&sig.s));
+        let w = N.invert_vartime(&sig.s);
         let e = digest_scalar(&d);
         assert!(verify_tabled(&Table::new(&key.point), &e, &sig, &w));
         assert!(!verify_tabled(&Table::new(&wrong.point), &e, &sig, &w));

@@ -14,7 +14,6 @@ use tonic::codec::{DecodeBuf, Decoder, Streaming};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig as TonicTls, Endpoint, Identity};
 
 use crate::codec::{PairCodec, ProstDecoder, RawEncoder};
-use crate::listener::{CONNECTION_WINDOW, STREAM_WINDOW};
 use crate::tls::{read_pems, ClientTlsConfig};
 
 /// Largest Deliver response accepted: 256 MiB (a block plus framing).
@@ -73,6 +72,13 @@ pub struct ConnectOptions {
 pub async fn connect(addr: &str, tls: Option<&ClientTls>) -> anyhow::Result<Channel> {
     connect_with(addr, &ConnectOptions { tls: tls.cloned(), ..ConnectOptions::default() }).await
 }
+
+/// HTTP/2 receive window of a client connection: 8 MiB, so that a Deliver stream of large blocks is not throttled
+/// by round trips.
+const CONNECTION_WINDOW: u32 = 8 << 20;
+
+/// HTTP/2 receive window of a client stream: 4 MiB.
+const STREAM_WINDOW: u32 = 4 << 20;
 
 /// Opens a gRPC connection to `addr` (`host:port`) with `options`.
 ///

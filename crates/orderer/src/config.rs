@@ -147,7 +147,9 @@ pub struct TuningConfig {
     pub parallel_checks: bool,
     /// How many messages of one stream may be in checking at once when `parallel_checks` is on.
     pub broadcast_window: usize,
-    /// Capacity of each channel's consensus queue (messages). A full queue makes Broadcast wait.
+    /// Capacity of each channel's consensus queue (messages). A full queue makes Broadcast wait. Kept near ten
+    /// blocks' worth (1,000): at saturation envelopes should wait in front of their check, where the client feels
+    /// the back-pressure, not behind it, where they only add block latency.
     pub queue_size: usize,
     /// How long Broadcast waits for room in a full consensus queue before answering SERVICE_UNAVAILABLE.
     pub queue_timeout: Option<String>,
@@ -163,8 +165,8 @@ impl Default for TuningConfig {
     fn default() -> Self {
         TuningConfig {
             parallel_checks: true,
-            broadcast_window: 256,
-            queue_size: 10_000,
+            broadcast_window: 64,
+            queue_size: 1_000,
             queue_timeout: None,
             crypto_threads: 0,
             signing_window: 8,

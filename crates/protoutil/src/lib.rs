@@ -23,5 +23,5 @@ pub use block::{block_data_hash, init_block_metadata, METADATA_SLOTS};
 pub use config::{is_config_block, last_config_index, sole_config_envelope};
 pub use header::{block_header_bytes, block_header_hash};
 pub use records::read_ledger_file;
-pub use seek::{seek_envelope, seek_range};
+pub use seek::{seek_envelope, seek_newest, seek_range};
 pub use tx::{compute_txid, new_nonce, NONCE_LEN};

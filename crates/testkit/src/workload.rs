@@ -14,7 +14,7 @@ use ferrofabric_protos::common::Block;
 
 use crate::lifecycle::commit_definition_with;
 use crate::{
-    channel_policy_reference, Built, Chain, ChaincodeDefinition, Network, TestkitError, TxBuilder,
+    channel_policy_reference, Built, Chain, ChaincodeDefinition, Network, SigningIdentity, TestkitError, TxBuilder,
     DEFAULT_ENDORSEMENT_POLICY,
 };
 
@@ -74,6 +74,10 @@ pub struct Workload<'n> {
     seed: u64,
     counter: AtomicU64,
     creator_org: usize,
+    /// A creator from outside the network (an operator's own MSP), instead of `User1@org<creator_org+1>`.
+    creator: Option<&'n SigningIdentity>,
+    /// Channel other than the network's own.
+    channel: Option<String>,
     definition_version: Option<(u64, u64)>,
 }
 
@@ -84,7 +88,28 @@ impl<'n> Workload<'n> {
     /// A workload over `net` seeded with `seed`, creator org 0, no
     /// `_lifecycle` definition read.
     pub fn new(net: &'n Network, seed: u64) -> Self {
-        Workload { net, seed, counter: AtomicU64::new(0), creator_org: 0, definition_version: None }
+        Workload {
+            net,
+            seed,
+            counter: AtomicU64::new(0),
+            creator_org: 0,
+            creator: None,
+            channel: None,
+            definition_version: None,
+        }
+    }
+
+    /// Signs every transaction's header and payload with `creator` (any MSP's identity, e.g. one loaded from an
+    /// operator's MSP directory) instead of the network's client; the endorsements stay the network's peers'.
+    pub fn creator(mut self, creator: &'n SigningIdentity) -> Self {
+        self.creator = Some(creator);
+        self
+    }
+
+    /// Addresses every transaction to `channel_id` instead of the network's channel.
+    pub fn channel(mut self, channel_id: impl Into<String>) -> Self {
+        self.channel = Some(channel_id.into());
+        self
     }
 
     /// Version `(block, tx)` of the chaincode definition commit: every
@@ -105,11 +130,14 @@ impl<'n> Workload<'n> {
     /// definition read and the nonce/timestamp of counter value `n`.
     fn builder_at(&self, chaincode: &str, n: u64) -> TxBuilder<'n> {
         let (nonce, (secs, nanos)) = self.nonce_and_time(n);
-        let b = TxBuilder::new(self.net)
-            .creator(self.net.client(self.creator_org))
+        let mut b = TxBuilder::new(self.net)
+            .creator(self.creator.unwrap_or_else(|| self.net.client(self.creator_org)))
             .chaincode(chaincode, "1.0")
             .nonce(nonce)
             .timestamp(secs, nanos);
+        if let Some(channel) = &self.channel {
+            b = b.channel(channel.clone());
+        }
         match self.definition_version {
             Some(v) => b.lifecycle_read(Some(v)),
             None => b,

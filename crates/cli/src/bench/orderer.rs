@@ -17,9 +17,12 @@
 //! between the nodes, WAL/snapshots/ledgers in a temporary directory, Raft tick 100 ms); the channel is the
 //! generated network's with those N consenters, the clients are spread over the nodes round-robin (followers
 //! forward to the leader) and blocks are read from node 0. Before measuring, one extra envelope is broadcast
-//! and must be answered SUCCESS, so that leader election is not measured. With `--address` and
-//! `--admin-address` it joins the generated network's channel on that node over the participation API,
-//! measures, and removes it again.
+//! and must be answered SUCCESS, so that leader election is not measured.
+//!
+//! With `--address` it measures an orderer it did not start, ours or Fabric's: envelopes go to `--channel`,
+//! signed by the client identity of `--msp-dir`/`--msp-id` (default: the generated network's User1 of Org1), and
+//! blocks are read from the chain's height at the start. Only with `--join` (and `--admin-address`) does it join
+//! the generated network's genesis block over the participation API first, and remove the channel afterwards.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +33,7 @@ use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
-use ferrofabric_testkit::{Network, Workload};
+use ferrofabric_testkit::{Network, SigningIdentity, Workload};
 use futures::StreamExt;
 
 use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
@@ -49,12 +52,26 @@ pub struct OrdererBenchArgs {
     /// Bytes of each of the two written values; 100 gives ~4.1 KB envelopes.
     #[arg(long, default_value_t = 100)]
     pub value_bytes: usize,
-    /// gRPC address of an orderer to measure instead of starting one (needs --admin-address).
+    /// gRPC address of an orderer to measure instead of starting one, serving `--channel`.
     #[arg(long)]
     pub address: Option<String>,
-    /// Channel participation address of that orderer (plain HTTP).
+    /// With `--address`: join the generated network's genesis block over the participation API first (at
+    /// `--admin-address`) and remove the channel afterwards.
+    #[arg(long, requires = "admin_address")]
+    pub join: bool,
+    /// Channel participation address of that orderer (plain HTTP), for `--join`.
     #[arg(long)]
     pub admin_address: Option<String>,
+    /// Channel to broadcast to and read blocks from.
+    #[arg(long, default_value = "mychannel")]
+    pub channel: String,
+    /// MSP directory (signcerts, keystore) of the client identity that signs the envelopes and Deliver requests;
+    /// default the generated network's User1 of Org1.
+    #[arg(long, requires = "msp_id")]
+    pub msp_dir: Option<std::path::PathBuf>,
+    /// MSP ID of `--msp-dir`'s identity.
+    #[arg(long)]
+    pub msp_id: Option<String>,
     /// Use TLS on the gRPC connections (own node: the generated network's orderer TLS certificate; external:
     /// needs --tls-ca).
     #[arg(long)]
@@ -89,7 +106,11 @@ impl Default for OrdererBenchArgs {
             clients: 4,
             value_bytes: 100,
             address: None,
+            join: false,
             admin_address: None,
+            channel: "mychannel".into(),
+            msp_dir: None,
+            msp_id: None,
             tls: false,
             tls_ca: None,
             tls_server_name: "localhost".into(),
@@ -145,7 +166,7 @@ pub struct BenchReport {
     pub tls: bool,
     /// Every block fsynced (own node).
     pub fsync: bool,
-    /// `solo` or `etcdraft`.
+    /// `solo` or `etcdraft` (own nodes), `external` (`--address`).
     pub consensus: String,
     /// Orderer nodes (1 for solo and external orderers).
     pub nodes: usize,
@@ -155,6 +176,9 @@ pub struct BenchReport {
 
 struct Workset {
     net: Network,
+    /// Signs the envelopes and the Deliver requests.
+    signer: SigningIdentity,
+    channel: String,
     envelopes: Vec<Bytes>,
     index: HashMap<String, usize>,
     /// Envelopes sent (one per run) before measuring, to wait for a Raft leader; not counted.
@@ -163,18 +187,24 @@ struct Workset {
 
 fn make_workset(args: &OrdererBenchArgs) -> anyhow::Result<Workset> {
     let net = Network::generate(2025).map_err(|e| anyhow!("generating the network: {e}"))?;
-    let built = Workload::new(&net, 7)
+    let signer = match (&args.msp_dir, &args.msp_id) {
+        (Some(dir), Some(id)) => SigningIdentity::from_msp_dir(id, dir)
+            .map_err(|e| anyhow!("loading the client identity from {}: {e}", dir.display()))?,
+        _ => net.client(0).clone(),
+    };
+    let workload = |seed| Workload::new(&net, seed).creator(&signer).channel(args.channel.clone());
+    let built = workload(7)
         .transfer_txs(args.txs as u64, args.value_bytes, |_| None)
         .map_err(|e| anyhow!("building transactions: {e}"))?;
     let index = built.iter().enumerate().map(|(i, b)| (b.tx_id.clone(), i)).collect();
     let envelopes = built.into_iter().map(|b| b.envelope).collect();
-    let warmups = Workload::new(&net, 8)
+    let warmups = workload(8)
         .transfer_txs(2, args.value_bytes, |_| None)
         .map_err(|e| anyhow!("building transactions: {e}"))?
         .into_iter()
         .map(|b| b.envelope)
         .collect();
-    Ok(Workset { net, envelopes, index, warmups })
+    Ok(Workset { signer, channel: args.channel.clone(), net, envelopes, index, warmups })
 }
 
 /// User + system CPU seconds of this process so far (from `/proc/self/stat`; 0 if unavailable). Public for the
@@ -216,16 +246,17 @@ async fn measure(
     let start = Instant::now();
     let sent_at: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(u64::MAX)).collect());
 
-    // The Deliver client, started first so that no block is missed.
+    // The Deliver client reads from the chain's height before the first send, so that no block is missed. The
+    // stream is opened inside its task: a Go gRPC server sends the response headers only with the first block.
+    let from = chain_height(work, addr, tls).await?;
     let reader = {
-        let user = work.net.client(0);
-        let seek = client::seek_range(1, None, SeekBehavior::BlockUntilReady);
-        let request = client::seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek);
+        let seek = client::seek_range(from, None, SeekBehavior::BlockUntilReady);
+        let request = client::seek_envelope(&work.channel, work.signer.serialized(), |m| work.signer.sign(m), &seek);
         let ch = client::connect(addr, tls).await?;
-        let mut stream =
-            client::deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending())).await?;
         let work = work.clone();
         tokio::spawn(async move {
+            let mut stream =
+                client::deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending())).await?;
             let mut arrivals = Vec::new();
             let mut seen = 0usize;
             while seen < n {
@@ -233,10 +264,12 @@ async fn measure(
                     Some(Ok(DeliverItem::Block(b))) => {
                         let at = start.elapsed();
                         let ids = tx_ids(&b)?;
-                        // Warm-up envelopes are not counted.
+                        // Warm-up envelopes and other clients' transactions are not counted.
                         let idx: Vec<usize> = ids.iter().filter_map(|id| work.index.get(id).copied()).collect();
                         seen += idx.len();
-                        arrivals.push((at, idx));
+                        if !idx.is_empty() {
+                            arrivals.push((at, idx));
+                        }
                     }
                     Some(Ok(DeliverItem::Status(s))) => bail!("deliver ended with status {s}"),
                     Some(Err(e)) => bail!("deliver failed: {e}"),
@@ -309,6 +342,29 @@ async fn measure(
         block_latency_ms_p99: percentile(&latencies, 99.0),
         cpu_seconds: process_cpu_seconds() - cpu_start,
     })
+}
+
+/// The height (number of blocks) of the workset's channel at `addr`: one more than the newest block's number.
+async fn chain_height(work: &Workset, addr: &str, tls: Option<&ClientTls>) -> anyhow::Result<u64> {
+    let newest = ferrofabric_protoutil::seek_newest();
+    let seek = ferrofabric_protos::orderer::SeekInfo {
+        start: Some(newest),
+        stop: Some(newest),
+        behavior: SeekBehavior::BlockUntilReady as i32,
+        ..Default::default()
+    };
+    let request = client::seek_envelope(&work.channel, work.signer.serialized(), |m| work.signer.sign(m), &seek);
+    let ch = client::connect(addr, tls).await?;
+    let mut stream = client::deliver(ch, futures::stream::iter(vec![request])).await?;
+    match stream.next().await {
+        Some(Ok(DeliverItem::Block(b))) => {
+            let block = <ferrofabric_protos::common::Block as prost::Message>::decode(b)?;
+            Ok(block.header.map_or(0, |h| h.number) + 1)
+        }
+        Some(Ok(DeliverItem::Status(s))) => bail!("reading the newest block of {} answered {s}", work.channel),
+        Some(Err(e)) => bail!("reading the newest block of {}: {e}", work.channel),
+        None => bail!("reading the newest block of {}: stream closed", work.channel),
+    }
 }
 
 fn tx_ids(raw: &Bytes) -> anyhow::Result<Vec<String>> {
@@ -650,7 +706,6 @@ pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
                 }
             }
             Some(addr) => {
-                let admin = args.admin_address.as_deref().ok_or_else(|| anyhow!("--address needs --admin-address"))?;
                 let tls = match (&args.tls, &args.tls_ca) {
                     (false, _) => None,
                     (true, Some(ca)) => Some(ClientTls {
@@ -660,9 +715,15 @@ pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
                     }),
                     (true, None) => bail!("--tls with --address needs --tls-ca"),
                 };
-                join_channel(admin, &work.net.genesis_block()).await?;
+                let admin = args.admin_address.as_deref().filter(|_| args.join);
+                if let Some(admin) = admin {
+                    join_channel(admin, &work.net.genesis_block()).await?;
+                }
                 let r = measure(&work, std::slice::from_ref(addr), tls.as_ref(), args.clients).await;
-                let _ = http_request(admin, "DELETE", "/participation/v1/channels/mychannel", "text/plain", b"").await;
+                if let Some(admin) = admin {
+                    let path = format!("/participation/v1/channels/{}", work.channel);
+                    let _ = http_request(admin, "DELETE", &path, "text/plain", b"").await;
+                }
                 runs.push(r?);
             }
         }
@@ -682,7 +743,7 @@ pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
         blocks: on.blocks,
         tls: args.tls || (args.address.is_none() && args.consensus == "etcdraft"),
         fsync: !args.no_fsync,
-        consensus: args.consensus.clone(),
+        consensus: if args.address.is_some() { "external".into() } else { args.consensus.clone() },
         nodes: if args.address.is_none() && args.consensus == "etcdraft" { args.nodes } else { 1 },
         runs: runs.clone(),
     };

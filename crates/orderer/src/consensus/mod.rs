@@ -147,7 +147,7 @@ pub struct ConsensusContext {
 
 impl Default for ConsensusContext {
     fn default() -> Self {
-        ConsensusContext { queue_size: 10_000, queue_timeout: Duration::from_secs(10), wal_dir: None, snap_dir: None }
+        ConsensusContext { queue_size: 1_000, queue_timeout: Duration::from_secs(10), wal_dir: None, snap_dir: None }
     }
 }
 

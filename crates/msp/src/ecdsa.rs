@@ -175,6 +175,32 @@ impl PublicKey {
     }
 }
 
+/// Fabric's signature checks for many `(key, msg, der_signature)` triples at once, e.g. every creator signature of a
+/// block: the verdicts, in order, are those of [`PublicKey::verify`] one by one (`true` = `Ok`), but the
+/// signatures that pass the DER and low-S checks share one scalar inversion
+/// ([`ferrofabric_ecdsa::verify_batch`]).
+pub fn verify_batch(items: &[(&PublicKey, &[u8], &[u8])]) -> Vec<bool> {
+    let parsed: Vec<Option<ferrofabric_ecdsa::Signature>> = items
+        .iter()
+        .map(|(_, _, der)| {
+            let (r, s) = asn1::parse_ecdsa_signature(der).ok()?;
+            if cmp_be(s, &P256_HALF_N) == Ordering::Greater {
+                return None;
+            }
+            ferrofabric_ecdsa::Signature::from_scalars(r, s)
+        })
+        .collect();
+    let batch: Vec<ferrofabric_ecdsa::BatchItem<'_>> = items
+        .iter()
+        .zip(&parsed)
+        .filter_map(|((key, msg, _), sig)| {
+            Some(ferrofabric_ecdsa::BatchItem { key: &key.key, msg, sig: sig.as_ref()? })
+        })
+        .collect();
+    let mut verdicts = ferrofabric_ecdsa::verify_batch(ferrofabric_ecdsa::TableCache::global(), &batch).into_iter();
+    parsed.iter().map(|sig| sig.is_some() && verdicts.next().unwrap_or(false)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,7 +31,7 @@ mod pem;
 mod signing;
 
 pub use dir::msp_config_from_dir;
-pub use ecdsa::PublicKey;
+pub use ecdsa::{verify_batch, PublicKey};
 pub use error::MspError;
 pub use identity::{Identity, IdentityIdentifier, OrganizationalUnit};
 pub use manager::MspManager;

@@ -1,6 +1,6 @@
 //! Project Wycheproof's 484 ECDSA P-256 / SHA-256 cases through Fabric's signature check: the verdict must be
 //! Wycheproof's `valid` and low S (Fabric's rule on top of ECDSA), on the first sighting of a key (aws-lc) and on
-//! later ones (the key's own fixed-base table).
+//! later ones (the key's own fixed-base table), one by one and in batches.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ferrofabric_msp::PublicKey;
@@ -31,6 +31,7 @@ fn wycheproof_verdicts_are_fabrics() {
     for group in suite["testGroups"].as_array().unwrap() {
         let point = hex::decode(group["publicKey"]["uncompressed"].as_str().unwrap()).unwrap();
         let key = PublicKey::from_sec1(&point).unwrap();
+        let mut batch = Vec::new();
         for case in group["tests"].as_array().unwrap() {
             cases += 1;
             let msg = hex::decode(case["msg"].as_str().unwrap()).unwrap();
@@ -44,7 +45,12 @@ fn wycheproof_verdicts_are_fabrics() {
                 }
             }
             accepted += usize::from(want);
+            batch.push((msg, sig, want));
         }
+        // The block-wide batch gives the same verdicts as one by one.
+        let items: Vec<(&PublicKey, &[u8], &[u8])> = batch.iter().map(|(m, s, _)| (&key, &m[..], &s[..])).collect();
+        let wants: Vec<bool> = batch.iter().map(|(_, _, w)| *w).collect();
+        assert_eq!(ferrofabric_msp::verify_batch(&items), wants, "batch of key group {}", group["publicKey"]["wx"]);
     }
     assert_eq!(cases, 484);
     assert!(wrong.is_empty(), "{} verdicts differ from Fabric's:\n{}", wrong.len(), wrong.join("\n"));

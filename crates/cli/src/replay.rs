@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
-use ferrofabric_protoutil::records::records;
+use ferrofabric_protoutil::records;
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use serde::Serialize;
 

@@ -17,7 +17,7 @@ use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as DeliverType;
 use ferrofabric_protos::peer::endorser_client::EndorserClient;
 use ferrofabric_protos::peer::{FilteredBlock, ProposalResponse, TxValidationCode};
-use ferrofabric_protoutil::seek::{seek_envelope, seek_newest, seek_specified};
+use ferrofabric_protoutil::{seek_envelope, seek_newest, seek_specified};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;

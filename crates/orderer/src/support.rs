@@ -23,15 +23,13 @@ use ferrofabric_block_store::BlockStore;
 use ferrofabric_channelconfig::{BatchSize, ChannelConfig};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::{Block, BlockHeader, ConfigEnvelope, Payload};
-use ferrofabric_protoutil::block_header_hash;
+use ferrofabric_protoutil::{block_header_hash, last_config_index, next_header, sign_and_encode, sole_config_envelope};
 use prost::Message;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::configupdate::{signed_config_envelope, ConfigUpdateProcessor};
 use crate::metrics::Metrics;
 use crate::msgprocessor::{self, apply_filters, inspect, FilterOptions, Inspected, MsgClass, Rejection};
-use ferrofabric_protoutil::block::{next_header, sign_and_encode};
-use ferrofabric_protoutil::{last_config_index, sole_config_envelope};
 
 /// A block whose header is fixed but which is not signed yet (result of [`ChainSupport::create_next_block`]).
 #[derive(Debug, Clone)]

@@ -20,7 +20,7 @@ use ferrofabric_protos::msp::SerializedIdentity;
 use ferrofabric_protos::peer::{
     ChaincodeAction, ChaincodeId, ChaincodeInvocationSpec, ChaincodeProposalPayload, TxValidationCode,
 };
-use ferrofabric_protoutil::records::records;
+use ferrofabric_protoutil::records;
 use ferrofabric_state::StateView;
 use ferrofabric_testkit::fixtures;
 use ferrofabric_validator::{Validator, ValidatorOptions};

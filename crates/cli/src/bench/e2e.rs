@@ -470,7 +470,7 @@ fn fixtures_dir(fixtures: &Path) -> PathBuf {
 /// `[u64 LE length][block]` records of a zstd-compressed ledger file.
 fn ledger_blocks(path: &Path) -> anyhow::Result<Vec<Bytes>> {
     let raw = ferrofabric_protoutil::read_ledger_file(path)?;
-    ferrofabric_protoutil::records::records(raw)
+    ferrofabric_protoutil::records(raw)
         .map(|r| r.map(|(_, b)| b).map_err(|e| anyhow!("{}: {e}", path.display())))
         .collect()
 }

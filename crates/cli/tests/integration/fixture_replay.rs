@@ -104,7 +104,7 @@ fn replay_of_the_10k_bench_ledger_matches_the_peer_committed_blocks() {
 
     let peer = ferrofabric_protoutil::read_ledger_file(base.join("fabric-2.5-smallbank-10k.peer.bin.zst")).unwrap();
     let mut n = 0;
-    for record in ferrofabric_protoutil::records::records(peer) {
+    for record in ferrofabric_protoutil::records(peer) {
         let block = Block::decode(record.unwrap().1).unwrap();
         let md = block.metadata.unwrap().metadata;
         let filter: Vec<i32> = md[2].iter().map(|b| i32::from(*b)).collect();

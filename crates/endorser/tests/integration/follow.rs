@@ -16,7 +16,7 @@ use ferrofabric_protos::common::{Block, Envelope, Payload, Status};
 use ferrofabric_protos::orderer::{seek_position, SeekInfo};
 use ferrofabric_protos::peer::deliver_server::{Deliver, DeliverServer};
 use ferrofabric_protos::peer::{deliver_response, DeliverResponse};
-use ferrofabric_protoutil::records::records;
+use ferrofabric_protoutil::records;
 use ferrofabric_testkit::fixtures;
 use prost::Message;
 use tokio::sync::watch;

@@ -37,7 +37,7 @@ fn hw_validate_writes_the_replay_report_with_cycles() {
     std::fs::write(&genesis, &l.genesis).unwrap();
     let mut all = vec![l.genesis.as_ref()];
     all.extend(l.blocks.iter().map(|b| b.as_ref()));
-    std::fs::write(&blocks, ferrofabric_protoutil::records::encode_records(all)).unwrap();
+    std::fs::write(&blocks, ferrofabric_protoutil::encode_records(all)).unwrap();
     let args = ValidateOptions { genesis, blocks, report: report.clone(), config: format!("{n}x{m}"), quiet: true };
     run(&args).unwrap();
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();

@@ -30,9 +30,9 @@
 //!   `create_next_block`.
 //! * **BFT (SmartBFT / BFT-SMaRt, 3f+1 nodes)**, a crate beside them (`crates/consensus-bft`): `order` submits
 //!   the request to the BFT library (which may forward it to the leader); on decision each node signs the
-//!   proposed header with [`ferrofabric_protoutil::block::block_signature`], the signatures are exchanged, and the block
-//!   carrying a quorum of `MetadataSignature`s is built with [`ferrofabric_protoutil::block::orderer_metadata`] /
-//!   [`ferrofabric_protoutil::block::encode_block`] and stored with `append_block`.
+//!   proposed header with [`ferrofabric_protoutil::block_signature`], the signatures are exchanged, and the block
+//!   carrying a quorum of `MetadataSignature`s is built with [`ferrofabric_protoutil::orderer_metadata`] /
+//!   [`ferrofabric_protoutil::encode_block`] and stored with `append_block`.
 //!
 //! Back-pressure is part of `order`'s contract: the returned future completes when the message is accepted
 //! (queued, forwarded, proposed); an implementation that cannot accept it within its own bound returns

@@ -94,8 +94,7 @@ async fn participation_api_errors_and_removal() {
     assert!(r.json()["error"].as_str().unwrap().starts_with("invalid join block"), "{:?}", r.json());
     // A block that is not a config block: the fixture's block 1 (an endorser transaction).
     let blocks = std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap();
-    let records: Vec<_> =
-        ferrofabric_protoutil::records::records(bytes::Bytes::from(blocks)).map(|r| r.unwrap().1).collect();
+    let records: Vec<_> = ferrofabric_protoutil::records(bytes::Bytes::from(blocks)).map(|r| r.unwrap().1).collect();
     let r = join(admin, &records[1]).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"], "invalid join block: block is not a config block");

@@ -16,7 +16,7 @@ fn fixture(name: &str) -> Bytes {
 }
 
 fn records(name: &str) -> Vec<Bytes> {
-    ferrofabric_protoutil::records::records(fixture(name)).map(|r| r.unwrap().1).collect()
+    ferrofabric_protoutil::records(fixture(name)).map(|r| r.unwrap().1).collect()
 }
 
 /// A copy of the validator's state, as a checkpoint file would restore it.

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use ferrofabric_protos::common::{Block, BlockData, BlockHeader, BlockMetadata};
-use ferrofabric_protoutil::block_header_hash;
-use ferrofabric_protoutil::records::records;
+use ferrofabric_protoutil::{block_header_hash, records};
 use ferrofabric_testkit::fixtures;
 use prost::Message;
 use sha2::{Digest, Sha256};

@@ -43,7 +43,7 @@ pub fn orderer_identity() -> SigningIdentity {
 
 /// `[u64 LE length][block]` records.
 pub fn records(data: &[u8]) -> Vec<Bytes> {
-    ferrofabric_protoutil::records::records(Bytes::copy_from_slice(data)).map(|r| r.unwrap().1).collect()
+    ferrofabric_protoutil::records(Bytes::copy_from_slice(data)).map(|r| r.unwrap().1).collect()
 }
 
 /// The 29-block fixture ledger as the orderer delivered it and as Fabric's peer stored it.

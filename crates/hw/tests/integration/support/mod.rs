@@ -13,5 +13,5 @@ pub fn read_fixture(name: &str) -> Bytes {
 
 /// The fixture ledger's blocks (block 0 included).
 pub fn fixture_blocks() -> Vec<Bytes> {
-    ferrofabric_protoutil::records::records(read_fixture("orderer-blocks.bin")).map(|r| r.unwrap().1).collect()
+    ferrofabric_protoutil::records(read_fixture("orderer-blocks.bin")).map(|r| r.unwrap().1).collect()
 }

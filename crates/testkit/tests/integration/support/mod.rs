@@ -21,7 +21,7 @@ pub fn network() -> &'static Network {
 }
 
 pub fn fixture_blocks() -> Vec<Block> {
-    ferrofabric_protoutil::records::records(read_fixture("orderer-blocks.bin"))
+    ferrofabric_protoutil::records(read_fixture("orderer-blocks.bin"))
         .map(|r| Block::decode(r.unwrap().1).unwrap())
         .collect()
 }

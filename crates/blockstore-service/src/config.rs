@@ -19,8 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use ferrofabric_comm::parse::{parse_addr, parse_duration};
-use ferrofabric_comm::tls::{ClientTlsConfig, TlsConfig};
+use ferrofabric_comm::{parse_addr, parse_duration, ClientTlsConfig, TlsConfig};
 use ferrofabric_deliver::follower::DeliveryConfig;
 use serde::Deserialize;
 

@@ -15,10 +15,7 @@ use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreError, StoreOptions, SyncPolicy};
 use ferrofabric_channelconfig::ChannelConfig;
-use ferrofabric_comm::client::{ClientTls, DeliverApi};
-use ferrofabric_comm::operations::Health;
-use ferrofabric_comm::parse::{parse_addr, parse_duration};
-use ferrofabric_comm::{Shutdown, ShutdownTrigger};
+use ferrofabric_comm::{parse_addr, parse_duration, ClientTls, DeliverApi, Health, Shutdown, ShutdownTrigger};
 use ferrofabric_deliver::follower::{Fetched, Follower};
 use ferrofabric_deliver::peer::{DeliverLedger, DeliverMetrics, PeerDeliverService};
 use ferrofabric_msp::SigningIdentity;
@@ -307,15 +304,15 @@ pub async fn start(config: BlockstoreConfig) -> anyhow::Result<RunningBlockstore
     );
     let queries = BlockStoreServer::new(QueryService::new(store.clone())).max_encoding_message_size(256 << 20);
     let (listen_addr, task) =
-        ferrofabric_comm::listener::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
+        ferrofabric_comm::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
             b.add_service(deliver).add_service(queries)
         })?;
     listeners.push(task);
     let mut operations_addr = None;
     if !config.operations_listen_address.is_empty() {
         let health: Health = health_rx.clone();
-        let router = ferrofabric_comm::operations::router(registry.clone(), health, "blockstore");
-        let (addr, task) = ferrofabric_comm::operations::serve(
+        let router = ferrofabric_comm::operations_router(registry.clone(), health, "blockstore");
+        let (addr, task) = ferrofabric_comm::serve_operations(
             parse_addr(&config.operations_listen_address)?,
             router,
             shutdown_rx.clone(),

@@ -57,6 +57,6 @@ pub fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
             node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
             node.store.height()
         );
-        node.run_until(ferrofabric_comm::shutdown::wait_for_signal()).await
+        node.run_until(ferrofabric_comm::wait_for_signal()).await
     })
 }

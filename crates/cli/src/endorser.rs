@@ -64,7 +64,7 @@ pub fn run(args: EndorserArgs) -> anyhow::Result<()> {
             running.endorser.replica().channel_id(),
             config.committer.as_deref().unwrap_or("-")
         );
-        ferrofabric_comm::shutdown::wait_for_signal().await;
+        ferrofabric_comm::wait_for_signal().await;
         running.shutdown().await;
         Ok(())
     })

@@ -103,7 +103,7 @@ pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
             node.admin_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
             node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
         );
-        ferrofabric_comm::shutdown::wait_for_signal().await;
+        ferrofabric_comm::wait_for_signal().await;
         tracing::info!("shutting down");
         node.shutdown().await;
         Ok(())

@@ -14,10 +14,10 @@ use crate::tls::{grpc_server_tls, TlsConfig};
 
 /// HTTP/2 connection window of the daemons' servers and clients: 8 MiB, so that a stream of large blocks is not
 /// throttled by round trips.
-pub const CONNECTION_WINDOW: u32 = 8 << 20;
+pub(crate) const CONNECTION_WINDOW: u32 = 8 << 20;
 
 /// HTTP/2 stream window: 4 MiB.
-pub const STREAM_WINDOW: u32 = 4 << 20;
+pub(crate) const STREAM_WINDOW: u32 = 4 << 20;
 
 /// A tonic server builder with the daemons' flow-control windows and, when `tls.enabled`, TLS.
 ///

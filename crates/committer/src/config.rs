@@ -25,8 +25,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-pub use ferrofabric_comm::parse::{parse_addr, parse_duration};
-pub use ferrofabric_comm::tls::{ClientTlsConfig, TlsConfig as ServerTlsConfig};
+pub use ferrofabric_comm::{parse_addr, parse_duration, ClientTlsConfig, TlsConfig as ServerTlsConfig};
 pub use ferrofabric_deliver::follower::DeliveryConfig;
 use serde::Deserialize;
 

@@ -10,14 +10,14 @@
 //! * [`config`]: the YAML file ([`config::CommitterConfig`]), which `ferrofabric committer --config FILE` (the CLI
 //!   crate) loads before calling [`pipeline::start`].
 //! * [`checkpoint`]: the state checkpoint file; [`metrics`]: the commit pipeline's Prometheus metrics (served with
-//!   `/healthz` by [`ferrofabric_comm::operations`]).
+//!   `/healthz` by [`ferrofabric_comm::operations_router`]).
 //!
 //! # How validated blocks reach other services (FastFabric III-F, III-G)
 //! The block-store service and the endorser replicas are Deliver clients of the committer, like Fabric's own
 //! event listeners: each asks for blocks from its own height and the committer serves them from its block store.
 //! Nothing is pushed, so a slow or dead consumer cannot stall commits (each stream has a bounded buffer of four
 //! frames and waits on its own socket) and none can miss a block (it resumes from its height after a restart).
-//! [`ferrofabric_deliver::follower::Follower`] with [`ferrofabric_comm::client::DeliverApi::Peer`] is the client
+//! [`ferrofabric_deliver::follower::Follower`] with [`ferrofabric_comm::DeliverApi::Peer`] is the client
 //! side.
 //!
 //! # Not done / differences from Fabric

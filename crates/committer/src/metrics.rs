@@ -1,5 +1,5 @@
 //! The committer's Prometheus metrics (names follow Fabric's peer where Fabric has one: `ledger_blockchain_height`,
-//! `ledger_transaction_count`), served with `/healthz` by [`ferrofabric_comm::operations`].
+//! `ledger_transaction_count`), served with `/healthz` by [`ferrofabric_comm::operations_router`].
 
 use std::time::{Duration, Instant};
 

@@ -45,10 +45,7 @@ use prost::Message;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use ferrofabric_comm::client::{ClientTls, DeliverApi};
-use ferrofabric_comm::operations::Health;
-use ferrofabric_comm::parse::{parse_addr, parse_duration};
-use ferrofabric_comm::{Shutdown, ShutdownTrigger};
+use ferrofabric_comm::{parse_addr, parse_duration, ClientTls, DeliverApi, Health, Shutdown, ShutdownTrigger};
 use ferrofabric_deliver::follower::{block_number, Fetched, Follower};
 use ferrofabric_deliver::peer::{DeliverLedger, DeliverMetrics, PeerDeliverService};
 
@@ -636,15 +633,15 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
         shutdown_rx.clone(),
     );
     let (deliver_addr, task) =
-        ferrofabric_comm::listener::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
+        ferrofabric_comm::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
             b.add_service(service.clone())
         })?;
     listeners.push(task);
     let mut operations_addr = None;
     if !config.operations_listen_address.is_empty() {
         let health = health_from_status(status_rx.clone());
-        let router = ferrofabric_comm::operations::router(registry.clone(), health, "committer");
-        let (addr, task) = ferrofabric_comm::operations::serve(
+        let router = ferrofabric_comm::operations_router(registry.clone(), health, "committer");
+        let (addr, task) = ferrofabric_comm::serve_operations(
             parse_addr(&config.operations_listen_address)?,
             router,
             shutdown_rx.clone(),

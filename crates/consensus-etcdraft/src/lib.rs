@@ -87,7 +87,7 @@ use self::chain::{run_chain, LoopParams, Shared, Timing};
 use self::raftnode::{Input, RaftLoop, RaftParams, RaftStatus};
 use self::storage::WalStorage;
 use self::transport::{endpoint, PeerLink};
-use ferrofabric_comm::tls::pem_cert_der;
+use ferrofabric_comm::pem_cert_der;
 use ferrofabric_consensus_solo::SingleRaftNodeFactory;
 use ferrofabric_orderer::config::{parse_duration, OrdererConfig};
 use ferrofabric_orderer::consensus::{ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory};

@@ -224,7 +224,7 @@ impl ConsensusFactory for SingleRaftNodeFactory {
             let theirs = &md.consenters[0];
             let named = [&theirs.client_tls_cert, &theirs.server_tls_cert]
                 .iter()
-                .any(|pem| ferrofabric_comm::tls::pem_cert_der(pem).is_some_and(|der| der == ours));
+                .any(|pem| ferrofabric_comm::pem_cert_der(pem).is_some_and(|der| der == ours));
             if !named {
                 return Err(ConsensusError(format!(
                     "this orderer's TLS certificate is not the consenter of etcdraft channel {} ({}:{}); \

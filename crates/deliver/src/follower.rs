@@ -13,9 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use bytes::Bytes;
-use ferrofabric_comm::client::{connect_with, ConnectOptions};
-pub use ferrofabric_comm::client::{open_deliver, ClientTls, DeliverApi, DeliverItem};
-use ferrofabric_comm::parse::parse_duration;
+use ferrofabric_comm::{connect_with, parse_duration, ConnectOptions};
+pub use ferrofabric_comm::{open_deliver, ClientTls, DeliverApi, DeliverItem};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::BlockHeader;
 use ferrofabric_protos::orderer::{seek_info, SeekInfo};

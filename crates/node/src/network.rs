@@ -22,7 +22,7 @@ use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_blockstore_service::config::BlockstoreConfig;
 use ferrofabric_blockstore_service::service::RunningBlockstore;
-use ferrofabric_comm::listener::grpc_listener;
+use ferrofabric_comm::grpc_listener;
 use ferrofabric_committer::config::{CommitterConfig, ServerTlsConfig};
 use ferrofabric_committer::pipeline::RunningCommitter;
 use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
@@ -481,7 +481,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         println!("ferrofabric node ready: {}", node.layout.node_json().display());
         let mut status = node.committer.status();
         tokio::select! {
-            _ = ferrofabric_comm::shutdown::wait_for_signal() => {}
+            _ = ferrofabric_comm::wait_for_signal() => {}
             _ = status.wait_for(|s| s.failed.is_some()) => {}
         }
         args.progress("shutting down");

@@ -12,8 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-pub use ferrofabric_comm::parse::{parse_addr, parse_duration};
-pub use ferrofabric_comm::tls::TlsConfig;
+pub use ferrofabric_comm::{parse_addr, parse_duration, TlsConfig};
 use serde::Deserialize;
 
 /// `General.Keepalive`.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use ferrofabric_comm::codec::{unimplemented_response, PairCodec, ProstEncoder, RawDecoder};
+use ferrofabric_comm::{unimplemented_response, PairCodec, ProstEncoder, RawDecoder};
 use ferrofabric_deliver::server::{DeliverFrame, DeliverFrameEncoder, RequestKind};
 use ferrofabric_deliver::DeliverHandler;
 use ferrofabric_protos::orderer::BroadcastResponse;

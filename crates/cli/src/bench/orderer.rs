@@ -33,7 +33,7 @@ use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::{Network, Workload};
 use futures::StreamExt;
 
-use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
+use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem};
 use ferrofabric_orderer::config::{OrdererConfig, TlsConfig};
 use ferrofabric_orderer::server::start;
 
@@ -219,11 +219,10 @@ async fn measure(
     // The Deliver client, started first so that no block is missed.
     let reader = {
         let user = work.net.client(0);
-        let seek = client::seek_range(1, None, SeekBehavior::BlockUntilReady);
-        let request = client::seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek);
-        let ch = client::connect(addr, tls).await?;
-        let mut stream =
-            client::deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending())).await?;
+        let seek = seek_range(1, None, SeekBehavior::BlockUntilReady);
+        let request = seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek);
+        let ch = connect(addr, tls).await?;
+        let mut stream = deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending())).await?;
         let work = work.clone();
         tokio::spawn(async move {
             let mut arrivals = Vec::new();
@@ -251,7 +250,7 @@ async fn measure(
     let mut senders = Vec::new();
     for c in 0..clients.max(1) {
         let range = (c * per).min(n)..((c + 1) * per).min(n);
-        let ch = client::connect(&addrs[c % addrs.len()], tls).await?;
+        let ch = connect(&addrs[c % addrs.len()], tls).await?;
         let (work, sent_at) = (work.clone(), sent_at.clone());
         senders.push(tokio::spawn(async move {
             let expected = range.len();
@@ -259,7 +258,7 @@ async fn measure(
                 sent_at[i].store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 work.envelopes[i].clone()
             });
-            let mut responses = client::broadcast(ch, envs).await?;
+            let mut responses = broadcast(ch, envs).await?;
             let mut ok = 0usize;
             while let Some(r) = responses.next().await {
                 let r = r?;
@@ -603,8 +602,8 @@ async fn raft_nodes_run(
 async fn wait_until_ordering(addr: &str, tls: &ClientTls, warmup: &Bytes) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let ch = client::connect(addr, Some(tls)).await?;
-        let mut responses = client::broadcast(ch, futures::stream::iter(vec![warmup.clone()])).await?;
+        let ch = connect(addr, Some(tls)).await?;
+        let mut responses = broadcast(ch, futures::stream::iter(vec![warmup.clone()])).await?;
         let last = match responses.next().await {
             Some(Ok(r)) if r.status == Status::Success as i32 => return Ok(()),
             Some(Ok(r)) => format!("status {}: {}", r.status, r.info),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_channelconfig::ChannelConfig;
-use ferrofabric_comm::client::{seek_envelope, seek_range};
+use ferrofabric_comm::{seek_envelope, seek_range};
 use ferrofabric_deliver::peer::{DeliverLedger, PeerAcl};
 use ferrofabric_deliver::{DeliverFrame, DeliverHandler, RequestKind};
 use ferrofabric_msp::SigningIdentity;

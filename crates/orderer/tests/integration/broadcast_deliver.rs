@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::support::*;
 use bytes::Bytes;
-use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
+use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::config::TlsConfig;
 use ferrofabric_protos::common::Status;
@@ -98,14 +98,12 @@ async fn ten_thousand_tls_transactions_ordered_once_in_client_order_and_blocks_p
     let reader = {
         let (addr, tls) = (addr.clone(), tls.clone());
         let user = fixture_client(0);
-        let seek = client::seek_range(0, None, SeekBehavior::BlockUntilReady);
-        let request = client::seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek);
+        let seek = seek_range(0, None, SeekBehavior::BlockUntilReady);
+        let request = seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek);
         tokio::spawn(async move {
-            let ch = client::connect(&addr, Some(&tls)).await.unwrap();
+            let ch = connect(&addr, Some(&tls)).await.unwrap();
             let mut stream =
-                client::deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending()))
-                    .await
-                    .unwrap();
+                deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending())).await.unwrap();
             let mut blocks = Vec::new();
             let mut seen = 0usize;
             while seen < TOTAL + 1 {
@@ -127,8 +125,8 @@ async fn ten_thousand_tls_transactions_ordered_once_in_client_order_and_blocks_p
         let envelopes: Vec<Bytes> = client_txs.iter().map(|(_, e)| e.clone()).collect();
         let (addr, tls) = (addr.clone(), tls.clone());
         senders.push(tokio::spawn(async move {
-            let ch = client::connect(&addr, Some(&tls)).await.unwrap();
-            let mut responses = client::broadcast(ch, futures::stream::iter(envelopes)).await.unwrap();
+            let ch = connect(&addr, Some(&tls)).await.unwrap();
+            let mut responses = broadcast(ch, futures::stream::iter(envelopes)).await.unwrap();
             let mut n = 0u64;
             while let Some(r) = responses.next().await {
                 let r = r.unwrap();

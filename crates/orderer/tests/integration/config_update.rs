@@ -22,7 +22,7 @@ use std::sync::Arc;
 use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_channelconfig::{AnchorPeer, ChannelConfig};
-use ferrofabric_comm::client;
+use ferrofabric_comm::{broadcast, connect};
 use ferrofabric_configtx::{anchor_peer_update, config_update_envelope, ConfigTxValidator};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::server::RunningOrderer;
@@ -44,8 +44,8 @@ const CHANNEL: &str = "mychannel";
 /// Sends `envelopes` on one Broadcast stream and returns the responses (one per message, in order).
 async fn broadcast_all(node: &RunningOrderer, envelopes: Vec<Bytes>) -> Vec<BroadcastResponse> {
     let n = envelopes.len();
-    let ch = client::connect(&node.grpc_addr.to_string(), None).await.unwrap();
-    let responses = client::broadcast(ch, futures::stream::iter(envelopes)).await.unwrap();
+    let ch = connect(&node.grpc_addr.to_string(), None).await.unwrap();
+    let responses = broadcast(ch, futures::stream::iter(envelopes)).await.unwrap();
     let all: Vec<BroadcastResponse> =
         tokio::time::timeout(std::time::Duration::from_secs(30), responses.map(|r| r.unwrap()).collect())
             .await
@@ -56,7 +56,7 @@ async fn broadcast_all(node: &RunningOrderer, envelopes: Vec<Bytes>) -> Vec<Broa
 
 /// Blocks `0..=stop`, read over Deliver as `reader`.
 async fn read_blocks(node: &RunningOrderer, reader: &SigningIdentity, stop: u64) -> Vec<Block> {
-    let ch = client::connect(&node.grpc_addr.to_string(), None).await.unwrap();
+    let ch = connect(&node.grpc_addr.to_string(), None).await.unwrap();
     let (raw, status) =
         deliver_range(ch, CHANNEL, reader.serialized(), |m| reader.sign(m), 0, stop, SeekBehavior::BlockUntilReady)
             .await;

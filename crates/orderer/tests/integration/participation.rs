@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support::*;
-use ferrofabric_comm::client;
+use ferrofabric_comm::connect;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
@@ -51,7 +51,7 @@ async fn join_fixture_genesis_then_deliver_block_0_byte_identical() {
 
     // Deliver block 0, signed by the fixture's User1@org1 (a /Channel/Readers member).
     let user = SigningIdentity::from_msp_dir("Org1MSP", &fixture_user1_msp()).unwrap();
-    let ch = client::connect(&node.grpc_addr.to_string(), None).await.unwrap();
+    let ch = connect(&node.grpc_addr.to_string(), None).await.unwrap();
     let (blocks, status) = deliver_range(
         ch.clone(),
         "mychannel",
@@ -137,7 +137,7 @@ async fn participation_api_errors_and_removal() {
 
     // Deliver on a removed channel: NOT_FOUND.
     let user = SigningIdentity::from_msp_dir("Org1MSP", &fixture_user1_msp()).unwrap();
-    let ch = client::connect(&node.grpc_addr.to_string(), None).await.unwrap();
+    let ch = connect(&node.grpc_addr.to_string(), None).await.unwrap();
     let (_, status) =
         deliver_range(ch, "mychannel", user.serialized(), |m| user.sign(m), 0, 0, SeekBehavior::BlockUntilReady).await;
     assert_eq!(status, Some(Status::NotFound as i32));

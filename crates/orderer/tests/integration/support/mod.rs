@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_comm::client::{self, DeliverItem};
+use ferrofabric_comm::{deliver, seek_envelope, seek_range, DeliverItem};
 use ferrofabric_orderer::config::OrdererConfig;
 use ferrofabric_orderer::server::{start, Plugins, RunningOrderer};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
@@ -136,11 +136,10 @@ pub async fn deliver_range(
     stop: u64,
     behavior: SeekBehavior,
 ) -> (Vec<Bytes>, Option<i32>) {
-    let seek = client::seek_range(start, Some(stop), behavior);
-    let env = client::seek_envelope(channel_id, creator, sign, &seek);
+    let seek = seek_range(start, Some(stop), behavior);
+    let env = seek_envelope(channel_id, creator, sign, &seek);
     let fut = async {
-        let mut stream =
-            client::deliver(ch, futures::stream::iter(vec![env]).chain(futures::stream::pending())).await.unwrap();
+        let mut stream = deliver(ch, futures::stream::iter(vec![env]).chain(futures::stream::pending())).await.unwrap();
         let mut blocks = Vec::new();
         while let Some(item) = stream.next().await {
             match item.unwrap() {

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use ferrofabric_comm::{parse_addr, parse_duration, ClientTlsConfig, TlsConfig};
-use ferrofabric_deliver::follower::DeliveryConfig;
+use ferrofabric_deliver::DeliveryConfig;
 use serde::Deserialize;
 
 /// The whole configuration; see the module docs.

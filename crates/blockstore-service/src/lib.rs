@@ -5,7 +5,7 @@
 //! * `ferrofabric.blockstore.BlockStore` (gRPC, `proto/ferrofabric/blockstore.proto`): `GetChainInfo`,
 //!   `GetBlockByNumber`, `GetTransactionByID` (envelope + validation code, like qscc), `GetBlockByTxID`;
 //! * Fabric's peer `Deliver` (`protos.Deliver`) for historical and new blocks, with the channel's ACL policy, on the
-//!   same listener ([`ferrofabric_deliver::peer`], the committer's Deliver service).
+//!   same listener ([`ferrofabric_deliver::PeerDeliverService`], the committer's Deliver service).
 //!
 //! Nothing is pushed to it: it asks the committer for the blocks from its own height, so after a crash (even
 //! `kill -9`) it resumes where its store ends and loses no block, and a slow disk here never slows the committer.

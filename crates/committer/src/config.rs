@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 pub use ferrofabric_comm::{parse_addr, parse_duration, ClientTlsConfig, TlsConfig as ServerTlsConfig};
-pub use ferrofabric_deliver::follower::DeliveryConfig;
+pub use ferrofabric_deliver::DeliveryConfig;
 use serde::Deserialize;
 
 /// FastFabric Fig. 7's two knobs.

@@ -3,10 +3,10 @@
 //! and endorser replicas follow the chain from it.
 //!
 //! * [`pipeline::start`] runs one: recovery from the block store, then blocks pulled from the orderers
-//!   ([`ferrofabric_deliver::follower::Follower`], Fabric's `blocksprovider`), validated by the pipelined
+//!   ([`ferrofabric_deliver::Follower`], Fabric's `blocksprovider`), validated by the pipelined
 //!   [`ferrofabric_validator::Validator`] (orderer signatures included), stored with TRANSACTIONS_FILTER and
 //!   COMMIT_HASH exactly as a Fabric peer stores them, and served by
-//!   [`ferrofabric_deliver::peer::PeerDeliverService`]. See [`pipeline`] for threads and durability.
+//!   [`ferrofabric_deliver::PeerDeliverService`]. See [`pipeline`] for threads and durability.
 //! * [`config`]: the YAML file ([`config::CommitterConfig`]), which `ferrofabric committer --config FILE` (the CLI
 //!   crate) loads before calling [`pipeline::start`].
 //! * [`checkpoint`]: the state checkpoint file; [`metrics`]: the commit pipeline's Prometheus metrics (served with
@@ -17,7 +17,7 @@
 //! event listeners: each asks for blocks from its own height and the committer serves them from its block store.
 //! Nothing is pushed, so a slow or dead consumer cannot stall commits (each stream has a bounded buffer of four
 //! frames and waits on its own socket) and none can miss a block (it resumes from its height after a restart).
-//! [`ferrofabric_deliver::follower::Follower`] with [`ferrofabric_comm::DeliverApi::Peer`] is the client
+//! [`ferrofabric_deliver::Follower`] with [`ferrofabric_comm::DeliverApi::Peer`] is the client
 //! side.
 //!
 //! # Not done / differences from Fabric

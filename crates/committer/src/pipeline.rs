@@ -46,8 +46,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use ferrofabric_comm::{parse_addr, parse_duration, ClientTls, DeliverApi, Health, Shutdown, ShutdownTrigger};
-use ferrofabric_deliver::follower::{block_number, Fetched, Follower};
-use ferrofabric_deliver::peer::{DeliverLedger, DeliverMetrics, PeerDeliverService};
+use ferrofabric_deliver::{block_number, DeliverLedger, DeliverMetrics, Fetched, Follower, PeerDeliverService};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::CommitterConfig;

@@ -1,6 +1,7 @@
 //! `AtomicBroadcast/Deliver` (Fabric `common/deliver/deliver.go` over `common/ledger/blockledger/fileledger`):
 //! the orderer's channels and access rule plugged into the one Deliver server of `ferrofabric-deliver` (see
-//! [`ferrofabric_deliver::server`] for the order of checks, the statuses and the streaming of stored block bytes).
+//! [`ferrofabric_deliver::DeliverHandler`] for the order of checks, the statuses and the streaming of stored block
+//! bytes).
 //!
 //! What the orderer supplies: its channels ([`Registrar`] as the chain manager; a channel's ledger, configuration
 //! and errored state — a channel whose consensus failed answers SERVICE_UNAVAILABLE unless the request is
@@ -12,8 +13,9 @@ use std::time::Duration;
 
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_comm::Shutdown;
-use ferrofabric_deliver::server::{BlockSource, Chain, ChainManager, DeliverObserver, PolicyChecker, RequestKind};
-use ferrofabric_deliver::DeliverHandler;
+use ferrofabric_deliver::{
+    BlockSource, Chain, ChainManager, DeliverHandler, DeliverObserver, PolicyChecker, RequestKind,
+};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;

@@ -5,7 +5,7 @@
 //! * requests arrive as the raw marshaled `Envelope` (`Bytes`, a zero-copy slice of the HTTP/2 buffer): a
 //!   message that does not decode gets a BAD_REQUEST response instead of killing the stream, the decode runs
 //!   on the checking threads, and the block holds the client's exact bytes;
-//! * Deliver responses are written around the stored block bytes (see [`ferrofabric_deliver::server`]): the
+//! * Deliver responses are written around the stored block bytes (see [`ferrofabric_deliver::DeliverHandler`]): the
 //!   block is encoded once, when it is stored, for all receivers.
 //!
 //! The codecs are `ferrofabric-comm`'s; they are re-exported here for the consensus backends' cluster service.
@@ -16,8 +16,7 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use ferrofabric_comm::{unimplemented_response, PairCodec, ProstEncoder, RawDecoder};
-use ferrofabric_deliver::server::{DeliverFrame, DeliverFrameEncoder, RequestKind};
-use ferrofabric_deliver::DeliverHandler;
+use ferrofabric_deliver::{DeliverFrame, DeliverFrameEncoder, DeliverHandler, RequestKind};
 use ferrofabric_protos::orderer::BroadcastResponse;
 use futures::stream::BoxStream;
 use futures::StreamExt;

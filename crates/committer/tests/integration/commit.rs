@@ -10,7 +10,7 @@ use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_committer::checkpoint::Checkpoint;
 use ferrofabric_committer::pipeline::{start, RunningCommitter};
-use ferrofabric_deliver::follower::seek_envelope;
+use ferrofabric_deliver::seek_envelope;
 use ferrofabric_protos::common::{Block, Metadata, Status};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_protos::peer::deliver_client::DeliverClient;

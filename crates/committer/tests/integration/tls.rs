@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
+use ferrofabric_comm::{open_deliver, ClientTls, DeliverApi, DeliverItem};
 use ferrofabric_committer::config::{ClientTlsConfig, ServerTlsConfig};
-use ferrofabric_deliver::follower::{self as client, ClientTls, DeliverItem, Fetched, Follower};
+use ferrofabric_deliver::{connect, seek_envelope, seek_from, Fetched, Follower};
 use ferrofabric_orderer::config::TlsConfig;
 use tokio::sync::mpsc;
 
@@ -89,9 +90,9 @@ async fn pulls_over_tls_and_serves_deliver_over_mutual_tls() {
     let mut anonymous = follow;
     anonymous.tls.as_mut().unwrap().identity = None;
     let attempt = async {
-        let ch = client::connect(&addr, &anonymous).await?;
-        let req = client::seek_envelope("mychannel", &user1(1), &client::seek_from(0));
-        let mut stream = client::open_deliver(ch, client::DeliverApi::Peer, req).await?;
+        let ch = connect(&addr, &anonymous).await?;
+        let req = seek_envelope("mychannel", &user1(1), &seek_from(0));
+        let mut stream = open_deliver(ch, DeliverApi::Peer, req).await?;
         anyhow::Ok(stream.message().await?)
     };
     let refused = tokio::time::timeout(Duration::from_secs(30), attempt).await.unwrap();

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
+use ferrofabric_comm::{open_deliver, DeliverApi, DeliverItem};
 use ferrofabric_committer::config::CommitterConfig;
-use ferrofabric_deliver::follower::{self as client, seek_envelope, DeliverApi, DeliverItem, FollowConfig};
+use ferrofabric_deliver::{connect, seek_envelope, FollowConfig};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::config::OrdererConfig;
 use ferrofabric_orderer::server::{start, Plugins, RunningOrderer};
@@ -181,8 +182,8 @@ pub fn follow_config(addr: &str) -> FollowConfig {
 /// Sends one request envelope on `/protos.Deliver/Deliver` of `addr`; returns the blocks and the final status.
 pub async fn peer_deliver_raw(addr: &str, request: Bytes) -> (Vec<Bytes>, Option<i32>) {
     let fut = async {
-        let ch = client::connect(addr, &follow_config(addr)).await.unwrap();
-        let mut stream = client::open_deliver(ch, DeliverApi::Peer, request).await.unwrap();
+        let ch = connect(addr, &follow_config(addr)).await.unwrap();
+        let mut stream = open_deliver(ch, DeliverApi::Peer, request).await.unwrap();
         let mut blocks = Vec::new();
         loop {
             match stream.message().await {

@@ -1,11 +1,11 @@
 //! `ferrofabric orderer`: the command-line entry of the node. A YAML file in the shape of Fabric's
-//! `orderer.yaml` (see [`ferrofabric_orderer::config`]) with flags that override it, so that a script can start a
+//! `orderer.yaml` (see [`ferrofabric_orderer::OrdererConfig`]) with flags that override it, so that a script can start a
 //! node without writing a file. The node runs the solo and etcdraft consensus backends ([`plugins`]).
 
 use std::path::PathBuf;
 
-use ferrofabric_orderer::config::{parse_addr, OrdererConfig, TlsConfig};
-use ferrofabric_orderer::server::start;
+use ferrofabric_comm::{parse_addr, TlsConfig};
+use ferrofabric_orderer::{start, OrdererConfig};
 
 /// Arguments of `ferrofabric orderer`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -90,7 +90,7 @@ impl OrdererArgs {
 /// Runs the node until Ctrl-C or SIGTERM. Builds its own multi-threaded Tokio runtime, so it must not be
 /// called from within one.
 ///
-/// Errors: configuration or start-up errors (see [`ferrofabric_orderer::server::start`]).
+/// Errors: configuration or start-up errors (see [`ferrofabric_orderer::start`]).
 pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let plugins = ferrofabric_node::orderer_plugins(&config)?;

@@ -18,7 +18,7 @@ use prost::Message;
 
 use super::transport::{endpoint, ClusterTls};
 use ferrofabric_comm::{deliver, seek_envelope, seek_range, DeliverItem};
-use ferrofabric_orderer::support::ChainSupport;
+use ferrofabric_orderer::ChainSupport;
 use ferrofabric_protoutil::block_data_hash;
 
 /// How long a Deliver stream may stay silent before the next source is tried.

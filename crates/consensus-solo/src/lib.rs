@@ -22,11 +22,11 @@ use futures::FutureExt;
 use prost::Message;
 use tokio::sync::{mpsc, watch};
 
-use ferrofabric_orderer::consensus::{
+use ferrofabric_orderer::BlockCutter;
+use ferrofabric_orderer::{
     ChainSupport, ChannelStatus, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, ConsensusRegistry,
     ConsensusRelation, Submission,
 };
-use ferrofabric_orderer::cutter::BlockCutter;
 
 /// How many queued messages the loop takes per wake-up.
 const RECV_BATCH: usize = 512;

@@ -27,8 +27,7 @@ use ferrofabric_committer::config::{CommitterConfig, ServerTlsConfig};
 use ferrofabric_committer::pipeline::RunningCommitter;
 use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::config::OrdererConfig;
-use ferrofabric_orderer::server::{Plugins, RunningOrderer};
+use ferrofabric_orderer::{OrdererConfig, Plugins, RunningOrderer};
 use ferrofabric_protos::lifecycle::{
     chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource, CommitChaincodeDefinitionArgs,
     QueryChaincodeDefinitionArgs,
@@ -264,7 +263,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     oc.general.local_msp_id = Some("OrdererMSP".into());
     oc.file_ledger.location = Some(layout.dir.join("orderer"));
     let plugins = orderer_plugins(&oc).context("the orderer's Raft cluster")?;
-    let orderer = ferrofabric_orderer::server::start(oc, plugins).await.context("starting the orderer")?;
+    let orderer = ferrofabric_orderer::start(oc, plugins).await.context("starting the orderer")?;
     if orderer.registrar.channel(&channel_id).is_none() {
         let registrar = orderer.registrar.clone();
         let g = genesis.clone();
@@ -495,7 +494,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
 /// composition of backends, used by this node, `ferrofabric orderer` and the orderer benches.
 ///
 /// Errors: the cluster's TLS files cannot be read (see `ferrofabric_consensus_etcdraft::register`).
-pub fn orderer_plugins(config: &ferrofabric_orderer::config::OrdererConfig) -> anyhow::Result<Plugins> {
+pub fn orderer_plugins(config: &ferrofabric_orderer::OrdererConfig) -> anyhow::Result<Plugins> {
     let mut plugins = Plugins::default();
     ferrofabric_consensus_solo::register(&mut plugins.registry);
     ferrofabric_consensus_etcdraft::register(&mut plugins, config)?;

@@ -8,7 +8,7 @@
 //! * Deliver responses are written around the stored block bytes (see [`ferrofabric_deliver::DeliverHandler`]): the
 //!   block is encoded once, when it is stored, for all receivers.
 //!
-//! The codecs are `ferrofabric-comm`'s; they are re-exported here for the consensus backends' cluster service.
+//! The codecs are `ferrofabric-comm`'s.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -27,11 +27,11 @@ use tonic::Streaming;
 use crate::broadcast::BroadcastHandler;
 
 /// gRPC service name (`/orderer.AtomicBroadcast/...`).
-pub const SERVICE_NAME: &str = "orderer.AtomicBroadcast";
+pub(crate) const SERVICE_NAME: &str = "orderer.AtomicBroadcast";
 
 /// The server side of `orderer.AtomicBroadcast`, for `tonic::transport::Server::add_service`.
 #[derive(Clone)]
-pub struct AtomicBroadcastService {
+pub(crate) struct AtomicBroadcastService {
     broadcast: Arc<BroadcastHandler>,
     deliver: Arc<DeliverHandler>,
     max_decoding: usize,
@@ -47,7 +47,7 @@ impl std::fmt::Debug for AtomicBroadcastService {
 impl AtomicBroadcastService {
     /// A service over the two handlers, accepting messages up to `max_decoding` bytes and sending up to
     /// `max_encoding` bytes (`General.MaxRecvMsgSize` / `MaxSendMsgSize`).
-    pub fn new(
+    pub(crate) fn new(
         broadcast: Arc<BroadcastHandler>,
         deliver: Arc<DeliverHandler>,
         max_decoding: usize,

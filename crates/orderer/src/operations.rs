@@ -14,7 +14,7 @@ use crate::registrar::Registrar;
 
 /// The operations router: `/healthz` answers `{"status":"OK","time":...}` while no channel is errored, else 503
 /// with the failed checks; `/version` the build version; `/metrics` the node's counters.
-pub fn router(registrar: Arc<Registrar>) -> Router {
+pub(crate) fn router(registrar: Arc<Registrar>) -> Router {
     let health = registrar.clone();
     let metrics = registrar;
     Router::new()

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tonic::service::Routes;
 
 use crate::broadcast::BroadcastHandler;
-use crate::config::{parse_addr, parse_duration, OrdererConfig};
+use crate::config::OrdererConfig;
 use crate::configupdate::{ConfigTxProcessor, ConfigUpdateProcessor};
 use crate::consensus::{ConsensusContext, ConsensusRegistry};
 use crate::grpc::AtomicBroadcastService;
@@ -20,7 +20,9 @@ use crate::metrics::Metrics;
 use crate::msgprocessor::FilterOptions;
 use crate::registrar::{Registrar, RegistrarParams};
 use crate::{deliver, operations, participation};
-use ferrofabric_comm::{http_server_tls, pem_cert_der, serve_http, Shutdown, ShutdownTrigger};
+use ferrofabric_comm::{
+    http_server_tls, parse_addr, parse_duration, pem_cert_der, serve_http, Shutdown, ShutdownTrigger,
+};
 
 /// Pluggable parts of a node: the consensus implementations, the gRPC services they need, and the
 /// CONFIG_UPDATE processor.

@@ -512,7 +512,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
         store.sync()?;
     }
     let orderer_dir = crypto.join("ordererOrganizations/example.com/orderers/orderer.example.com");
-    let mut oc = ferrofabric_orderer::config::OrdererConfig::defaults();
+    let mut oc = ferrofabric_orderer::OrdererConfig::defaults();
     oc.general.listen_address = "127.0.0.1".into();
     oc.general.listen_port = 0;
     oc.admin.listen_address = String::new();
@@ -525,7 +525,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
     oc.consensus.wal_dir = Some(tmp.path().join("orderer/etcdraft/wal"));
     oc.consensus.snap_dir = Some(tmp.path().join("orderer/etcdraft/snap"));
     let plugins = ferrofabric_node::orderer_plugins(&oc)?;
-    let orderer = ferrofabric_orderer::server::start(oc, plugins).await.context("starting the orderer")?;
+    let orderer = ferrofabric_orderer::start(oc, plugins).await.context("starting the orderer")?;
     let genesis_path = tmp.path().join("genesis.block");
     std::fs::write(&genesis_path, &genesis)?;
 

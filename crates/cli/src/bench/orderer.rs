@@ -33,9 +33,8 @@ use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::{Network, Workload};
 use futures::StreamExt;
 
-use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem};
-use ferrofabric_orderer::config::{OrdererConfig, TlsConfig};
-use ferrofabric_orderer::server::start;
+use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem, TlsConfig};
+use ferrofabric_orderer::{start, OrdererConfig};
 
 /// Arguments of `ferrofabric bench orderer`.
 #[derive(Debug, Clone, clap::Args)]
@@ -331,7 +330,7 @@ fn tx_ids(raw: &Bytes) -> anyhow::Result<Vec<String>> {
 /// Joins the workset's channel over plain HTTP at `admin` (multipart upload of the genesis block).
 async fn http_request(admin: &str, method: &str, path: &str, content_type: &str, body: &[u8]) -> anyhow::Result<u16> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = ferrofabric_orderer::config::parse_addr(admin)?;
+    let addr = ferrofabric_comm::parse_addr(admin)?;
     let mut s = tokio::net::TcpStream::connect(addr).await.with_context(|| format!("connecting to {admin}"))?;
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\nContent-Type: {content_type}\r\n\
@@ -428,7 +427,7 @@ async fn own_node_run(work: &Arc<Workset>, args: &OrdererBenchArgs, parallel: bo
     if std::env::var_os("FERROFABRIC_BENCH_DEBUG").is_some() {
         let (_tx, rx) = tokio::sync::watch::channel(false);
         let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(1).build()?);
-        let handler = ferrofabric_orderer::broadcast::BroadcastHandler::new(node.registrar.clone(), pool, 1, rx);
+        let handler = ferrofabric_orderer::BroadcastHandler::new(node.registrar.clone(), pool, 1, rx);
         let envs = work.envelopes.clone();
         let per = std::thread::Builder::new()
             .name("check-probe".into())

@@ -9,10 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
-use ferrofabric_comm::{open_deliver, ClientTls, DeliverApi, DeliverItem};
+use ferrofabric_comm::{open_deliver, ClientTls, DeliverApi, DeliverItem, TlsConfig};
 use ferrofabric_committer::config::{ClientTlsConfig, ServerTlsConfig};
 use ferrofabric_deliver::{connect, seek_envelope, seek_from, Fetched, Follower};
-use ferrofabric_orderer::config::TlsConfig;
 use tokio::sync::mpsc;
 
 fn read(p: &Path) -> Vec<u8> {
@@ -103,8 +102,8 @@ async fn pulls_over_tls_and_serves_deliver_over_mutual_tls() {
     orderer.shutdown().await;
 }
 
-async fn start_orderer_with_tls(data: &Path, tls: TlsConfig) -> ferrofabric_orderer::server::RunningOrderer {
-    let mut c = ferrofabric_orderer::config::OrdererConfig::defaults();
+async fn start_orderer_with_tls(data: &Path, tls: TlsConfig) -> ferrofabric_orderer::RunningOrderer {
+    let mut c = ferrofabric_orderer::OrdererConfig::defaults();
     c.general.listen_address = "127.0.0.1".into();
     c.general.listen_port = 0;
     c.general.tls = tls;
@@ -115,6 +114,6 @@ async fn start_orderer_with_tls(data: &Path, tls: TlsConfig) -> ferrofabric_orde
     c.general.cluster.client_certificate = Some(orderer_tls_cert());
     c.file_ledger.location = Some(data.to_path_buf());
     c.ferrofabric.sync_every_block = false;
-    let start = ferrofabric_orderer::server::start(c, crate::support::solo_plugins());
+    let start = ferrofabric_orderer::start(c, crate::support::solo_plugins());
     tokio::time::timeout(Duration::from_secs(60), start).await.unwrap().unwrap()
 }

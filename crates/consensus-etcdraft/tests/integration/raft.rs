@@ -67,13 +67,13 @@ fn raft_node_process() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FERROFABRIC_LOG")
         .unwrap_or_else(|_| "info,raft=warn,h2=warn,hyper=warn,tower=warn".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).init();
-    let config = ferrofabric_orderer::config::OrdererConfig::load(&PathBuf::from(config)).unwrap();
+    let config = ferrofabric_orderer::OrdererConfig::load(&PathBuf::from(config)).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("orderer").build().unwrap();
     runtime.block_on(async move {
-        let mut plugins = ferrofabric_orderer::server::Plugins::default();
+        let mut plugins = ferrofabric_orderer::Plugins::default();
         ferrofabric_consensus_solo::register(&mut plugins.registry);
         ferrofabric_consensus_etcdraft::register(&mut plugins, &config).unwrap();
-        let node = ferrofabric_orderer::server::start(config, plugins).await.unwrap();
+        let node = ferrofabric_orderer::start(config, plugins).await.unwrap();
         println!("orderer listening: grpc {}", node.grpc_addr);
         node.wait().await;
     });

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::support::*;
 use bytes::{BufMut, Bytes, BytesMut};
 use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, DeliverItem};
-use ferrofabric_orderer::server::RunningOrderer;
+use ferrofabric_orderer::RunningOrderer;
 use ferrofabric_protos::common::{Envelope, HeaderType, Status};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_protos::orderer::{seek_position, SeekInfo, SeekNewest, SeekPosition, SeekSpecified};

@@ -17,9 +17,8 @@ use std::time::Duration;
 
 use crate::support::*;
 use bytes::Bytes;
-use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem};
+use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem, TlsConfig};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::config::TlsConfig;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::fixtures;

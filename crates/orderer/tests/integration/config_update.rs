@@ -25,7 +25,7 @@ use ferrofabric_channelconfig::{AnchorPeer, ChannelConfig};
 use ferrofabric_comm::{broadcast, connect};
 use ferrofabric_configtx::{anchor_peer_update, config_update_envelope, ConfigTxValidator};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::server::RunningOrderer;
+use ferrofabric_orderer::RunningOrderer;
 use ferrofabric_protos::common::{
     Block, BlockMetadataIndex, ChannelHeader, ConfigEnvelope, Envelope, HeaderType, LastConfig, Metadata, Payload,
     SignatureHeader, Status,

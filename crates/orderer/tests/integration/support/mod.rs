@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_comm::{deliver, seek_envelope, seek_range, DeliverItem};
-use ferrofabric_orderer::config::OrdererConfig;
-use ferrofabric_orderer::server::{start, Plugins, RunningOrderer};
+use ferrofabric_orderer::{start, OrdererConfig, Plugins, RunningOrderer};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::fixtures;
 use futures::StreamExt;

@@ -1,14 +1,14 @@
 //! `ferrofabric committer --config FILE`: the command-line entry of the committing peer
-//! ([`ferrofabric_committer::pipeline::start`]).
+//! ([`ferrofabric_committer::start`]).
 
 use std::path::PathBuf;
 
-use ferrofabric_committer::config::CommitterConfig;
+use ferrofabric_committer::CommitterConfig;
 
 /// Arguments of `ferrofabric committer`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommitterArgs {
-    /// Configuration file (YAML, see `ferrofabric_committer::config`).
+    /// Configuration file (YAML, see `ferrofabric_committer::CommitterConfig`).
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
     /// Overrides `DataDir`.
@@ -56,7 +56,7 @@ pub fn run(args: CommitterArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let runtime = crate::daemon_runtime("committer")?;
     runtime.block_on(async move {
-        let node = ferrofabric_committer::pipeline::start(config).await?;
+        let node = ferrofabric_committer::start(config).await?;
         println!(
             "committer ready: deliver={} operations={} height={}",
             node.deliver_addr,

@@ -22,9 +22,8 @@ use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_blockstore_service::config::BlockstoreConfig;
 use ferrofabric_blockstore_service::service::RunningBlockstore;
-use ferrofabric_comm::grpc_listener;
-use ferrofabric_committer::config::{CommitterConfig, ServerTlsConfig};
-use ferrofabric_committer::pipeline::RunningCommitter;
+use ferrofabric_comm::{grpc_listener, TlsConfig};
+use ferrofabric_committer::{CommitterConfig, RunningCommitter};
 use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::{OrdererConfig, Plugins, RunningOrderer};
@@ -273,7 +272,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     // The committer (its own Deliver listener is internal: replicas and the block store follow it there).
     args.progress("starting the committer");
     let peer_msp = |org: usize| layout.peer_node(org).join("msp");
-    let committer = ferrofabric_committer::pipeline::start(CommitterConfig {
+    let committer = ferrofabric_committer::start(CommitterConfig {
         channel: Some(channel_id.clone()),
         genesis_block: Some(layout.genesis()),
         data_dir: Some(layout.dir.join("committer")),
@@ -314,7 +313,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         .max_encoding_message_size(MAX_MESSAGE_SIZE);
         let (bound, task) = grpc_listener(
             &addr(&args.host, port),
-            &ServerTlsConfig::default(),
+            &TlsConfig::default(),
             ferrofabric_comm::Shutdown::from_watch(shutdown_rx.clone()),
             |b| b.add_service(service).add_service(deliver),
         )

@@ -30,9 +30,8 @@ async fn stores_the_committers_chain_and_serves_blocks_transactions_and_deliver(
     let (orderer_blocks, peer_blocks) = fixture_ledger();
     let mut orderer = TestOrderer::start(&orderer_blocks).await;
     let cdata = tempfile::tempdir().unwrap();
-    let committer = ferrofabric_committer::pipeline::start(committer_config(cdata.path(), vec![orderer.addr.clone()]))
-        .await
-        .unwrap();
+    let committer =
+        ferrofabric_committer::start(committer_config(cdata.path(), vec![orderer.addr.clone()])).await.unwrap();
     let bdata = tempfile::tempdir().unwrap();
     let bs = ferrofabric_blockstore_service::service::start(blockstore_config(
         bdata.path(),

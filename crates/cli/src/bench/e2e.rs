@@ -484,7 +484,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
     let blocks = ledger_blocks(&bench.join("fabric-2.5-smallbank-10k.bin.zst"))?;
     let fabric = ledger_blocks(&bench.join("fabric-2.5-smallbank-10k.peer.bin.zst"))?;
     let last = fabric.last().ok_or_else(|| anyhow!("the Fabric peer ledger is empty"))?;
-    let (_, fabric_hash) = ferrofabric_committer::pipeline::stored_peer_metadata(last)?;
+    let (_, fabric_hash) = ferrofabric_committer::stored_peer_metadata(last)?;
     let tx_counts: Vec<usize> = blocks
         .iter()
         .map(|b| ferrofabric_arena::BlockArena::decode(b.clone()).map(|a| a.txs().len()))
@@ -536,7 +536,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
     ));
     let cpu_start = process_cpu_seconds();
     let started = Instant::now();
-    let committer = ferrofabric_committer::pipeline::start(ferrofabric_committer::config::CommitterConfig {
+    let committer = ferrofabric_committer::start(ferrofabric_committer::CommitterConfig {
         channel: Some(channel),
         genesis_block: Some(genesis_path),
         data_dir: Some(tmp.path().join("committer")),
@@ -614,7 +614,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
 fn stored_codes(store: &ferrofabric_block_store::BlockStore) -> anyhow::Result<BTreeMap<String, usize>> {
     let mut codes = BTreeMap::new();
     for block in store.blocks(1..store.height()) {
-        let (filter, _) = ferrofabric_committer::pipeline::stored_peer_metadata(&block?)?;
+        let (filter, _) = ferrofabric_committer::stored_peer_metadata(&block?)?;
         for &c in filter.unwrap_or_default().iter() {
             let name = TxValidationCode::try_from(i32::from(c))
                 .map(|c| c.as_str_name().to_owned())

@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use crate::support::*;
 use bytes::Bytes;
-use ferrofabric_committer::checkpoint::Checkpoint;
-use ferrofabric_committer::pipeline::{start, RunningCommitter};
+use ferrofabric_committer::{start, Checkpoint, RunningCommitter};
 use ferrofabric_deliver::seek_envelope;
 use ferrofabric_protos::common::{Block, Metadata, Status};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;

@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
-use ferrofabric_comm::{open_deliver, ClientTls, DeliverApi, DeliverItem, TlsConfig};
-use ferrofabric_committer::config::{ClientTlsConfig, ServerTlsConfig};
+use ferrofabric_comm::{open_deliver, ClientTls, ClientTlsConfig, DeliverApi, DeliverItem, TlsConfig};
 use ferrofabric_deliver::{connect, seek_envelope, seek_from, Fetched, Follower};
 use tokio::sync::mpsc;
 
@@ -56,15 +55,15 @@ async fn pulls_over_tls_and_serves_deliver_over_mutual_tls() {
         server_name_override: Some("orderer.example.com".into()),
         ..ClientTlsConfig::default()
     };
-    config.tls = ServerTlsConfig {
+    config.tls = TlsConfig {
         enabled: true,
         certificate: Some(peer_tls.join("server.crt")),
         private_key: Some(peer_tls.join("server.key")),
         client_root_cas: vec![peer_tls.join("ca.crt")],
         client_auth_required: true,
-        ..ServerTlsConfig::default()
+        ..TlsConfig::default()
     };
-    let c = ferrofabric_committer::pipeline::start(config).await.unwrap();
+    let c = ferrofabric_committer::start(config).await.unwrap();
     tokio::time::timeout(Duration::from_secs(120), c.wait_for_height(29)).await.unwrap().unwrap();
     let addr = c.deliver_addr.to_string();
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
 use ferrofabric_comm::{open_deliver, DeliverApi, DeliverItem};
-use ferrofabric_committer::config::CommitterConfig;
+use ferrofabric_committer::CommitterConfig;
 use ferrofabric_deliver::{connect, seek_envelope, FollowConfig};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::{start, OrdererConfig, Plugins, RunningOrderer};

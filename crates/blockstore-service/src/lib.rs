@@ -12,8 +12,11 @@
 //! It trusts its committer for validation (the blocks are already validated); the store still checks that each
 //! block extends the chain (number, previous hash, data hash).
 //!
-//! [`service::start`] runs it; [`config`] is the YAML file ([`config::BlockstoreConfig`]), which
-//! `ferrofabric blockstore --config FILE` (the CLI crate) loads before calling [`service::start`].
+//! [`start`] runs it ([`RunningBlockstore`]); [`BlockstoreConfig`] is the YAML file, which
+//! `ferrofabric blockstore --config FILE` (the CLI crate) loads before calling [`start`].
 
-pub mod config;
-pub mod service;
+mod config;
+mod service;
+
+pub use config::BlockstoreConfig;
+pub use service::{start, RunningBlockstore};

@@ -1,12 +1,5 @@
-//! A running block-store service: the follower of the committer, the store thread, and the listeners.
-//!
-//! ```text
-//! committer ──peer Deliver──▶ follower task ──(≤ 16 blocks)──▶ store thread ──▶ BlockStore ──▶ BlockStore gRPC
-//!      ▲   restart(height) when a block does not extend the stored chain ◀──┘                 └─▶ peer Deliver
-//! ```
-//! The follower asks for blocks from the store's height, so a restart (after a crash too) resumes exactly where the
-//! store ends: appended blocks survive a process crash (see `ferrofabric-block-store`), and a block in flight at a
-//! crash is simply asked for again.
+//! A running block-store service ([`start`], [`RunningBlockstore`]): the follower of the committer, the store thread,
+//! and the listeners.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -40,7 +33,7 @@ const IN_FLIGHT: usize = 16;
 /// block found by scanning back. `None` for an empty store.
 ///
 /// Errors: unreadable blocks, a config block whose configuration does not load.
-pub fn current_config(store: &BlockStore) -> anyhow::Result<Option<ChannelConfig>> {
+pub(crate) fn current_config(store: &BlockStore) -> anyhow::Result<Option<ChannelConfig>> {
     let height = store.height();
     if height == 0 {
         return Ok(None);
@@ -116,13 +109,13 @@ fn store_loop(
 
 /// The `ferrofabric.blockstore.BlockStore` query service over a store.
 #[derive(Debug, Clone)]
-pub struct QueryService {
+pub(crate) struct QueryService {
     store: Arc<BlockStore>,
 }
 
 impl QueryService {
     /// Serves queries from `store`.
-    pub fn new(store: Arc<BlockStore>) -> Self {
+    pub(crate) fn new(store: Arc<BlockStore>) -> Self {
         QueryService { store }
     }
 
@@ -191,7 +184,16 @@ impl BlockStoreApi for QueryService {
     }
 }
 
-/// A running block-store service. Dropping it does not stop it; call [`RunningBlockstore::shutdown`].
+/// A running block-store service: the follower of the committer, the store thread, and the listeners. Dropping it
+/// does not stop it; call [`RunningBlockstore::shutdown`].
+///
+/// ```text
+/// committer ──peer Deliver──▶ follower task ──(≤ 16 blocks)──▶ store thread ──▶ BlockStore ──▶ BlockStore gRPC
+///      ▲   restart(height) when a block does not extend the stored chain ◀──┘                 └─▶ peer Deliver
+/// ```
+/// The follower asks for blocks from the store's height, so a restart (after a crash too) resumes exactly where the
+/// store ends: appended blocks survive a process crash (see `ferrofabric-block-store`), and a block in flight at a
+/// crash is simply asked for again.
 pub struct RunningBlockstore {
     /// Bound address of the gRPC listener (BlockStore queries and peer Deliver).
     pub listen_addr: SocketAddr,

@@ -1,14 +1,14 @@
 //! `ferrofabric blockstore --config FILE`: the command-line entry of the block-store service
-//! ([`ferrofabric_blockstore_service::service::start`]).
+//! ([`ferrofabric_blockstore_service::start`]).
 
 use std::path::PathBuf;
 
-use ferrofabric_blockstore_service::config::BlockstoreConfig;
+use ferrofabric_blockstore_service::BlockstoreConfig;
 
 /// Arguments of `ferrofabric blockstore`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct BlockstoreArgs {
-    /// Configuration file (YAML, see `ferrofabric_blockstore_service::config`).
+    /// Configuration file (YAML, see `ferrofabric_blockstore_service::BlockstoreConfig`).
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
     /// Overrides `DataDir`.
@@ -50,7 +50,7 @@ pub fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let runtime = crate::daemon_runtime("blockstore")?;
     runtime.block_on(async move {
-        let node = ferrofabric_blockstore_service::service::start(config).await?;
+        let node = ferrofabric_blockstore_service::start(config).await?;
         println!(
             "blockstore ready: listen={} operations={} height={}",
             node.listen_addr,

@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
-use ferrofabric_blockstore_service::config::BlockstoreConfig;
-use ferrofabric_blockstore_service::service::RunningBlockstore;
+use ferrofabric_blockstore_service::{BlockstoreConfig, RunningBlockstore};
 use ferrofabric_comm::{grpc_listener, TlsConfig};
 use ferrofabric_committer::{CommitterConfig, RunningCommitter};
 use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
@@ -325,7 +324,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
 
     // The block-store service.
     args.progress("starting the block-store service");
-    let blockstore = ferrofabric_blockstore_service::service::start(BlockstoreConfig {
+    let blockstore = ferrofabric_blockstore_service::start(BlockstoreConfig {
         channel: channel_id.clone(),
         data_dir: Some(layout.dir.join("blockstore")),
         local_msp_dir: Some(peer_msp(0)),

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::support::*;
-use ferrofabric_blockstore_service::config::BlockstoreConfig;
+use ferrofabric_blockstore_service::BlockstoreConfig;
 use ferrofabric_protos::ferrofabric::blockstore::block_store_client::BlockStoreClient;
 use ferrofabric_protos::ferrofabric::blockstore::{BlockByNumberRequest, ChainInfoRequest, TransactionByIdRequest};
 use ferrofabric_testkit::fixtures;
@@ -33,12 +33,10 @@ async fn stores_the_committers_chain_and_serves_blocks_transactions_and_deliver(
     let committer =
         ferrofabric_committer::start(committer_config(cdata.path(), vec![orderer.addr.clone()])).await.unwrap();
     let bdata = tempfile::tempdir().unwrap();
-    let bs = ferrofabric_blockstore_service::service::start(blockstore_config(
-        bdata.path(),
-        &committer.deliver_addr.to_string(),
-    ))
-    .await
-    .unwrap();
+    let bs =
+        ferrofabric_blockstore_service::start(blockstore_config(bdata.path(), &committer.deliver_addr.to_string()))
+            .await
+            .unwrap();
     let addr = bs.listen_addr.to_string();
     tokio::time::timeout(Duration::from_secs(120), bs.store.wait_for(28)).await.unwrap().unwrap();
 

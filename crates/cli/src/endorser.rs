@@ -1,10 +1,10 @@
 //! `ferrofabric endorser`: an endorsing peer of one channel. Configuration is a small YAML file whose keys mirror
-//! the flags (see [`ferrofabric_endorser::daemon`]); flags override the file.
+//! the flags (see [`ferrofabric_endorser::EndorserFile`]); flags override the file.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use ferrofabric_endorser::daemon::{default_listen, start, EndorserConfig, EndorserFile};
+use ferrofabric_endorser::{default_listen, start, EndorserConfig, EndorserFile};
 
 /// Arguments of `ferrofabric endorser`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -51,7 +51,7 @@ impl EndorserArgs {
 /// Runs `ferrofabric endorser` until Ctrl-C or SIGTERM. Builds its own multi-threaded Tokio runtime, so it must not
 /// be called from within one.
 ///
-/// Errors: configuration or start-up errors (see [`ferrofabric_endorser::daemon::start`]).
+/// Errors: configuration or start-up errors (see [`ferrofabric_endorser::start`]).
 pub fn run(args: EndorserArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let runtime = crate::daemon_runtime("endorser")?;

@@ -1,14 +1,14 @@
 //! A Fabric client of a node, as an SDK does it without a gateway: proposals to the peers' `protos.Endorser`,
-//! transactions assembled from the endorsements (`ferrofabric_endorser::client`), `Broadcast` to the orderer, and
-//! commit events from a peer's `DeliverFiltered`. Used by the node to define its chaincodes, by `ferrofabric bench
-//! e2e` and by the tests.
+//! transactions assembled from the endorsements (`ferrofabric_endorser::create_proposal`,
+//! `ferrofabric_endorser::assemble_transaction`), `Broadcast` to the orderer, and commit events from a peer's
+//! `DeliverFiltered`. Used by the node to define its chaincodes, by `ferrofabric bench e2e` and by the tests.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
-use ferrofabric_endorser::client::{assemble_transaction, create_proposal, ClientProposal};
+use ferrofabric_endorser::{assemble_transaction, create_proposal, ClientProposal};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::{seek_info, SeekInfo};

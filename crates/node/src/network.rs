@@ -297,7 +297,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
             .with_context(|| format!("loading the peer identity of {mspid}"))?;
         let replica = Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?);
         let endorser = Endorser::new(replica.clone(), signer.clone(), ferrofabric_chaincode_registry());
-        tasks.push(tokio::spawn(ferrofabric_endorser::follow::follow(
+        tasks.push(tokio::spawn(ferrofabric_endorser::follow(
             replica,
             committer_url.clone(),
             Arc::new(signer),

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferrofabric_comm::ClientTls;
-use ferrofabric_endorser::client::{assemble_transaction, create_proposal};
+use ferrofabric_endorser::{assemble_transaction, create_proposal};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::lifecycle::{chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource};

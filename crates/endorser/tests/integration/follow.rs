@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_endorser::follow::follow;
-use ferrofabric_endorser::{Replica, ReplicaError};
+use ferrofabric_endorser::{follow, Replica, ReplicaError};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::{Block, Envelope, Payload, Status};
 use ferrofabric_protos::orderer::{seek_position, SeekInfo};

@@ -21,7 +21,7 @@ use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, C
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::{Network, TxBuilder};
 use ferrofabric_validator::{TxValidationCode, Validator, ValidatorOptions};
 use futures::StreamExt;
@@ -34,7 +34,7 @@ const TOTAL: usize = CLIENTS * PER_CLIENT as usize;
 /// The fixture's `User1@org<org+1>` (keys kept in the fixture).
 fn fixture_client(org: usize) -> SigningIdentity {
     let domain = format!("org{}.example.com", org + 1);
-    let dir = fixtures::fabric(format!("crypto/peerOrganizations/{domain}/users/User1@{domain}/msp"));
+    let dir = fabric_fixture(format!("crypto/peerOrganizations/{domain}/users/User1@{domain}/msp"));
     SigningIdentity::from_msp_dir(&format!("Org{}MSP", org + 1), &dir).unwrap()
 }
 
@@ -66,7 +66,7 @@ async fn ten_thousand_tls_transactions_ordered_once_in_client_order_and_blocks_p
     })
     .await
     .unwrap();
-    let genesis = Bytes::from(std::fs::read(fixtures::fabric("genesis.block")).unwrap());
+    let genesis = Bytes::from(std::fs::read(fabric_fixture("genesis.block")).unwrap());
 
     let crypto = tempfile::tempdir().unwrap();
     net.write_msp_dirs(crypto.path()).unwrap();
@@ -81,7 +81,7 @@ async fn ten_thousand_tls_transactions_ordered_once_in_client_order_and_blocks_p
     };
     // The fixture genesis names its etcdraft consenter by this TLS certificate: that is who this node is.
     config.general.cluster.client_certificate =
-        Some(fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
+        Some(fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
     let node = start_node(config).await;
     let r = join(node.admin_addr.unwrap(), &genesis).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));

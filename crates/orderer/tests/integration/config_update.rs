@@ -33,7 +33,7 @@ use ferrofabric_protos::common::{
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_protos::orderer::BroadcastResponse;
 use ferrofabric_protoutil::last_config_index;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::{Network, TxBuilder};
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use futures::StreamExt;
@@ -102,7 +102,7 @@ async fn org1_admin_anchor_peer_update_is_ordered_alone_as_an_orderer_signed_con
     let mut config = loopback_config(data.path(), &net_dirs(crypto.path()).orderer_msp, "OrdererMSP");
     // The testkit genesis keeps the fixture's consenter certificate: that is who this node is.
     config.general.cluster.client_certificate =
-        Some(fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
+        Some(fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
     let node = start_node(config).await;
     let r = join(node.admin_addr.unwrap(), &genesis).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -202,11 +202,11 @@ async fn org1_admin_anchor_peer_update_is_ordered_alone_as_an_orderer_signed_con
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_updates_without_org1_admin_signature_are_refused_and_change_nothing() {
-    let genesis = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
+    let genesis = std::fs::read(fabric_fixture("genesis.block")).unwrap();
     let data = tempfile::tempdir().unwrap();
     let mut config = loopback_config(data.path(), &fixture_orderer_msp(), "OrdererMSP");
     config.general.cluster.client_certificate =
-        Some(fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
+        Some(fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
     let node = start_node(config).await;
     let r = join(node.admin_addr.unwrap(), &genesis).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -214,7 +214,7 @@ async fn fixture_updates_without_org1_admin_signature_are_refused_and_change_not
     let user1 = SigningIdentity::from_msp_dir("Org1MSP", &fixture_user1_msp()).unwrap();
     let org2_user1 = SigningIdentity::from_msp_dir(
         "Org2MSP",
-        &fixtures::fabric("crypto/peerOrganizations/org2.example.com/users/User1@org2.example.com/msp"),
+        &fabric_fixture("crypto/peerOrganizations/org2.example.com/users/User1@org2.example.com/msp"),
     )
     .unwrap();
     let current = ChannelConfig::from_config_block(&Block::decode(Bytes::from(genesis.clone())).unwrap()).unwrap();

@@ -8,11 +8,11 @@ use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
 use ferrofabric_protoutil::block_header_hash;
 use ferrofabric_state::{Update, UpdateBatch, WorldState};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_validator::{ResumePoint, Validator, ValidatorOptions};
 
 fn fixture(name: &str) -> Bytes {
-    Bytes::from(std::fs::read(fixtures::fabric(name)).unwrap())
+    Bytes::from(std::fs::read(fabric_fixture(name)).unwrap())
 }
 
 fn records(name: &str) -> Vec<Bytes> {

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use ferrofabric_protos::common::{Block, BlockData, BlockHeader, BlockMetadata};
 use ferrofabric_protoutil::{block_header_hash, records};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use prost::Message;
 use sha2::{Digest, Sha256};
 
 /// The 29 orderer blocks of the fixture ledger, as the original bytes.
 pub fn orderer_blocks() -> Vec<Bytes> {
-    let raw = Bytes::from(std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap());
+    let raw = Bytes::from(std::fs::read(fabric_fixture("orderer-blocks.bin")).unwrap());
     let blocks: Vec<Bytes> = records(raw).map(|r| r.unwrap().1).collect();
     assert_eq!(blocks.len(), 29, "fixture ledger has 29 blocks");
     blocks
@@ -21,7 +21,7 @@ pub fn orderer_blocks() -> Vec<Bytes> {
 
 /// `expected.json` of the fixture.
 pub fn expected() -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(fixtures::fabric("expected.json")).unwrap()).unwrap()
+    serde_json::from_slice(&std::fs::read(fabric_fixture("expected.json")).unwrap()).unwrap()
 }
 
 /// Decodes, edits and re-encodes a block (for tampering tests).

@@ -10,11 +10,11 @@ use ferrofabric_protos::common::{
     MspPrincipal, MspRole, Payload, SignatureHeader, SignaturePolicy, SignaturePolicyEnvelope,
 };
 use ferrofabric_protos::peer::{ChaincodeActionPayload, Transaction};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use prost::Message;
 
 pub fn genesis_block() -> Block {
-    let bytes = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
+    let bytes = std::fs::read(fabric_fixture("genesis.block")).unwrap();
     Block::decode(Bytes::from(bytes)).unwrap()
 }
 
@@ -24,7 +24,7 @@ pub fn channel_config() -> ChannelConfig {
 
 /// Records of `[8-byte LE length][marshaled common.Block]`.
 pub fn orderer_blocks() -> Vec<Block> {
-    let raw = Bytes::from(std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap());
+    let raw = Bytes::from(std::fs::read(fabric_fixture("orderer-blocks.bin")).unwrap());
     let mut blocks = Vec::new();
     let mut off = 0usize;
     while off < raw.len() {
@@ -37,7 +37,7 @@ pub fn orderer_blocks() -> Vec<Block> {
 }
 
 pub fn expected() -> serde_json::Value {
-    let text = std::fs::read_to_string(fixtures::fabric("expected.json")).unwrap();
+    let text = std::fs::read_to_string(fabric_fixture("expected.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -128,7 +128,7 @@ pub fn endorsements(block: &Block, tx: usize) -> Vec<SignedData> {
 /// Load a signing identity (certificate + key) from the fixture crypto tree, e.g.
 /// `peerOrganizations/org1.example.com/users/User1@org1.example.com/msp`.
 pub fn signer(mspid: &str, msp_dir: &str) -> SigningIdentity {
-    SigningIdentity::from_msp_dir(mspid, &fixtures::fabric("crypto").join(msp_dir)).unwrap()
+    SigningIdentity::from_msp_dir(mspid, &fabric_fixture("crypto").join(msp_dir)).unwrap()
 }
 
 pub fn org1_user() -> SigningIdentity {

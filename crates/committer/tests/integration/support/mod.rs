@@ -18,19 +18,19 @@ use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPositi
 use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as PeerResponse;
 use ferrofabric_protos::peer::FilteredBlock;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::{fabric_fixture, fabric_fixtures_dir, fixture};
 use prost::Message;
 
 pub fn orderer_msp() -> PathBuf {
-    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
+    fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
 }
 
 pub fn orderer_tls_cert() -> PathBuf {
-    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt")
+    fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt")
 }
 
 pub fn user1_msp(org: u32) -> PathBuf {
-    fixtures::fabric(format!("crypto/peerOrganizations/org{org}.example.com/users/User1@org{org}.example.com/msp"))
+    fabric_fixture(format!("crypto/peerOrganizations/org{org}.example.com/users/User1@org{org}.example.com/msp"))
 }
 
 pub fn user1(org: u32) -> SigningIdentity {
@@ -48,7 +48,7 @@ pub fn records(data: &[u8]) -> Vec<Bytes> {
 
 /// The 29-block fixture ledger as the orderer delivered it and as Fabric's peer stored it.
 pub fn fixture_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
-    let d = fixtures::fabric_dir();
+    let d = fabric_fixtures_dir();
     (
         records(&std::fs::read(d.join("orderer-blocks.bin")).unwrap()),
         records(&std::fs::read(d.join("peer-blocks.bin")).unwrap()),
@@ -57,7 +57,7 @@ pub fn fixture_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
 
 /// The 129-block, 10,735-transaction bench ledger: (orderer blocks, Fabric peer blocks).
 pub fn bench_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
-    let d = fixtures::fixture("fabric-2.5-bench");
+    let d = fixture("fabric-2.5-bench");
     let read = |name: &str| {
         let file = ferrofabric_protoutil::read_ledger_file(d.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         records(&file)
@@ -66,7 +66,7 @@ pub fn bench_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
 }
 
 pub fn genesis_path() -> PathBuf {
-    fixtures::fabric("genesis.block")
+    fabric_fixture("genesis.block")
 }
 
 /// A real orderer whose ledger of `mychannel` holds `blocks`, with its data directory.

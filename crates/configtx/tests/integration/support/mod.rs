@@ -8,18 +8,18 @@ use bytes::Bytes;
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Block;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::Network;
 use prost::Message;
 
 /// The fixture's configtxgen block 0 of `mychannel`.
 pub fn fixture_genesis() -> Block {
-    Block::decode(Bytes::from(std::fs::read(fixtures::fabric("genesis.block")).unwrap())).unwrap()
+    Block::decode(Bytes::from(std::fs::read(fabric_fixture("genesis.block")).unwrap())).unwrap()
 }
 
 /// A signing identity of the fixture whose key was kept (User1 of each peer org, the orderer).
 pub fn fixture_identity(mspid: &str, msp_dir: &str) -> SigningIdentity {
-    SigningIdentity::from_msp_dir(mspid, &fixtures::fabric("crypto").join(msp_dir)).unwrap()
+    SigningIdentity::from_msp_dir(mspid, &fabric_fixture("crypto").join(msp_dir)).unwrap()
 }
 
 /// The generated network (all private keys known) and its MSP directories on disk.

@@ -5,10 +5,10 @@
 pub mod ledgers;
 
 use bytes::Bytes;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 
 pub fn read_fixture(name: &str) -> Bytes {
-    Bytes::from(std::fs::read(fixtures::fabric(name)).unwrap())
+    Bytes::from(std::fs::read(fabric_fixture(name)).unwrap())
 }
 
 /// The fixture ledger's blocks (block 0 included).

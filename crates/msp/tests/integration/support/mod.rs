@@ -8,13 +8,13 @@ use bytes::Bytes;
 use ferrofabric_msp::{Msp, MspManager};
 use ferrofabric_protos::common::{Block, ConfigEnvelope, Envelope, Payload};
 use ferrofabric_protos::msp::{FabricMspConfig, FabricNodeOUs, FabricOuIdentifier, MspConfig, SerializedIdentity};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use p256::ecdsa::signature::Signer;
 use p256::ecdsa::{Signature, SigningKey};
 use prost::Message;
 
 pub fn crypto() -> PathBuf {
-    fixtures::fabric("crypto")
+    fabric_fixture("crypto")
 }
 
 pub fn org1_dir() -> PathBuf {
@@ -42,7 +42,7 @@ pub fn serialized(mspid: &str, pem: &[u8]) -> Vec<u8> {
 
 /// All blocks of `orderer-blocks.bin`.
 pub fn orderer_blocks() -> Vec<Block> {
-    let data = std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap();
+    let data = std::fs::read(fabric_fixture("orderer-blocks.bin")).unwrap();
     let mut blocks = Vec::new();
     let mut off = 0;
     while off < data.len() {
@@ -57,7 +57,7 @@ pub fn orderer_blocks() -> Vec<Block> {
 /// The `MSP` values of every organisation in the genesis config block:
 /// `(group path, MSPConfig)`.
 pub fn genesis_msp_configs() -> Vec<(String, MspConfig)> {
-    let raw = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
+    let raw = std::fs::read(fabric_fixture("genesis.block")).unwrap();
     let block = Block::decode(Bytes::from(raw)).unwrap();
     let env = Envelope::decode(block.data.unwrap().data[0].clone()).unwrap();
     let payload = Payload::decode(env.payload).unwrap();

@@ -11,16 +11,16 @@ use bytes::Bytes;
 use ferrofabric_comm::{deliver, seek_envelope, seek_range, DeliverItem};
 use ferrofabric_orderer::{start, OrdererConfig, Plugins, RunningOrderer};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub fn fixture_orderer_msp() -> PathBuf {
-    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
+    fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
 }
 
 pub fn fixture_user1_msp() -> PathBuf {
-    fixtures::fabric("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp")
+    fabric_fixture("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp")
 }
 
 /// A node configuration on 127.0.0.1 with ephemeral ports, ledger under `data`.

@@ -5,12 +5,12 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use prost::Message;
 
 /// Reads a fixture file into one `Bytes` buffer.
 pub fn read_fixture(name: &str) -> Bytes {
-    let path = fixtures::fabric(name);
+    let path = fabric_fixture(name);
     let data = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     Bytes::from(data)
 }

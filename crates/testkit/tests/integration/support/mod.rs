@@ -6,12 +6,12 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 use ferrofabric_protos::common::{Block, ChannelHeader, Config, ConfigEnvelope, Envelope, Payload};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::Network;
 use prost::Message;
 
 pub fn read_fixture(name: &str) -> Bytes {
-    Bytes::from(std::fs::read(fixtures::fabric(name)).unwrap())
+    Bytes::from(std::fs::read(fabric_fixture(name)).unwrap())
 }
 
 /// One network per test binary: generation signs ~30 certificates.

@@ -1,7 +1,4 @@
-//! A Fabric client of a node, as an SDK does it without a gateway: proposals to the peers' `protos.Endorser`,
-//! transactions assembled from the endorsements (`ferrofabric_endorser::create_proposal`,
-//! `ferrofabric_endorser::assemble_transaction`), `Broadcast` to the orderer, and commit events from a peer's
-//! `DeliverFiltered`. Used by the node to define its chaincodes, by `ferrofabric bench e2e` and by the tests.
+//! A Fabric client of a node, as an SDK does it without a gateway: [`NetworkClient`].
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -27,6 +24,11 @@ use crate::profile::NodeInfo;
 const MAX_MESSAGE: usize = 100 << 20;
 
 /// Connections to a node's orderer and peers.
+///
+/// A Fabric client of a node, as an SDK does it without a gateway: proposals to the peers' `protos.Endorser`,
+/// transactions assembled from the endorsements (`ferrofabric_endorser::create_proposal`,
+/// `ferrofabric_endorser::assemble_transaction`), `Broadcast` to the orderer, and commit events from a peer's
+/// `DeliverFiltered`. Used by the node to define its chaincodes, by `ferrofabric bench e2e` and by the tests.
 #[derive(Debug, Clone)]
 pub struct NetworkClient {
     /// Channel ID.

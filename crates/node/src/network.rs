@@ -1,16 +1,4 @@
-//! `ferrofabric node`: a whole Fabric network in one process, on one tokio runtime.
-//!
-//! ```text
-//!  SDK ──ProcessProposal──▶ peer port Org1 / Org2  (protos.Endorser: endorser Org1 / Org2, each on its own replica)
-//!  SDK ──Broadcast────────▶ orderer port           (solo orderer, DIR/orderer)
-//!                            orderer ──Deliver──▶ committer (DIR/committer; validates, commits, internal listener)
-//!  SDK ◀──DeliverFiltered── peer port Org1 / Org2  (protos.Deliver: the committer's PeerDeliverService)
-//!                            committer ──Deliver──▶ endorser replicas (FastFabric III-G), block-store service
-//! ```
-//! A peer port serves both `protos.Endorser` and `protos.Deliver`, like a Fabric peer's address. The chaincodes
-//! `smallbank` (AND of Org1 and Org2 members), `transfer` and `kv` (OR) are defined through `_lifecycle` with
-//! transactions endorsed, ordered and validated like any other, as a Fabric admin defines them (approve per
-//! organisation, then commit), so the committer reads each endorsement policy from `_lifecycle` state.
+//! `ferrofabric node`: a whole Fabric network in one process ([`start`], [`run`]); see the crate documentation.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -41,7 +29,7 @@ use crate::layout::{ChannelParams, Layout, PEER_MSPIDS};
 use crate::profile::NodeInfo;
 
 /// The chaincodes a node defines, with their endorsement policies (policy DSL of configtxgen).
-pub const CHAINCODES: [(&str, &str); 3] = [
+pub(crate) const CHAINCODES: [(&str, &str); 3] = [
     ("smallbank", "AND('Org1MSP.member', 'Org2MSP.member')"),
     ("transfer", "OR('Org1MSP.member', 'Org2MSP.member')"),
     ("kv", "OR('Org1MSP.member', 'Org2MSP.member')"),
@@ -228,7 +216,7 @@ fn addr(host: &str, port: u16) -> String {
     }
 }
 
-/// Starts a node on the current (multi-threaded) tokio runtime: first-run generation (see [`crate::layout`]),
+/// Starts a node on the current (multi-threaded) tokio runtime: first-run generation (see [`Layout`]),
 /// orderer, committer, endorsers, peer listeners, block-store service, chaincode definitions; then writes
 /// `node.json` and `connection-profile.json`.
 ///

@@ -30,9 +30,7 @@ use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::peer::TxValidationCode;
 use futures::StreamExt;
 
-use ferrofabric_node::client::{require_valid, NetworkClient};
-use ferrofabric_node::layout::{Layout, PEER_MSPIDS};
-use ferrofabric_node::NodeInfo;
+use ferrofabric_node::{require_valid, Layout, NetworkClient, NodeInfo, PEER_MSPIDS};
 
 /// Proposals in flight at once while endorsing.
 const ENDORSE_CONCURRENCY: usize = 64;

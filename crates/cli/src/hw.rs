@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use ferrofabric_hw::validate::ValidateOptions;
+use ferrofabric_hw::ValidateOptions;
 
 /// Arguments of `ferrofabric hw validate`.
 #[derive(Clone, Debug, clap::Args)]
@@ -29,5 +29,5 @@ pub struct HwValidateArgs {
 /// Errors: as [`ferrofabric_hw::validate::run`].
 pub fn run(args: HwValidateArgs) -> anyhow::Result<()> {
     let HwValidateArgs { genesis, blocks, report, config, quiet } = args;
-    ferrofabric_hw::validate::run(&ValidateOptions { genesis, blocks, report, config, quiet })
+    ferrofabric_hw::validate_ledger(&ValidateOptions { genesis, blocks, report, config, quiet })
 }

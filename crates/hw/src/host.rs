@@ -27,11 +27,11 @@ use crate::policy::{resolve_application_policy, PolicyTable};
 use crate::wire::{PROBE_DELETED, PROBE_NOT_PUT, PROBE_UNTOUCHED};
 
 /// The `_lifecycle` namespace (chaincode definitions): its transactions are host-path.
-pub const LIFECYCLE: &str = ferrofabric_validator::LIFECYCLE;
+pub(crate) const LIFECYCLE: &str = ferrofabric_validator::LIFECYCLE;
 
 /// What the host knows when it plans a block: the channel configuration, the committed state and the txids of
 /// the ledger so far.
-pub struct HostContext<'a> {
+pub(crate) struct HostContext<'a> {
     /// Channel configuration in force for the block.
     pub config: &'a ChannelConfig,
     /// Committed world state before the block.
@@ -90,7 +90,7 @@ impl TxPlan {
 
 /// The host's decision for a block.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BlockPlan {
+pub(crate) enum BlockPlan {
     /// The hardware validates the block.
     Hardware(Vec<TxPlan>),
     /// The host validates the block in software, for this reason.
@@ -102,7 +102,7 @@ fn code(c: Code) -> u8 {
 }
 
 /// Plans a block (see the module docs). Never fails: anything unexpected makes the block host-path.
-pub fn plan_block(ctx: &HostContext<'_>, arena: &BlockArena) -> BlockPlan {
+pub(crate) fn plan_block(ctx: &HostContext<'_>, arena: &BlockArena) -> BlockPlan {
     let mut txs = Vec::with_capacity(arena.txs().len());
     for tx in arena.txs() {
         match plan_tx(ctx, tx) {

@@ -4,9 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::support::*;
-use ferrofabric_hw::model::Model;
-use ferrofabric_hw::policy::PolicyTable;
-use ferrofabric_hw::session::{HostSession, Route};
+use ferrofabric_hw::{HostSession, Model, PolicyTable, Route};
 
 #[test]
 fn model_matches_the_validator_on_the_fixture_ledger() {

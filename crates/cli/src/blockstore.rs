@@ -7,7 +7,7 @@ use ferrofabric_blockstore_service::BlockstoreConfig;
 
 /// Arguments of `ferrofabric blockstore`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct BlockstoreArgs {
+pub(crate) struct BlockstoreArgs {
     /// Configuration file (YAML, see `ferrofabric_blockstore_service::BlockstoreConfig`).
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
@@ -26,7 +26,7 @@ impl BlockstoreArgs {
     /// The file's configuration with the flags applied.
     ///
     /// Errors: unreadable or malformed file.
-    pub fn to_config(&self) -> anyhow::Result<BlockstoreConfig> {
+    pub(crate) fn to_config(&self) -> anyhow::Result<BlockstoreConfig> {
         let mut c = BlockstoreConfig::load(&self.config)?;
         if let Some(d) = &self.data_dir {
             c.data_dir = Some(d.clone());
@@ -46,7 +46,7 @@ impl BlockstoreArgs {
 /// runtime, so it must not be called from within one.
 ///
 /// Errors: configuration, start-up and storage errors.
-pub fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let runtime = crate::daemon_runtime("blockstore")?;
     runtime.block_on(async move {

@@ -7,7 +7,7 @@ use ferrofabric_committer::CommitterConfig;
 
 /// Arguments of `ferrofabric committer`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct CommitterArgs {
+pub(crate) struct CommitterArgs {
     /// Configuration file (YAML, see `ferrofabric_committer::CommitterConfig`).
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
@@ -29,7 +29,7 @@ impl CommitterArgs {
     /// The file's configuration with the flags applied.
     ///
     /// Errors: unreadable or malformed file.
-    pub fn to_config(&self) -> anyhow::Result<CommitterConfig> {
+    pub(crate) fn to_config(&self) -> anyhow::Result<CommitterConfig> {
         let mut c = CommitterConfig::load(&self.config)?;
         if let Some(d) = &self.data_dir {
             c.data_dir = Some(d.clone());
@@ -52,7 +52,7 @@ impl CommitterArgs {
 /// its own multi-threaded Tokio runtime, so it must not be called from within one.
 ///
 /// Errors: configuration, start-up and pipeline errors.
-pub fn run(args: CommitterArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: CommitterArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let runtime = crate::daemon_runtime("committer")?;
     runtime.block_on(async move {

@@ -8,7 +8,7 @@ use ferrofabric_endorser::{default_listen, start, EndorserConfig, EndorserFile};
 
 /// Arguments of `ferrofabric endorser`.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct EndorserArgs {
+pub(crate) struct EndorserArgs {
     /// Configuration file (YAML, keys as the flags below with `_` for `-`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -33,7 +33,7 @@ impl EndorserArgs {
     /// The configuration: the file (if any) with the flags applied; relative paths in the file are relative to it.
     ///
     /// Errors: unreadable or malformed file, or `msp_dir`, `msp_id` or `genesis` missing from both.
-    pub fn to_config(&self) -> anyhow::Result<EndorserConfig> {
+    pub(crate) fn to_config(&self) -> anyhow::Result<EndorserConfig> {
         let file = match &self.config {
             Some(path) => EndorserFile::load(path)?,
             None => EndorserFile::default(),
@@ -52,7 +52,7 @@ impl EndorserArgs {
 /// be called from within one.
 ///
 /// Errors: configuration or start-up errors (see [`ferrofabric_endorser::start`]).
-pub fn run(args: EndorserArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: EndorserArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let runtime = crate::daemon_runtime("endorser")?;
     runtime.block_on(async move {

@@ -6,7 +6,7 @@ use ferrofabric_hw::ValidateOptions;
 
 /// Arguments of `ferrofabric hw validate`.
 #[derive(Clone, Debug, clap::Args)]
-pub struct HwValidateArgs {
+pub(crate) struct HwValidateArgs {
     /// The channel's genesis block (a marshaled common.Block).
     #[arg(long)]
     pub genesis: PathBuf,
@@ -27,7 +27,7 @@ pub struct HwValidateArgs {
 /// Runs `ferrofabric hw validate`.
 ///
 /// Errors: as [`ferrofabric_hw::validate::run`].
-pub fn run(args: HwValidateArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: HwValidateArgs) -> anyhow::Result<()> {
     let HwValidateArgs { genesis, blocks, report, config, quiet } = args;
     ferrofabric_hw::validate_ledger(&ValidateOptions { genesis, blocks, report, config, quiet })
 }

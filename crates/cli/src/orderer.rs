@@ -9,7 +9,7 @@ use ferrofabric_orderer::{start, OrdererConfig};
 
 /// Arguments of `ferrofabric orderer`.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct OrdererArgs {
+pub(crate) struct OrdererArgs {
     /// Configuration file (Fabric orderer.yaml layout); without it, built-in defaults.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -41,7 +41,7 @@ impl OrdererArgs {
     /// The configuration: the file (or defaults) with the flags applied.
     ///
     /// Errors: unreadable or malformed file, malformed addresses.
-    pub fn to_config(&self) -> anyhow::Result<OrdererConfig> {
+    pub(crate) fn to_config(&self) -> anyhow::Result<OrdererConfig> {
         let mut c = match &self.config {
             Some(path) => OrdererConfig::load(path)?,
             None => OrdererConfig::defaults(),
@@ -91,7 +91,7 @@ impl OrdererArgs {
 /// called from within one.
 ///
 /// Errors: configuration or start-up errors (see [`ferrofabric_orderer::start`]).
-pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: OrdererArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let plugins = ferrofabric_node::orderer_plugins(&config)?;
     let runtime = crate::daemon_runtime("orderer")?;

@@ -1,21 +1,5 @@
-//! `ferrofabric bench e2e`: end-to-end throughput of a node, after FastFabric §IV-D.
-//!
-//! * `transfer` (default): 2N accounts are opened, then N `transfer` transactions (each reads and writes two
-//!   accounts of its own, so none conflict; single-endorser policy, endorsements spread over the peers) are
-//!   pre-endorsed at the node's endorsers and assembled (about 2.9 KB each, mostly the certificates), then
-//!   broadcast to the orderer by K clients while a `DeliverFiltered` client follows Org1's peer.
-//! * `smallbank`: the same with 2N `create_account` and N `send_payment` under the 2-of-2 policy (every
-//!   transaction endorsed by both peers).
-//! * `ledger`: the committer daemon alone, pulling Fabric 2.5.16's 10,735-transaction ledger
-//!   (`fixtures/fabric-2.5-bench`) from a Ferrofabric orderer whose ledger holds those blocks (signed by Fabric's
-//!   orderer, which the committer checks); the committer validates and commits every block for real, and the final
-//!   commit hash must equal the one Fabric's peer computed.
-//!
-//! Measures: `committed_tx_per_s` = transactions committed after the first block / (last block − first block),
-//! FastFabric's "between the first and the last committed block"; `end_to_end_tx_per_s` = N / (last block − first
-//! send); block latency = arrival of a block on DeliverFiltered − send of its earliest transaction. Setup and
-//! endorsement are not measured (FastFabric pre-endorses too). Without `--node-dir` or addresses the bench starts
-//! its own node in a temporary directory.
+//! `ferrofabric bench e2e`: end-to-end throughput of a node, after FastFabric §IV-D ([`run`], whose documentation
+//! describes the workloads and the measures).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -152,6 +136,25 @@ pub struct E2eReport {
 
 /// Runs the bench and prints the report (a table, or one JSON object with `--json`). Builds its own tokio
 /// runtime, so it must not be called from within one.
+///
+/// `ferrofabric bench e2e`: end-to-end throughput of a node, after FastFabric §IV-D.
+///
+/// * `transfer` (default): 2N accounts are opened, then N `transfer` transactions (each reads and writes two
+///   accounts of its own, so none conflict; single-endorser policy, endorsements spread over the peers) are
+///   pre-endorsed at the node's endorsers and assembled (about 2.9 KB each, mostly the certificates), then
+///   broadcast to the orderer by K clients while a `DeliverFiltered` client follows Org1's peer.
+/// * `smallbank`: the same with 2N `create_account` and N `send_payment` under the 2-of-2 policy (every
+///   transaction endorsed by both peers).
+/// * `ledger`: the committer daemon alone, pulling Fabric 2.5.16's 10,735-transaction ledger
+///   (`fixtures/fabric-2.5-bench`) from a Ferrofabric orderer whose ledger holds those blocks (signed by Fabric's
+///   orderer, which the committer checks); the committer validates and commits every block for real, and the final
+///   commit hash must equal the one Fabric's peer computed.
+///
+/// Measures: `committed_tx_per_s` = transactions committed after the first block / (last block − first block),
+/// FastFabric's "between the first and the last committed block"; `end_to_end_tx_per_s` = N / (last block − first
+/// send); block latency = arrival of a block on DeliverFiltered − send of its earliest transaction. Setup and
+/// endorsement are not measured (FastFabric pre-endorses too). Without `--node-dir` or addresses the bench starts
+/// its own node in a temporary directory.
 ///
 /// Errors: start-up, endorsement, ordering or commit failures; a `ledger` run whose commit hash differs from
 /// Fabric's.

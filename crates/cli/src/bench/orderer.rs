@@ -1,25 +1,5 @@
-//! `ferrofabric bench orderer`: ordering throughput and block latency.
-//!
-//! N pre-signed endorser transactions of real size (testkit transfer transactions: creator and two endorser
-//! certificates, ~4.1 KB each by default) are broadcast by K concurrent clients (one connection and one
-//! Broadcast stream each) while one Deliver client follows the chain. Every creator signature is checked by
-//! the orderer as usual.
-//!
-//! * `tx_per_s` = N / (arrival of the block completing the N transactions − first send);
-//! * block latency = arrival of a block at the Deliver client − send time of its earliest transaction
-//!   (includes batching: with 100 transactions per block, the time to fill a block);
-//! * O-II: with no `--address`, the run is repeated on a fresh node with the per-stream parallel checks off
-//!   (window 1) and the ratio on/off is reported.
-//!
-//! With no `--address` the bench starts its own node (solo loop on the generated network's single-consenter
-//! channel, ledger in a temporary directory, blocks fsynced). With `--consensus etcdraft --nodes N` (N ≥ 2) it
-//! starts N etcdraft nodes in this process instead (TLS certificates for `127.0.0.1` from cryptogen, mutual TLS
-//! between the nodes, WAL/snapshots/ledgers in a temporary directory, Raft tick 100 ms); the channel is the
-//! generated network's with those N consenters, the clients are spread over the nodes round-robin (followers
-//! forward to the leader) and blocks are read from node 0. Before measuring, one extra envelope is broadcast
-//! and must be answered SUCCESS, so that leader election is not measured. With `--address` and
-//! `--admin-address` it joins the generated network's channel on that node over the participation API,
-//! measures, and removes it again.
+//! `ferrofabric bench orderer`: ordering throughput and block latency ([`run`], whose documentation describes the
+//! measure).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -178,7 +158,7 @@ fn make_workset(args: &OrdererBenchArgs) -> anyhow::Result<Workset> {
 
 /// User + system CPU seconds of this process so far (from `/proc/self/stat`; 0 if unavailable). Public for the
 /// other benches (`ferrofabric bench e2e`).
-pub fn process_cpu_seconds() -> f64 {
+pub(crate) fn process_cpu_seconds() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
     };
@@ -193,7 +173,7 @@ pub fn process_cpu_seconds() -> f64 {
 
 /// The `p`-th percentile (0–100, nearest rank) of ascending `sorted` values; 0 for an empty slice. Public for
 /// the other benches (`ferrofabric bench e2e`).
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -452,7 +432,7 @@ async fn own_node_run(work: &Arc<Workset>, args: &OrdererBenchArgs, parallel: bo
 /// recomputed). Returns the marshaled block.
 ///
 /// Errors: `genesis` is not a config block of an etcdraft channel.
-pub fn with_raft_consenters(
+pub(crate) fn with_raft_consenters(
     genesis: &Bytes,
     consenters: Vec<ferrofabric_protos::etcdraft::Consenter>,
     options: ferrofabric_protos::etcdraft::Options,
@@ -618,6 +598,29 @@ async fn wait_until_ordering(addr: &str, tls: &ClientTls, warmup: &Bytes) -> any
 
 /// Runs the benchmark and prints the report (text, or one JSON object with `--json`). Builds its own Tokio
 /// runtime, so it must not be called from within one.
+///
+/// `ferrofabric bench orderer`: ordering throughput and block latency.
+///
+/// N pre-signed endorser transactions of real size (testkit transfer transactions: creator and two endorser
+/// certificates, ~4.1 KB each by default) are broadcast by K concurrent clients (one connection and one
+/// Broadcast stream each) while one Deliver client follows the chain. Every creator signature is checked by
+/// the orderer as usual.
+///
+/// * `tx_per_s` = N / (arrival of the block completing the N transactions − first send);
+/// * block latency = arrival of a block at the Deliver client − send time of its earliest transaction
+///   (includes batching: with 100 transactions per block, the time to fill a block);
+/// * O-II: with no `--address`, the run is repeated on a fresh node with the per-stream parallel checks off
+///   (window 1) and the ratio on/off is reported.
+///
+/// With no `--address` the bench starts its own node (solo loop on the generated network's single-consenter
+/// channel, ledger in a temporary directory, blocks fsynced). With `--consensus etcdraft --nodes N` (N ≥ 2) it
+/// starts N etcdraft nodes in this process instead (TLS certificates for `127.0.0.1` from cryptogen, mutual TLS
+/// between the nodes, WAL/snapshots/ledgers in a temporary directory, Raft tick 100 ms); the channel is the
+/// generated network's with those N consenters, the clients are spread over the nodes round-robin (followers
+/// forward to the leader) and blocks are read from node 0. Before measuring, one extra envelope is broadcast
+/// and must be answered SUCCESS, so that leader election is not measured. With `--address` and
+/// `--admin-address` it joins the generated network's channel on that node over the participation API,
+/// measures, and removes it again.
 ///
 /// Errors: generation, start-up, connection or protocol failures (any rejected envelope is an error).
 pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {

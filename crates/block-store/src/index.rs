@@ -36,7 +36,7 @@ pub(crate) struct Loc {
 
 impl Loc {
     /// Offset just past the record.
-    pub fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.offset + 8 + self.len
     }
 }
@@ -49,7 +49,7 @@ pub(crate) struct Tip {
 }
 
 impl Tip {
-    pub const EMPTY: Tip = Tip { height: 0, last_hash: None };
+    pub(crate) const EMPTY: Tip = Tip { height: 0, last_hash: None };
 }
 
 pub(crate) fn block_key(number: u64) -> [u8; 9] {

@@ -10,24 +10,24 @@ use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::Network;
 use prost::Message;
 
-pub fn read_fixture(name: &str) -> Bytes {
+pub(crate) fn read_fixture(name: &str) -> Bytes {
     Bytes::from(std::fs::read(fabric_fixture(name)).unwrap())
 }
 
 /// One network per test binary: generation signs ~30 certificates.
-pub fn network() -> &'static Network {
+pub(crate) fn network() -> &'static Network {
     static NET: OnceLock<Network> = OnceLock::new();
     NET.get_or_init(|| Network::generate(42).unwrap())
 }
 
-pub fn fixture_blocks() -> Vec<Block> {
+pub(crate) fn fixture_blocks() -> Vec<Block> {
     ferrofabric_protoutil::records(read_fixture("orderer-blocks.bin"))
         .map(|r| Block::decode(r.unwrap().1).unwrap())
         .collect()
 }
 
 /// Channel header and config of a config block.
-pub fn block_config(block: &Block) -> (ChannelHeader, Config) {
+pub(crate) fn block_config(block: &Block) -> (ChannelHeader, Config) {
     let env = Envelope::decode(block.data.as_ref().unwrap().data[0].clone()).unwrap();
     let payload = Payload::decode(env.payload).unwrap();
     let ch = ChannelHeader::decode(payload.header.as_ref().unwrap().channel_header.clone()).unwrap();

@@ -1,4 +1,4 @@
-//! `ferrofabric hw validate`: the flags of [`ferrofabric_hw::validate::run`].
+//! `ferrofabric hw validate`: the flags of [`ferrofabric_hw::validate_ledger`].
 
 use std::path::PathBuf;
 
@@ -26,7 +26,7 @@ pub(crate) struct HwValidateArgs {
 
 /// Runs `ferrofabric hw validate`.
 ///
-/// Errors: as [`ferrofabric_hw::validate::run`].
+/// Errors: as [`ferrofabric_hw::validate_ledger`].
 pub(crate) fn run(args: HwValidateArgs) -> anyhow::Result<()> {
     let HwValidateArgs { genesis, blocks, report, config, quiet } = args;
     ferrofabric_hw::validate_ledger(&ValidateOptions { genesis, blocks, report, config, quiet })

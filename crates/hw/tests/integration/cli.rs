@@ -1,4 +1,4 @@
-//! `ferrofabric hw validate` (ferrofabric_hw::validate::run) on a small testkit ledger written to disk: the report
+//! `ferrofabric hw validate` (ferrofabric_hw::validate_ledger) on a small testkit ledger written to disk: the report
 //! has `ledger replay`'s fields plus per-block `cycles`, `path` and the top-level `tx_per_s_at_250mhz`, and its
 //! codes are the software validator's.
 

@@ -1,5 +1,5 @@
 //! Hardware/software equivalence: the co-simulated BMac card (hw/rtl under Verilator, with the host of
-//! ferrofabric_hw::session) produces the software validator's TRANSACTIONS_FILTER bit for bit. It is checked on
+//! ferrofabric_hw::HostSession) produces the software validator's TRANSACTIONS_FILTER bit for bit. It is checked on
 //! every block of the Fabric 2.5 fixture ledger and on testkit ledgers with MVCC conflicts, phantom reads, bad
 //! creator and endorser signatures, policy failures and duplicate txids, and on a block whose orderer signature
 //! is bad.

@@ -1,4 +1,4 @@
-//! The RTL's reference model ([`ferrofabric_hw::model`]) against the software validator: the design (host plans,
+//! The RTL's reference model ([`ferrofabric_hw::Model`]) against the software validator: the design (host plans,
 //! protocol, hardware rules) gives Fabric's TRANSACTIONS_FILTER on the real fixture ledger.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

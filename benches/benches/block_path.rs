@@ -14,9 +14,9 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Block;
-use ferrofabric_protoutil::block::{next_header, sign_and_encode};
-use ferrofabric_protoutil::records::records;
-use ferrofabric_protoutil::{block_data_hash, block_header_hash, read_ledger_file};
+use ferrofabric_protoutil::{
+    block_data_hash, block_header_hash, next_header, read_ledger_file, records, sign_and_encode,
+};
 use prost::Message;
 
 fn fixtures() -> PathBuf {

@@ -12,8 +12,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use ferrofabric_arena::BlockArena;
-use ferrofabric_protoutil::read_ledger_file;
-use ferrofabric_protoutil::records::records;
+use ferrofabric_protoutil::{read_ledger_file, records};
 use ferrofabric_validator::{Validator, ValidatorOptions};
 
 fn fixtures() -> PathBuf {

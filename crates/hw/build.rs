@@ -2,7 +2,7 @@
 //! generated C++ with `csrc/shim.cpp` (hw/DESIGN.md §6).
 //!
 //! Without Verilator on the PATH (or with `FERROFABRIC_HW_NO_VERILATOR=1`), the backend is compiled out with a
-//! warning. The rest of the crate still builds, and `ferrofabric_hw::sim::available()` then reports false.
+//! warning. The rest of the crate still builds, and `ferrofabric_hw::available_sim_configs()` then reports none.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -4,7 +4,7 @@ use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    for rec in ferrofabric_protoutil::records::records(Bytes::copy_from_slice(data)) {
+    for rec in ferrofabric_protoutil::records(Bytes::copy_from_slice(data)) {
         if rec.is_err() {
             break;
         }

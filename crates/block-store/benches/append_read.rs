@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
-use ferrofabric_protoutil::records::records;
+use ferrofabric_protoutil::records;
 
 fn fixture_blocks() -> Vec<Bytes> {
     let base = std::env::var_os("FERROFABRIC_FIXTURES")

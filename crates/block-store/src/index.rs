@@ -36,7 +36,7 @@ pub(crate) struct Loc {
 
 impl Loc {
     /// Offset just past the record.
-    pub fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.offset + 8 + self.len
     }
 }
@@ -49,7 +49,7 @@ pub(crate) struct Tip {
 }
 
 impl Tip {
-    pub const EMPTY: Tip = Tip { height: 0, last_hash: None };
+    pub(crate) const EMPTY: Tip = Tip { height: 0, last_hash: None };
 }
 
 pub(crate) fn block_key(number: u64) -> [u8; 9] {
@@ -134,11 +134,11 @@ pub(crate) struct Checked {
 /// the last header hash (empty for block 0), and its data_hash matches the envelopes
 /// (Fabric: `blockfile_mgr.go` `addBlock` and `protoutil.ComputeBlockDataHash`).
 pub(crate) fn check_next(raw: &Bytes, tip: &Tip) -> Result<Checked, StoreError> {
-    if raw.len() as u64 > ferrofabric_protoutil::records::MAX_RECORD {
+    if raw.len() as u64 > ferrofabric_protoutil::MAX_RECORD {
         return Err(StoreError::InvalidBlock(format!(
             "{} bytes exceeds the {} byte record limit",
             raw.len(),
-            ferrofabric_protoutil::records::MAX_RECORD
+            ferrofabric_protoutil::MAX_RECORD
         )));
     }
     let arena = BlockArena::decode(raw.clone()).map_err(|e| StoreError::InvalidBlock(e.to_string()))?;

@@ -68,8 +68,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuar
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
-use ferrofabric_protoutil::block_header_hash;
-use ferrofabric_protoutil::records::{records, MAX_RECORD};
+use ferrofabric_protoutil::{block_header_hash, records, MAX_RECORD};
 use tokio::sync::watch;
 
 pub use error::StoreError;

@@ -1,30 +1,31 @@
-//! The block-store service's configuration file (YAML, PascalCase keys like the committer's):
-//!
-//! ```yaml
-//! Channel: mychannel
-//! DataDir: data/blockstore                  # the block store (ledger/)
-//! LocalMSPDir: crypto/.../peer0.org1.example.com/msp   # signs Deliver requests to the committers
-//! LocalMSPID: Org1MSP
-//! Committers: ["127.0.0.1:7051"]            # peer Deliver endpoints followed, with fail-over
-//! CommitterTLS: {Enabled: false, RootCAs: []}
-//! ListenAddress: 127.0.0.1:7053             # BlockStore queries and peer Deliver
-//! TLS: {Enabled: false}
-//! OperationsListenAddress: ""               # /metrics, /healthz; empty disables
-//! SyncEveryBlock: false
-//! TimeWindow: 15m
-//! Delivery: {ConnectTimeout: 3s, ReconnectBackoffThreshold: 10s}
-//! ```
-//! Relative paths are resolved against the file's directory.
+//! The block-store service's configuration file, [`BlockstoreConfig`] (whose documentation gives the file layout).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use ferrofabric_comm::parse::{parse_addr, parse_duration};
-use ferrofabric_comm::tls::{ClientTlsConfig, TlsConfig};
-use ferrofabric_deliver::follower::DeliveryConfig;
+use ferrofabric_comm::{parse_addr, parse_duration, ClientTlsConfig, TlsConfig};
+use ferrofabric_deliver::DeliveryConfig;
 use serde::Deserialize;
 
-/// The whole configuration; see the module docs.
+/// The whole configuration.
+///
+/// The block-store service's configuration file (YAML, PascalCase keys like the committer's):
+///
+/// ```yaml
+/// Channel: mychannel
+/// DataDir: data/blockstore                  # the block store (ledger/)
+/// LocalMSPDir: crypto/.../peer0.org1.example.com/msp   # signs Deliver requests to the committers
+/// LocalMSPID: Org1MSP
+/// Committers: ["127.0.0.1:7051"]            # peer Deliver endpoints followed, with fail-over
+/// CommitterTLS: {Enabled: false, RootCAs: []}
+/// ListenAddress: 127.0.0.1:7053             # BlockStore queries and peer Deliver
+/// TLS: {Enabled: false}
+/// OperationsListenAddress: ""               # /metrics, /healthz; empty disables
+/// SyncEveryBlock: false
+/// TimeWindow: 15m
+/// Delivery: {ConnectTimeout: 3s, ReconnectBackoffThreshold: 10s}
+/// ```
+/// Relative paths are resolved against the file's directory.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase", default)]
 pub struct BlockstoreConfig {

@@ -1,12 +1,5 @@
-//! A running block-store service: the follower of the committer, the store thread, and the listeners.
-//!
-//! ```text
-//! committer ──peer Deliver──▶ follower task ──(≤ 16 blocks)──▶ store thread ──▶ BlockStore ──▶ BlockStore gRPC
-//!      ▲   restart(height) when a block does not extend the stored chain ◀──┘                 └─▶ peer Deliver
-//! ```
-//! The follower asks for blocks from the store's height, so a restart (after a crash too) resumes exactly where the
-//! store ends: appended blocks survive a process crash (see `ferrofabric-block-store`), and a block in flight at a
-//! crash is simply asked for again.
+//! A running block-store service ([`start`], [`RunningBlockstore`]): the follower of the committer, the store thread,
+//! and the listeners.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,12 +8,8 @@ use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreError, StoreOptions, SyncPolicy};
 use ferrofabric_channelconfig::ChannelConfig;
-use ferrofabric_comm::client::{ClientTls, DeliverApi};
-use ferrofabric_comm::operations::Health;
-use ferrofabric_comm::parse::{parse_addr, parse_duration};
-use ferrofabric_comm::{Shutdown, ShutdownTrigger};
-use ferrofabric_deliver::follower::{Fetched, Follower};
-use ferrofabric_deliver::peer::{DeliverLedger, DeliverMetrics, PeerDeliverService};
+use ferrofabric_comm::{parse_addr, parse_duration, ClientTls, DeliverApi, Health, Shutdown, ShutdownTrigger};
+use ferrofabric_deliver::{DeliverLedger, DeliverMetrics, Fetched, Follower, PeerDeliverService};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex, Envelope};
 use ferrofabric_protos::ferrofabric::blockstore::block_store_server::{BlockStore as BlockStoreApi, BlockStoreServer};
@@ -44,7 +33,7 @@ const IN_FLIGHT: usize = 16;
 /// block found by scanning back. `None` for an empty store.
 ///
 /// Errors: unreadable blocks, a config block whose configuration does not load.
-pub fn current_config(store: &BlockStore) -> anyhow::Result<Option<ChannelConfig>> {
+pub(crate) fn current_config(store: &BlockStore) -> anyhow::Result<Option<ChannelConfig>> {
     let height = store.height();
     if height == 0 {
         return Ok(None);
@@ -120,13 +109,13 @@ fn store_loop(
 
 /// The `ferrofabric.blockstore.BlockStore` query service over a store.
 #[derive(Debug, Clone)]
-pub struct QueryService {
+pub(crate) struct QueryService {
     store: Arc<BlockStore>,
 }
 
 impl QueryService {
     /// Serves queries from `store`.
-    pub fn new(store: Arc<BlockStore>) -> Self {
+    pub(crate) fn new(store: Arc<BlockStore>) -> Self {
         QueryService { store }
     }
 
@@ -195,7 +184,16 @@ impl BlockStoreApi for QueryService {
     }
 }
 
-/// A running block-store service. Dropping it does not stop it; call [`RunningBlockstore::shutdown`].
+/// A running block-store service: the follower of the committer, the store thread, and the listeners. Dropping it
+/// does not stop it; call [`RunningBlockstore::shutdown`].
+///
+/// ```text
+/// committer ──peer Deliver──▶ follower task ──(≤ 16 blocks)──▶ store thread ──▶ BlockStore ──▶ BlockStore gRPC
+///      ▲   restart(height) when a block does not extend the stored chain ◀──┘                 └─▶ peer Deliver
+/// ```
+/// The follower asks for blocks from the store's height, so a restart (after a crash too) resumes exactly where the
+/// store ends: appended blocks survive a process crash (see `ferrofabric-block-store`), and a block in flight at a
+/// crash is simply asked for again.
 pub struct RunningBlockstore {
     /// Bound address of the gRPC listener (BlockStore queries and peer Deliver).
     pub listen_addr: SocketAddr,
@@ -307,15 +305,15 @@ pub async fn start(config: BlockstoreConfig) -> anyhow::Result<RunningBlockstore
     );
     let queries = BlockStoreServer::new(QueryService::new(store.clone())).max_encoding_message_size(256 << 20);
     let (listen_addr, task) =
-        ferrofabric_comm::listener::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
+        ferrofabric_comm::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
             b.add_service(deliver).add_service(queries)
         })?;
     listeners.push(task);
     let mut operations_addr = None;
     if !config.operations_listen_address.is_empty() {
         let health: Health = health_rx.clone();
-        let router = ferrofabric_comm::operations::router(registry.clone(), health, "blockstore");
-        let (addr, task) = ferrofabric_comm::operations::serve(
+        let router = ferrofabric_comm::operations_router(registry.clone(), health, "blockstore");
+        let (addr, task) = ferrofabric_comm::serve_operations(
             parse_addr(&config.operations_listen_address)?,
             router,
             shutdown_rx.clone(),

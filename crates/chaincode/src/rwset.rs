@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 /// Results per leaf of the range-query Merkle tree, and the fan-out of its inner nodes (Fabric's
 /// `maxDegreeQueryReadsHashing` in `txmgr/query_executor.go`).
-pub const MAX_DEGREE: usize = ferrofabric_validator::rangequery::MAX_DEGREE;
+pub const MAX_DEGREE: usize = ferrofabric_validator::MAX_DEGREE_QUERY_READS_HASHING;
 
 pub(crate) fn sha256(data: &[u8]) -> Bytes {
     Bytes::copy_from_slice(&Sha256::digest(data))
@@ -200,9 +200,9 @@ fn kv_write(key: &str, value: &Bytes) -> KvWrite {
 }
 
 /// The reads of one range query, summarised as Fabric's `RangeQueryResultsHelper` does (shared with MVCC
-/// validation: [`ferrofabric_validator::rangequery`]).
+/// validation: [`ferrofabric_validator::summarize_query_reads`]).
 pub(crate) fn range_reads_info(reads: Vec<KvRead>) -> Option<ReadsInfo> {
-    ferrofabric_validator::rangequery::summarize(reads, MAX_DEGREE)
+    ferrofabric_validator::summarize_query_reads(reads, MAX_DEGREE)
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@
 //!   meta policies (`common/policies/implicitmeta.go`), by path such as `/Channel/Application/Endorsement`.
 //! * [`ChannelConfig`]: a parsed `common.Config` (Fabric `common/channelconfig`): MSP manager, policy tree,
 //!   capabilities and typed orderer/application values.
+//! * Go `time.Duration` text, the one parser of the channel config's and the YAML configs' durations:
+//!   [`parse_go_duration`], [`parse_go_duration_std`], [`format_go_duration`].
 //!
 //! ```no_run
 //! # fn demo(block: &ferrofabric_protos::common::Block, items: Vec<ferrofabric_channelconfig::SignedData>)
@@ -22,7 +24,7 @@
 //! ```
 
 mod channel_config;
-pub mod duration;
+mod duration;
 mod error;
 mod policy;
 mod signature_set;
@@ -30,6 +32,7 @@ mod signature_set;
 pub use channel_config::{
     AnchorPeer, ApplicationConfig, BatchSize, Capabilities, ChannelConfig, OrdererConfig, OrganizationConfig,
 };
+pub use duration::{format as format_go_duration, parse as parse_go_duration, parse_std as parse_go_duration_std};
 pub use error::PolicyError;
 pub use policy::{compile_signature_policy, Policy};
 pub use signature_set::{SignatureSet, SignedData};

@@ -3,7 +3,7 @@
 //! (the same arguments as `ferrofabric bench orderer`).
 
 use clap::Parser;
-use ferrofabric::bench::orderer::{run, OrdererBenchArgs};
+use ferrofabric::{bench_orderer, OrdererBenchArgs};
 
 /// Command line of the example.
 #[derive(Parser)]
@@ -13,5 +13,5 @@ struct Cli {
 }
 
 fn main() -> anyhow::Result<()> {
-    run(Cli::parse().args).map(|_| ())
+    bench_orderer(Cli::parse().args).map(|_| ())
 }

@@ -1,14 +1,14 @@
 //! `ferrofabric blockstore --config FILE`: the command-line entry of the block-store service
-//! ([`ferrofabric_blockstore_service::service::start`]).
+//! ([`ferrofabric_blockstore_service::start`]).
 
 use std::path::PathBuf;
 
-use ferrofabric_blockstore_service::config::BlockstoreConfig;
+use ferrofabric_blockstore_service::BlockstoreConfig;
 
 /// Arguments of `ferrofabric blockstore`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct BlockstoreArgs {
-    /// Configuration file (YAML, see `ferrofabric_blockstore_service::config`).
+pub(crate) struct BlockstoreArgs {
+    /// Configuration file (YAML, see `ferrofabric_blockstore_service::BlockstoreConfig`).
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
     /// Overrides `DataDir`.
@@ -26,7 +26,7 @@ impl BlockstoreArgs {
     /// The file's configuration with the flags applied.
     ///
     /// Errors: unreadable or malformed file.
-    pub fn to_config(&self) -> anyhow::Result<BlockstoreConfig> {
+    pub(crate) fn to_config(&self) -> anyhow::Result<BlockstoreConfig> {
         let mut c = BlockstoreConfig::load(&self.config)?;
         if let Some(d) = &self.data_dir {
             c.data_dir = Some(d.clone());
@@ -46,17 +46,17 @@ impl BlockstoreArgs {
 /// runtime, so it must not be called from within one.
 ///
 /// Errors: configuration, start-up and storage errors.
-pub fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let runtime = crate::daemon_runtime("blockstore")?;
     runtime.block_on(async move {
-        let node = ferrofabric_blockstore_service::service::start(config).await?;
+        let node = ferrofabric_blockstore_service::start(config).await?;
         println!(
             "blockstore ready: listen={} operations={} height={}",
             node.listen_addr,
             node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
             node.store.height()
         );
-        node.run_until(ferrofabric_comm::shutdown::wait_for_signal()).await
+        node.run_until(ferrofabric_comm::wait_for_signal()).await
     })
 }

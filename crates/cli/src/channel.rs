@@ -10,7 +10,7 @@ use ferrofabric_configtxgen::{genesis_block, ConfigTx};
 
 /// Arguments of `ferrofabric channel`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct ChannelArgs {
+pub(crate) struct ChannelArgs {
     /// What to do.
     #[command(subcommand)]
     pub command: ChannelCommand,
@@ -18,7 +18,7 @@ pub struct ChannelArgs {
 
 /// Subcommands of `ferrofabric channel`.
 #[derive(Debug, Clone, clap::Subcommand)]
-pub enum ChannelCommand {
+pub(crate) enum ChannelCommand {
     /// Writes a channel's genesis (config) block from a configtx.yaml profile, for the orderers' channel
     /// participation API (`osnadmin channel join`) and peers' `channel join`.
     Genesis(GenesisArgs),
@@ -26,7 +26,7 @@ pub enum ChannelCommand {
 
 /// Arguments of `ferrofabric channel genesis`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct GenesisArgs {
+pub(crate) struct GenesisArgs {
     /// configtx.yaml (Fabric configtxgen's format); relative paths in it are relative to its directory.
     /// Default: `$FABRIC_CFG_PATH/configtx.yaml`, else `./configtx.yaml`.
     #[arg(long, value_name = "FILE")]
@@ -59,7 +59,7 @@ fn default_config() -> PathBuf {
 ///
 /// Errors: unreadable or invalid configtx.yaml, unknown profile, encoding failures, unwritable output, all
 /// with context.
-pub fn run(args: ChannelArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: ChannelArgs) -> anyhow::Result<()> {
     match args.command {
         ChannelCommand::Genesis(args) => {
             let path = args.config.clone().unwrap_or_else(default_config);

@@ -1,14 +1,14 @@
 //! `ferrofabric committer --config FILE`: the command-line entry of the committing peer
-//! ([`ferrofabric_committer::pipeline::start`]).
+//! ([`ferrofabric_committer::start`]).
 
 use std::path::PathBuf;
 
-use ferrofabric_committer::config::CommitterConfig;
+use ferrofabric_committer::CommitterConfig;
 
 /// Arguments of `ferrofabric committer`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct CommitterArgs {
-    /// Configuration file (YAML, see `ferrofabric_committer::config`).
+pub(crate) struct CommitterArgs {
+    /// Configuration file (YAML, see `ferrofabric_committer::CommitterConfig`).
     #[arg(long, value_name = "FILE")]
     pub config: PathBuf,
     /// Overrides `DataDir`.
@@ -29,7 +29,7 @@ impl CommitterArgs {
     /// The file's configuration with the flags applied.
     ///
     /// Errors: unreadable or malformed file.
-    pub fn to_config(&self) -> anyhow::Result<CommitterConfig> {
+    pub(crate) fn to_config(&self) -> anyhow::Result<CommitterConfig> {
         let mut c = CommitterConfig::load(&self.config)?;
         if let Some(d) = &self.data_dir {
             c.data_dir = Some(d.clone());
@@ -52,17 +52,17 @@ impl CommitterArgs {
 /// its own multi-threaded Tokio runtime, so it must not be called from within one.
 ///
 /// Errors: configuration, start-up and pipeline errors.
-pub fn run(args: CommitterArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: CommitterArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let runtime = crate::daemon_runtime("committer")?;
     runtime.block_on(async move {
-        let node = ferrofabric_committer::pipeline::start(config).await?;
+        let node = ferrofabric_committer::start(config).await?;
         println!(
             "committer ready: deliver={} operations={} height={}",
             node.deliver_addr,
             node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
             node.store.height()
         );
-        node.run_until(ferrofabric_comm::shutdown::wait_for_signal()).await
+        node.run_until(ferrofabric_comm::wait_for_signal()).await
     })
 }

@@ -9,7 +9,7 @@ use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPT
 
 /// Arguments of `ferrofabric crypto`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct CryptoArgs {
+pub(crate) struct CryptoArgs {
     /// What to do.
     #[command(subcommand)]
     pub command: CryptoCommand,
@@ -17,7 +17,7 @@ pub struct CryptoArgs {
 
 /// Subcommands of `ferrofabric crypto`.
 #[derive(Debug, Clone, clap::Subcommand)]
-pub enum CryptoCommand {
+pub(crate) enum CryptoCommand {
     /// Generates CAs, MSP folders, keys and TLS certificates in cryptogen's directory layout.
     Generate(GenerateArgs),
     /// Prints an example crypto-config.yaml (the one `generate` uses without `--config`).
@@ -26,7 +26,7 @@ pub enum CryptoCommand {
 
 /// Arguments of `ferrofabric crypto generate`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct GenerateArgs {
+pub(crate) struct GenerateArgs {
     /// crypto-config.yaml (Fabric cryptogen's format: OrdererOrgs / PeerOrgs); without it, the built-in
     /// template (two peer organisations, one orderer organisation, NodeOUs on).
     #[arg(long, value_name = "FILE")]
@@ -43,7 +43,7 @@ pub struct GenerateArgs {
 /// Runs `ferrofabric crypto <command>`; `generate` prints one line per organisation written.
 ///
 /// Errors: unreadable or invalid config, generation failures, unwritable output, all with context.
-pub fn run(args: CryptoArgs) -> anyhow::Result<()> {
+pub(crate) fn run(args: CryptoArgs) -> anyhow::Result<()> {
     match args.command {
         CryptoCommand::Showtemplate => {
             print!("{DEFAULT_CRYPTO_CONFIG}");

@@ -1,14 +1,14 @@
 //! `ferrofabric endorser`: an endorsing peer of one channel. Configuration is a small YAML file whose keys mirror
-//! the flags (see [`ferrofabric_endorser::daemon`]); flags override the file.
+//! the flags (see [`ferrofabric_endorser::EndorserFile`]); flags override the file.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use ferrofabric_endorser::daemon::{default_listen, start, EndorserConfig, EndorserFile};
+use ferrofabric_endorser::{default_listen, start, EndorserConfig, EndorserFile};
 
 /// Arguments of `ferrofabric endorser`.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct EndorserArgs {
+pub(crate) struct EndorserArgs {
     /// Configuration file (YAML, keys as the flags below with `_` for `-`).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -33,7 +33,7 @@ impl EndorserArgs {
     /// The configuration: the file (if any) with the flags applied; relative paths in the file are relative to it.
     ///
     /// Errors: unreadable or malformed file, or `msp_dir`, `msp_id` or `genesis` missing from both.
-    pub fn to_config(&self) -> anyhow::Result<EndorserConfig> {
+    pub(crate) fn to_config(&self) -> anyhow::Result<EndorserConfig> {
         let file = match &self.config {
             Some(path) => EndorserFile::load(path)?,
             None => EndorserFile::default(),
@@ -51,8 +51,8 @@ impl EndorserArgs {
 /// Runs `ferrofabric endorser` until Ctrl-C or SIGTERM. Builds its own multi-threaded Tokio runtime, so it must not
 /// be called from within one.
 ///
-/// Errors: configuration or start-up errors (see [`ferrofabric_endorser::daemon::start`]).
-pub fn run(args: EndorserArgs) -> anyhow::Result<()> {
+/// Errors: configuration or start-up errors (see [`ferrofabric_endorser::start`]).
+pub(crate) fn run(args: EndorserArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let runtime = crate::daemon_runtime("endorser")?;
     runtime.block_on(async move {
@@ -64,7 +64,7 @@ pub fn run(args: EndorserArgs) -> anyhow::Result<()> {
             running.endorser.replica().channel_id(),
             config.committer.as_deref().unwrap_or("-")
         );
-        ferrofabric_comm::shutdown::wait_for_signal().await;
+        ferrofabric_comm::wait_for_signal().await;
         running.shutdown().await;
         Ok(())
     })

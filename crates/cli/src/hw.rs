@@ -1,12 +1,12 @@
-//! `ferrofabric hw validate`: the flags of [`ferrofabric_hw::validate::run`].
+//! `ferrofabric hw validate`: the flags of [`ferrofabric_hw::validate_ledger`].
 
 use std::path::PathBuf;
 
-use ferrofabric_hw::validate::ValidateOptions;
+use ferrofabric_hw::ValidateOptions;
 
 /// Arguments of `ferrofabric hw validate`.
 #[derive(Clone, Debug, clap::Args)]
-pub struct HwValidateArgs {
+pub(crate) struct HwValidateArgs {
     /// The channel's genesis block (a marshaled common.Block).
     #[arg(long)]
     pub genesis: PathBuf,
@@ -26,8 +26,8 @@ pub struct HwValidateArgs {
 
 /// Runs `ferrofabric hw validate`.
 ///
-/// Errors: as [`ferrofabric_hw::validate::run`].
-pub fn run(args: HwValidateArgs) -> anyhow::Result<()> {
+/// Errors: as [`ferrofabric_hw::validate_ledger`].
+pub(crate) fn run(args: HwValidateArgs) -> anyhow::Result<()> {
     let HwValidateArgs { genesis, blocks, report, config, quiet } = args;
-    ferrofabric_hw::validate::run(&ValidateOptions { genesis, blocks, report, config, quiet })
+    ferrofabric_hw::validate_ledger(&ValidateOptions { genesis, blocks, report, config, quiet })
 }

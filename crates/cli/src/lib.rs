@@ -1,4 +1,14 @@
 //! The library half of the `ferrofabric` command line: the `bench` commands, reachable from the binary and from
 //! the integration tests.
+//!
+//! * `ferrofabric bench orderer`: ordering throughput and block latency, solo or etcdraft ([`bench_orderer`] with
+//!   [`OrdererBenchArgs`], reporting an [`OrdererBenchReport`]);
+//! * `ferrofabric bench e2e`: end-to-end committed throughput of a node and the committer alone on Fabric 2.5.16's
+//!   bench ledger ([`bench_e2e`] with [`E2eBenchArgs`] and a [`Workload`], reporting an [`E2eReport`]).
 
-pub mod bench;
+mod bench;
+
+pub use bench::e2e::{run as bench_e2e, E2eBenchArgs, E2eReport, Workload};
+pub use bench::orderer::{
+    run as bench_orderer, BenchReport as OrdererBenchReport, OrdererBenchArgs, RunResult as OrdererBenchRun,
+};

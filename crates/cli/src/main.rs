@@ -73,10 +73,10 @@ enum Command {
 #[derive(Subcommand)]
 enum BenchCommand {
     /// Ordering throughput and block latency: N pre-signed envelopes from K clients, solo (and Raft).
-    Orderer(ferrofabric::bench::orderer::OrdererBenchArgs),
+    Orderer(ferrofabric::OrdererBenchArgs),
     /// End-to-end committed tx/s and block latency of a node (transfer, smallbank), or of the committer alone on
     /// Fabric 2.5.16's 10,735-transaction ledger (ledger).
-    E2e(ferrofabric::bench::e2e::E2eBenchArgs),
+    E2e(ferrofabric::E2eBenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -136,8 +136,8 @@ fn main() -> ExitCode {
         Command::Channel(args) => channel::run(args),
         Command::Node(args) => ferrofabric_node::run(args),
         Command::Hw { command: HwCommand::Validate(args) } => hw::run(args),
-        Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric::bench::orderer::run(args).map(|_| ()),
-        Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric::bench::e2e::run(args).map(|_| ()),
+        Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric::bench_orderer(args).map(|_| ()),
+        Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric::bench_e2e(args).map(|_| ()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

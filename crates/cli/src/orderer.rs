@@ -1,15 +1,15 @@
 //! `ferrofabric orderer`: the command-line entry of the node. A YAML file in the shape of Fabric's
-//! `orderer.yaml` (see [`ferrofabric_orderer::config`]) with flags that override it, so that a script can start a
+//! `orderer.yaml` (see [`ferrofabric_orderer::OrdererConfig`]) with flags that override it, so that a script can start a
 //! node without writing a file. The node runs the solo and etcdraft consensus backends ([`plugins`]).
 
 use std::path::PathBuf;
 
-use ferrofabric_orderer::config::{parse_addr, OrdererConfig, TlsConfig};
-use ferrofabric_orderer::server::start;
+use ferrofabric_comm::{parse_addr, TlsConfig};
+use ferrofabric_orderer::{start, OrdererConfig};
 
 /// Arguments of `ferrofabric orderer`.
 #[derive(Debug, Clone, Default, clap::Args)]
-pub struct OrdererArgs {
+pub(crate) struct OrdererArgs {
     /// Configuration file (Fabric orderer.yaml layout); without it, built-in defaults.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -41,7 +41,7 @@ impl OrdererArgs {
     /// The configuration: the file (or defaults) with the flags applied.
     ///
     /// Errors: unreadable or malformed file, malformed addresses.
-    pub fn to_config(&self) -> anyhow::Result<OrdererConfig> {
+    pub(crate) fn to_config(&self) -> anyhow::Result<OrdererConfig> {
         let mut c = match &self.config {
             Some(path) => OrdererConfig::load(path)?,
             None => OrdererConfig::defaults(),
@@ -90,8 +90,8 @@ impl OrdererArgs {
 /// Runs the node until Ctrl-C or SIGTERM. Builds its own multi-threaded Tokio runtime, so it must not be
 /// called from within one.
 ///
-/// Errors: configuration or start-up errors (see [`ferrofabric_orderer::server::start`]).
-pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
+/// Errors: configuration or start-up errors (see [`ferrofabric_orderer::start`]).
+pub(crate) fn run(args: OrdererArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
     let plugins = ferrofabric_node::orderer_plugins(&config)?;
     let runtime = crate::daemon_runtime("orderer")?;
@@ -103,7 +103,7 @@ pub fn run(args: OrdererArgs) -> anyhow::Result<()> {
             node.admin_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
             node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
         );
-        ferrofabric_comm::shutdown::wait_for_signal().await;
+        ferrofabric_comm::wait_for_signal().await;
         tracing::info!("shutting down");
         node.shutdown().await;
         Ok(())

@@ -9,12 +9,12 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
-use ferrofabric_protoutil::records::records;
+use ferrofabric_protoutil::records;
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use serde::Serialize;
 
 /// Arguments of `ledger replay`.
-pub struct Args {
+pub(crate) struct Args {
     pub genesis: PathBuf,
     pub blocks: PathBuf,
     pub report: PathBuf,
@@ -46,7 +46,7 @@ struct StateEntry {
     version: String,
 }
 
-pub fn run(args: &Args) -> Result<()> {
+pub(crate) fn run(args: &Args) -> Result<()> {
     let genesis = ferrofabric_protoutil::read_ledger_file(&args.genesis)?;
     let blocks = ferrofabric_protoutil::read_ledger_file(&args.blocks)?;
     let mut validator = Validator::new(genesis.clone(), ValidatorOptions { threads: args.threads })

@@ -17,7 +17,7 @@ use crate::codec::{PairCodec, ProstDecoder, RawEncoder};
 use crate::tls::{read_pems, ClientTlsConfig};
 
 /// Largest Deliver response accepted: 256 MiB (a block plus framing).
-pub const MAX_DELIVER_MESSAGE: usize = 256 << 20;
+pub(crate) const MAX_DELIVER_MESSAGE: usize = 256 << 20;
 
 /// Largest Broadcast response accepted.
 const MAX_BROADCAST_RESPONSE: usize = 100 << 20;
@@ -140,10 +140,7 @@ pub enum DeliverItem {
 /// Decodes a `DeliverResponse` (the orderer's or the peer's: both have status = 1, block = 2) without decoding the
 /// block; other fields (filtered blocks, private data) are refused, as this client never asks for them.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct DeliverItemDecoder;
-
-/// The name the orderer's client gave [`DeliverItemDecoder`].
-pub type RawDeliverDecoder = DeliverItemDecoder;
+pub(crate) struct DeliverItemDecoder;
 
 impl Decoder for DeliverItemDecoder {
     type Item = DeliverItem;

@@ -1,23 +1,38 @@
 //! The gRPC and HTTP plumbing every Ferrofabric daemon shares (Fabric's `internal/pkg/comm` and
 //! `core/operations`), so that each rule about connections has one home:
 //!
-//! * [`codec`]: tonic codecs that keep marshaled messages as bytes (requests arrive as the raw `Envelope`, blocks
-//!   leave as the stored bytes), and the UNIMPLEMENTED answer of hand-wired services;
-//! * [`client`]: the gRPC client — connections with TLS, `orderer.AtomicBroadcast` Broadcast/Deliver and the
-//!   peer's `protos.Deliver` with blocks left as bytes, seek envelopes;
-//! * [`tls`]: TLS settings of listeners and outgoing connections (Fabric's `localconfig.TLS`), tonic and rustls
-//!   server configurations;
-//! * [`listener`]: a gRPC listener bound, served and stopped by a [`Shutdown`];
-//! * [`shutdown`]: the one [`Shutdown`] signal every task holds, and `SIGINT`/`SIGTERM` handling;
-//! * [`parse`]: `host:port` and Go duration values of configuration files;
-//! * [`operations`]: the operations HTTP server (`/healthz`, `/metrics`) and the HTTP(S) accept loop.
+//! * codecs that keep marshaled messages as bytes (requests arrive as the raw `Envelope`, blocks leave as the
+//!   stored bytes): [`PairCodec`] of [`RawEncoder`], [`RawDecoder`], [`ProstEncoder`], [`ProstDecoder`], and the
+//!   UNIMPLEMENTED answer of hand-wired services, [`unimplemented_response`];
+//! * the gRPC client: connections with TLS ([`connect`], [`connect_with`], [`ClientTls`]),
+//!   `orderer.AtomicBroadcast` [`broadcast`] / [`deliver`] and the peer's `protos.Deliver` ([`open_deliver`] of a
+//!   [`DeliverApi`]) with blocks left as bytes ([`DeliverItem`]), seek envelopes ([`seek_envelope`]);
+//! * TLS settings of listeners ([`TlsConfig`], Fabric's `localconfig.TLS`) and of outgoing connections
+//!   ([`ClientTlsConfig`]), rustls server configurations ([`http_server_tls`]);
+//! * gRPC listeners bound, served and stopped by a [`Shutdown`] ([`grpc_listener`], or step by step
+//!   [`bind_grpc`], [`grpc_server_builder`], [`spawn_grpc_server`]);
+//! * the one [`Shutdown`] signal every task holds, and `SIGINT`/`SIGTERM` handling ([`wait_for_signal`]);
+//! * `host:port` and Go duration values of configuration files ([`parse_addr`], [`parse_duration`]);
+//! * the operations HTTP server (`/healthz`, `/metrics`: [`operations_router`], [`serve_operations`]) and the
+//!   HTTP(S) accept loop ([`serve_http`]).
 
-pub mod client;
-pub mod codec;
-pub mod listener;
-pub mod operations;
-pub mod parse;
-pub mod shutdown;
-pub mod tls;
+mod client;
+mod codec;
+mod listener;
+mod operations;
+mod parse;
+mod shutdown;
+mod tls;
 
-pub use shutdown::{Shutdown, ShutdownTrigger};
+pub use client::{
+    broadcast, connect, connect_with, deliver, deliver_with, open_deliver, seek_envelope, seek_range, ClientTls,
+    ConnectOptions, DeliverApi, DeliverItem,
+};
+pub use codec::{unimplemented_response, PairCodec, ProstDecoder, ProstEncoder, RawDecoder, RawEncoder};
+pub use listener::{
+    bind as bind_grpc, grpc_listener, server_builder as grpc_server_builder, spawn as spawn_grpc_server,
+};
+pub use operations::{health_response, router as operations_router, serve as serve_operations, serve_http, Health};
+pub use parse::{parse_addr, parse_duration};
+pub use shutdown::{wait_for_signal, Shutdown, ShutdownTrigger};
+pub use tls::{http_server_tls, pem_cert_der, ClientTlsConfig, TlsConfig};

@@ -16,10 +16,10 @@ use crate::tls::{grpc_server_tls, TlsConfig};
 /// checks waits here, so the window is kept small: at saturation a larger one only queues Broadcast envelopes
 /// (4 MiB per stream held ~4,000 envelopes, half a second of ordering) and back-pressure reaches the client
 /// through HTTP/2 flow control instead, as with Fabric's gRPC servers. Messages larger than the window still pass.
-pub const CONNECTION_WINDOW: u32 = 1 << 20;
+pub(crate) const CONNECTION_WINDOW: u32 = 1 << 20;
 
 /// HTTP/2 receive window of a daemon's server per stream: 256 KiB (about 60 smallbank-size envelopes).
-pub const STREAM_WINDOW: u32 = 256 << 10;
+pub(crate) const STREAM_WINDOW: u32 = 256 << 10;
 
 /// A tonic server builder with the daemons' flow-control windows and, when `tls.enabled`, TLS.
 ///

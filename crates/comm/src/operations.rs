@@ -22,7 +22,7 @@ use crate::shutdown::Shutdown;
 pub type Health = watch::Receiver<Option<String>>;
 
 /// `time` as RFC 3339 UTC with second precision (`2025-01-01T00:00:00Z`).
-pub fn rfc3339(time: SystemTime) -> String {
+pub(crate) fn rfc3339(time: SystemTime) -> String {
     let secs = time.duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
@@ -52,7 +52,7 @@ pub fn health_response(failed: Vec<(String, String)>) -> Response {
 }
 
 /// The text exposition of `registry` (`/metrics`).
-pub fn metrics_response(registry: &Registry) -> Response {
+pub(crate) fn metrics_response(registry: &Registry) -> Response {
     let mut out = Vec::new();
     match TextEncoder::new().encode(&registry.gather(), &mut out) {
         Ok(()) => ([(header::CONTENT_TYPE, prometheus::TEXT_FORMAT)], out).into_response(),

@@ -17,11 +17,11 @@ pub fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
 }
 
 /// Parses a non-negative Go duration (`1m30s`, `2.5s`, `250ms`, a bare `0`) with
-/// [`ferrofabric_channelconfig::duration::parse_std`], the one Go-duration parser of the workspace.
+/// [`ferrofabric_channelconfig::parse_go_duration_std`], the one Go-duration parser of the workspace.
 ///
 /// Errors: an empty string, a missing or unknown unit, a bad number, a negative duration.
 pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    ferrofabric_channelconfig::duration::parse_std(s).map_err(|e| anyhow::anyhow!(e))
+    ferrofabric_channelconfig::parse_go_duration_std(s).map_err(|e| anyhow::anyhow!(e))
 }
 
 #[cfg(test)]

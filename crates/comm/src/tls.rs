@@ -100,7 +100,7 @@ pub fn pem_cert_der(pem: &[u8]) -> Option<Vec<u8>> {
 /// The concatenated PEM files `paths` (what a list of `RootCAs` / `ClientRootCAs` holds).
 ///
 /// Errors: an unreadable file.
-pub fn read_pems(paths: &[PathBuf], what: &str) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn read_pems(paths: &[PathBuf], what: &str) -> anyhow::Result<Vec<u8>> {
     let mut out = Vec::new();
     for p in paths {
         out.extend(read(p, what)?);
@@ -113,7 +113,7 @@ pub fn read_pems(paths: &[PathBuf], what: &str) -> anyhow::Result<Vec<u8>> {
 /// configured; `ClientAuthRequired` false makes them optional).
 ///
 /// Errors: missing or unreadable files; client authentication required without client root CAs.
-pub fn grpc_server_tls(tls: &TlsConfig) -> anyhow::Result<tonic::transport::ServerTlsConfig> {
+pub(crate) fn grpc_server_tls(tls: &TlsConfig) -> anyhow::Result<tonic::transport::ServerTlsConfig> {
     let cert = read(required(&tls.certificate, "certificate")?, "certificate")?;
     let key = read(required(&tls.private_key, "private key")?, "private key")?;
     let mut config = tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(cert, key));

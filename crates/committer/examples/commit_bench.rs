@@ -30,7 +30,7 @@ async fn main() {
         config.pipeline.validation_threads = *n;
     }
     let started = Instant::now();
-    let node = ferrofabric_committer::pipeline::start(config).await.unwrap();
+    let node = ferrofabric_committer::start(config).await.unwrap();
     let mut status = node.status();
     let mut first: Option<Instant> = None;
     let n = orderer_blocks.len() as u64;

@@ -1,21 +1,4 @@
-//! State checkpoints: the whole in-memory world state after one block, written atomically to one file (FastFabric
-//! keeps the state in memory, Opt P-I; this makes it survive restarts together with the block store).
-//!
-//! # File format (`<DataDir>/checkpoint`, all integers little-endian)
-//! ```text
-//! "FFCKPT01"                                 8-byte magic
-//! u64 block number                           the state is the one after this block
-//! u8 has_commit_hash, [32] commit hash       zeros and 0 when the block has none (block 0)
-//! [32] header hash                           SHA-256 of the block's header (Fabric BlockHeaderHash)
-//! u64 entry count, then per entry, in key order:
-//!   u32 len + namespace, u32 len + collection, u32 len + key, u32 len + value,
-//!   u32 metadata count, then per metadata entry u32 len + name, u32 len + value,
-//!   u64 version block, u64 version tx
-//! [32] SHA-256 of everything above
-//! ```
-//! Writing: a temporary file in the same directory, `fsync`, rename over the old file, `fsync` of the directory, so
-//! a crash leaves either the old or the new checkpoint, never a torn one. Reading checks the trailing hash and every
-//! length; a damaged file is an error, never a panic.
+//! State checkpoints: [`Checkpoint`], whose documentation gives the file format.
 
 use std::fs::File;
 use std::io::Write;
@@ -50,7 +33,25 @@ pub enum CheckpointError {
     },
 }
 
-/// The world state after block `number`.
+/// The world state after block `number`: a state checkpoint, the whole in-memory world state after one block,
+/// written atomically to one file (FastFabric keeps the state in memory, Opt P-I; this makes it survive restarts
+/// together with the block store).
+///
+/// # File format (`<DataDir>/checkpoint`, all integers little-endian)
+/// ```text
+/// "FFCKPT01"                                 8-byte magic
+/// u64 block number                           the state is the one after this block
+/// u8 has_commit_hash, [32] commit hash       zeros and 0 when the block has none (block 0)
+/// [32] header hash                           SHA-256 of the block's header (Fabric BlockHeaderHash)
+/// u64 entry count, then per entry, in key order:
+///   u32 len + namespace, u32 len + collection, u32 len + key, u32 len + value,
+///   u32 metadata count, then per metadata entry u32 len + name, u32 len + value,
+///   u64 version block, u64 version tx
+/// [32] SHA-256 of everything above
+/// ```
+/// Writing: a temporary file in the same directory, `fsync`, rename over the old file, `fsync` of the directory, so
+/// a crash leaves either the old or the new checkpoint, never a torn one. Reading checks the trailing hash and every
+/// length; a damaged file is an error, never a panic.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Checkpoint {
     /// The last block whose updates the state includes.

@@ -1,33 +1,10 @@
-//! The committer's configuration file: YAML with Fabric-style PascalCase keys, in the spirit of the `peer` section
-//! of Fabric's `core.yaml` (`peer.deliveryclient`, `peer.authentication.timewindow`, `operations`), reduced to what a
-//! committing peer needs, plus FastFabric's two pipeline knobs.
-//!
-//! ```yaml
-//! Channel: mychannel                 # optional; checked against the genesis block
-//! GenesisBlock: genesis.block        # needed for the first start only (the block store keeps it afterwards)
-//! DataDir: data/committer            # block store (ledger/) and state checkpoint (checkpoint)
-//! LocalMSPDir: crypto/.../peer0.org1.example.com/msp
-//! LocalMSPID: Org1MSP
-//! Orderers: ["127.0.0.1:7050"]       # tried in turn; the committer fails over between them
-//! OrdererTLS: {Enabled: false, RootCAs: [], ServerNameOverride: "", ClientCertificate: "", ClientKey: ""}
-//! ListenAddress: 127.0.0.1:7051      # Fabric's peer Deliver service
-//! TLS: {Enabled: false, Certificate: "", PrivateKey: "", ClientRootCAs: [], ClientAuthRequired: false}
-//! OperationsListenAddress: 127.0.0.1:9443   # /metrics, /healthz; empty disables
-//! Pipeline: {BlocksInFlight: 16, ValidationThreads: 0}
-//! CheckpointInterval: 500            # blocks between state checkpoints
-//! SyncEveryBlock: false
-//! TimeWindow: 15m                    # peer.authentication.timewindow
-//! Delivery: {ConnectTimeout: 3s, ReconnectBackoffThreshold: 10s}
-//! ```
-//!
-//! Relative paths are resolved against the directory of the file. Durations use Go's syntax (`500ms`, `2s`, `15m`).
+//! The committer's configuration file, [`CommitterConfig`] (whose documentation gives the file layout).
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-pub use ferrofabric_comm::parse::{parse_addr, parse_duration};
-pub use ferrofabric_comm::tls::{ClientTlsConfig, TlsConfig as ServerTlsConfig};
-pub use ferrofabric_deliver::follower::DeliveryConfig;
+use ferrofabric_comm::{parse_addr, parse_duration, ClientTlsConfig, TlsConfig as ServerTlsConfig};
+use ferrofabric_deliver::DeliveryConfig;
 use serde::Deserialize;
 
 /// FastFabric Fig. 7's two knobs.
@@ -47,7 +24,31 @@ impl Default for PipelineConfig {
     }
 }
 
-/// The whole committer configuration. See the module docs for the file layout.
+/// The whole committer configuration.
+///
+/// The committer's configuration file: YAML with Fabric-style PascalCase keys, in the spirit of the `peer` section
+/// of Fabric's `core.yaml` (`peer.deliveryclient`, `peer.authentication.timewindow`, `operations`), reduced to what a
+/// committing peer needs, plus FastFabric's two pipeline knobs.
+///
+/// ```yaml
+/// Channel: mychannel                 # optional; checked against the genesis block
+/// GenesisBlock: genesis.block        # needed for the first start only (the block store keeps it afterwards)
+/// DataDir: data/committer            # block store (ledger/) and state checkpoint (checkpoint)
+/// LocalMSPDir: crypto/.../peer0.org1.example.com/msp
+/// LocalMSPID: Org1MSP
+/// Orderers: ["127.0.0.1:7050"]       # tried in turn; the committer fails over between them
+/// OrdererTLS: {Enabled: false, RootCAs: [], ServerNameOverride: "", ClientCertificate: "", ClientKey: ""}
+/// ListenAddress: 127.0.0.1:7051      # Fabric's peer Deliver service
+/// TLS: {Enabled: false, Certificate: "", PrivateKey: "", ClientRootCAs: [], ClientAuthRequired: false}
+/// OperationsListenAddress: 127.0.0.1:9443   # /metrics, /healthz; empty disables
+/// Pipeline: {BlocksInFlight: 16, ValidationThreads: 0}
+/// CheckpointInterval: 500            # blocks between state checkpoints
+/// SyncEveryBlock: false
+/// TimeWindow: 15m                    # peer.authentication.timewindow
+/// Delivery: {ConnectTimeout: 3s, ReconnectBackoffThreshold: 10s}
+/// ```
+///
+/// Relative paths are resolved against the directory of the file. Durations use Go's syntax (`500ms`, `2s`, `15m`).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase", default)]
 pub struct CommitterConfig {

@@ -2,22 +2,22 @@
 //! memory and a deep pipeline, and serves Fabric's peer Deliver service so that Fabric SDKs, the block-store service
 //! and endorser replicas follow the chain from it.
 //!
-//! * [`pipeline::start`] runs one: recovery from the block store, then blocks pulled from the orderers
-//!   ([`ferrofabric_deliver::follower::Follower`], Fabric's `blocksprovider`), validated by the pipelined
+//! * [`start`] runs one ([`RunningCommitter`]): recovery from the block store, then blocks pulled from the orderers
+//!   ([`ferrofabric_deliver::Follower`], Fabric's `blocksprovider`), validated by the pipelined
 //!   [`ferrofabric_validator::Validator`] (orderer signatures included), stored with TRANSACTIONS_FILTER and
-//!   COMMIT_HASH exactly as a Fabric peer stores them, and served by
-//!   [`ferrofabric_deliver::peer::PeerDeliverService`]. See [`pipeline`] for threads and durability.
-//! * [`config`]: the YAML file ([`config::CommitterConfig`]), which `ferrofabric committer --config FILE` (the CLI
-//!   crate) loads before calling [`pipeline::start`].
-//! * [`checkpoint`]: the state checkpoint file; [`metrics`]: the commit pipeline's Prometheus metrics (served with
-//!   `/healthz` by [`ferrofabric_comm::operations`]).
+//!   COMMIT_HASH exactly as a Fabric peer stores them ([`with_peer_metadata`], [`stored_peer_metadata`]), and served
+//!   by [`ferrofabric_deliver::PeerDeliverService`]. See [`RunningCommitter`] for threads and durability.
+//! * [`CommitterConfig`]: the YAML file, which `ferrofabric committer --config FILE` (the CLI crate) loads before
+//!   calling [`start`].
+//! * [`Checkpoint`]: the state checkpoint file; the commit pipeline's Prometheus metrics are served with `/healthz`
+//!   by [`ferrofabric_comm::operations_router`].
 //!
 //! # How validated blocks reach other services (FastFabric III-F, III-G)
 //! The block-store service and the endorser replicas are Deliver clients of the committer, like Fabric's own
 //! event listeners: each asks for blocks from its own height and the committer serves them from its block store.
 //! Nothing is pushed, so a slow or dead consumer cannot stall commits (each stream has a bounded buffer of four
 //! frames and waits on its own socket) and none can miss a block (it resumes from its height after a restart).
-//! [`ferrofabric_deliver::follower::Follower`] with [`ferrofabric_comm::client::DeliverApi::Peer`] is the client
+//! [`ferrofabric_deliver::Follower`] with [`ferrofabric_comm::DeliverApi::Peer`] is the client
 //! side.
 //!
 //! # Not done / differences from Fabric
@@ -27,7 +27,14 @@
 //! * Private data is not kept: `DeliverWithPrivateData` sends an empty private data map.
 //! * No TLS binding (`tls_cert_hash`) check on Deliver requests; the operations listener has no TLS.
 
-pub mod checkpoint;
-pub mod config;
-pub mod metrics;
-pub mod pipeline;
+mod checkpoint;
+mod config;
+mod metrics;
+mod pipeline;
+
+pub use checkpoint::{Checkpoint, CheckpointError};
+pub use config::{CommitterConfig, PipelineConfig};
+pub use pipeline::{
+    open_store, recover, start, stored_peer_metadata, with_peer_metadata, Recovery, RunningCommitter,
+    Status as CommitterStatus,
+};

@@ -1,5 +1,5 @@
 //! The committer's Prometheus metrics (names follow Fabric's peer where Fabric has one: `ledger_blockchain_height`,
-//! `ledger_transaction_count`), served with `/healthz` by [`ferrofabric_comm::operations`].
+//! `ledger_transaction_count`), served with `/healthz` by [`ferrofabric_comm::operations_router`].
 
 use std::time::{Duration, Instant};
 
@@ -7,7 +7,7 @@ use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, 
 
 /// Counters of the commit pipeline. Cheap to clone; all updates are lock-free.
 #[derive(Clone, Debug)]
-pub struct CommitMetrics {
+pub(crate) struct CommitMetrics {
     height: IntGauge,
     blocks: IntCounter,
     transactions: IntCounterVec,
@@ -19,7 +19,7 @@ impl CommitMetrics {
     /// Creates the metrics of channel `channel` and registers them with `registry`.
     ///
     /// Errors: a metric of the same name is already registered.
-    pub fn register(registry: &Registry, channel: &str) -> prometheus::Result<CommitMetrics> {
+    pub(crate) fn register(registry: &Registry, channel: &str) -> prometheus::Result<CommitMetrics> {
         let labels = [("channel", channel)];
         let with = |o: Opts| labels.iter().fold(o, |o, (k, v)| o.const_label(*k, *v));
         let height =
@@ -53,12 +53,12 @@ impl CommitMetrics {
     }
 
     /// Sets the height (number of stored blocks).
-    pub fn set_height(&self, height: u64) {
+    pub(crate) fn set_height(&self, height: u64) {
         self.height.set(height as i64);
     }
 
     /// Records one committed block: its validation codes (TRANSACTIONS_FILTER bytes) and its latency.
-    pub fn block_committed(&self, filter: &[u8], latency: Duration) {
+    pub(crate) fn block_committed(&self, filter: &[u8], latency: Duration) {
         self.blocks.inc();
         self.latency.observe(latency.as_secs_f64());
         let mut counts = [0u64; 256];
@@ -74,14 +74,14 @@ impl CommitMetrics {
     }
 
     /// Sets the throughput gauge.
-    pub fn set_throughput(&self, tx_per_second: f64) {
+    pub(crate) fn set_throughput(&self, tx_per_second: f64) {
         self.throughput.set(tx_per_second);
     }
 }
 
 /// Measures committed tx/s over windows of at least one second.
 #[derive(Debug)]
-pub struct ThroughputMeter {
+pub(crate) struct ThroughputMeter {
     window_start: Instant,
     txs: u64,
 }
@@ -94,7 +94,7 @@ impl Default for ThroughputMeter {
 
 impl ThroughputMeter {
     /// Adds `txs` committed transactions; returns the rate once a window of ≥ 1 s closes.
-    pub fn add(&mut self, txs: u64) -> Option<f64> {
+    pub(crate) fn add(&mut self, txs: u64) -> Option<f64> {
         self.txs += txs;
         let elapsed = self.window_start.elapsed();
         if elapsed < Duration::from_secs(1) {

@@ -1,30 +1,5 @@
-//! A running committer: recovery, the commit pipeline, and the listeners.
-//!
-//! # Threads (FastFabric III-D, Opt P-II/P-III)
-//! ```text
-//! orderers ──Deliver──▶ follower task ──(≤ BlocksInFlight)──▶ validator thread ──(≤ BlocksInFlight)──▶ store thread
-//!                          ▲   restart(N) on a refused block ◀──┘   (pipelined validator,            (append, metrics,
-//!                                                                     rayon pool of ValidationThreads)  checkpoints)
-//! store ──▶ peer Deliver (gRPC) ──▶ SDK event listeners, block-store service, endorser replicas
-//! ```
-//! The validator thread runs [`Validator::commit_blocks`]: while block N's MVCC and commit run, block N+1's
-//! stateless checks (orderer signatures included) already run on the pool. The store thread writes each validated
-//! block with its TRANSACTIONS_FILTER and COMMIT_HASH (the bytes a Fabric peer stores) and publishes it; consumers
-//! read committed blocks from the store through Deliver at their own pace, resuming from their own height, so a
-//! slow or restarted consumer neither blocks the committer nor loses a block (FastFabric III-F/III-G).
-//!
-//! # Durability
-//! The world state lives in memory. Every `CheckpointInterval` blocks the validator thread copies it (at that
-//! block exactly) and the store thread, after making the block store durable up to that block, writes it as a
-//! [`Checkpoint`]. The block store is the record of what was committed; blocks are stored as the peer bytes, and
-//! re-validating them gives the same results because neither the data hash nor the orderer signatures cover the
-//! TRANSACTIONS_FILTER and COMMIT_HASH entries (the validator reads only SIGNATURES).
-//!
-//! On start the committer resumes from the checkpoint when it matches the stored chain (header hash and COMMIT_HASH
-//! of its block) and re-validates only the stored blocks after it, or every stored block when there is no usable
-//! checkpoint; each re-validated block's filter and commit hash must equal the stored ones. Then it asks the
-//! orderers for the blocks from its height on. A `kill -9` at any moment loses at most blocks that were not yet
-//! appended; they are fetched again, so the final state and every commit hash equal those of an uninterrupted run.
+//! A running committer: recovery, the commit pipeline, and the listeners ([`start`], [`RunningCommitter`], whose
+//! documentation describes the threads and the durability).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -45,12 +20,8 @@ use prost::Message;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use ferrofabric_comm::client::{ClientTls, DeliverApi};
-use ferrofabric_comm::operations::Health;
-use ferrofabric_comm::parse::{parse_addr, parse_duration};
-use ferrofabric_comm::{Shutdown, ShutdownTrigger};
-use ferrofabric_deliver::follower::{block_number, Fetched, Follower};
-use ferrofabric_deliver::peer::{DeliverLedger, DeliverMetrics, PeerDeliverService};
+use ferrofabric_comm::{parse_addr, parse_duration, ClientTls, DeliverApi, Health, Shutdown, ShutdownTrigger};
+use ferrofabric_deliver::{block_number, DeliverLedger, DeliverMetrics, Fetched, Follower, PeerDeliverService};
 
 use crate::checkpoint::Checkpoint;
 use crate::config::CommitterConfig;
@@ -481,7 +452,34 @@ pub struct Status {
     pub failed: Option<String>,
 }
 
-/// A running committer. Dropping it does not stop it; call [`RunningCommitter::shutdown`].
+/// A running committer: recovery, the commit pipeline, and the listeners. Dropping it does not stop it; call
+/// [`RunningCommitter::shutdown`].
+///
+/// # Threads (FastFabric III-D, Opt P-II/P-III)
+/// ```text
+/// orderers ──Deliver──▶ follower task ──(≤ BlocksInFlight)──▶ validator thread ──(≤ BlocksInFlight)──▶ store thread
+///                          ▲   restart(N) on a refused block ◀──┘   (pipelined validator,            (append, metrics,
+///                                                                     rayon pool of ValidationThreads)  checkpoints)
+/// store ──▶ peer Deliver (gRPC) ──▶ SDK event listeners, block-store service, endorser replicas
+/// ```
+/// The validator thread runs [`Validator::commit_blocks`]: while block N's MVCC and commit run, block N+1's
+/// stateless checks (orderer signatures included) already run on the pool. The store thread writes each validated
+/// block with its TRANSACTIONS_FILTER and COMMIT_HASH (the bytes a Fabric peer stores) and publishes it; consumers
+/// read committed blocks from the store through Deliver at their own pace, resuming from their own height, so a
+/// slow or restarted consumer neither blocks the committer nor loses a block (FastFabric III-F/III-G).
+///
+/// # Durability
+/// The world state lives in memory. Every `CheckpointInterval` blocks the validator thread copies it (at that
+/// block exactly) and the store thread, after making the block store durable up to that block, writes it as a
+/// [`Checkpoint`]. The block store is the record of what was committed; blocks are stored as the peer bytes, and
+/// re-validating them gives the same results because neither the data hash nor the orderer signatures cover the
+/// TRANSACTIONS_FILTER and COMMIT_HASH entries (the validator reads only SIGNATURES).
+///
+/// On start the committer resumes from the checkpoint when it matches the stored chain (header hash and COMMIT_HASH
+/// of its block) and re-validates only the stored blocks after it, or every stored block when there is no usable
+/// checkpoint; each re-validated block's filter and commit hash must equal the stored ones. Then it asks the
+/// orderers for the blocks from its height on. A `kill -9` at any moment loses at most blocks that were not yet
+/// appended; they are fetched again, so the final state and every commit hash equal those of an uninterrupted run.
 pub struct RunningCommitter {
     /// Bound address of the peer Deliver listener.
     pub deliver_addr: SocketAddr,
@@ -636,15 +634,15 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
         shutdown_rx.clone(),
     );
     let (deliver_addr, task) =
-        ferrofabric_comm::listener::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
+        ferrofabric_comm::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
             b.add_service(service.clone())
         })?;
     listeners.push(task);
     let mut operations_addr = None;
     if !config.operations_listen_address.is_empty() {
         let health = health_from_status(status_rx.clone());
-        let router = ferrofabric_comm::operations::router(registry.clone(), health, "committer");
-        let (addr, task) = ferrofabric_comm::operations::serve(
+        let router = ferrofabric_comm::operations_router(registry.clone(), health, "committer");
+        let (addr, task) = ferrofabric_comm::serve_operations(
             parse_addr(&config.operations_listen_address)?,
             router,
             shutdown_rx.clone(),

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
+use ferrofabric_channelconfig::{format_go_duration, parse_go_duration};
 use ferrofabric_protos::common::{
     policy, BlockDataHashingStructure, ConfigGroup, ConfigPolicy, ConfigValue, Consortium as ConsortiumValue,
     HashingAlgorithm, OrdererAddresses, Policy as PolicyProto, SignaturePolicyEnvelope,
@@ -16,7 +17,6 @@ use prost::Message;
 
 use crate::model::{Application, Consortium, Orderer, Organization, Policy, Profile};
 use crate::{implicit_meta_policy, signature_policy, ConfigtxgenError};
-use ferrofabric_channelconfig::duration;
 
 const ADMINS: &str = "Admins";
 const ORDERER_ADMINS: &str = "/Channel/Orderer/Admins";
@@ -208,8 +208,8 @@ fn orderer_group(orderer: &Orderer) -> Result<ConfigGroup, ConfigtxgenError> {
     };
     add_value(&mut g, "BatchSize", batch_size.encode_to_vec(), ADMINS);
     let timeout = orderer.batch_timeout.as_deref().unwrap_or("2s");
-    let timeout = duration::parse(timeout).map_err(|e| profile_err(format!("Orderer.BatchTimeout: {e}")))?;
-    add_value(&mut g, "BatchTimeout", BatchTimeout { timeout: duration::format(timeout) }.encode_to_vec(), ADMINS);
+    let timeout = parse_go_duration(timeout).map_err(|e| profile_err(format!("Orderer.BatchTimeout: {e}")))?;
+    add_value(&mut g, "BatchTimeout", BatchTimeout { timeout: format_go_duration(timeout) }.encode_to_vec(), ADMINS);
     let restrictions = ChannelRestrictions { max_count: orderer.max_channels };
     add_value(&mut g, "ChannelRestrictions", restrictions.encode_to_vec(), ADMINS);
     if !orderer.capabilities.is_empty() {

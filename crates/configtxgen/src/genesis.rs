@@ -6,7 +6,7 @@ use ferrofabric_protos::common::{
     Block, BlockData, BlockHeader, ChannelHeader, Config, ConfigEnvelope, Envelope, HeaderType, Payload,
     SignatureHeader,
 };
-use ferrofabric_protoutil::block::{orderer_metadata, signature_value};
+use ferrofabric_protoutil::{orderer_metadata, signature_value};
 use prost::Message;
 use sha2::{Digest, Sha256};
 

@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use ferrofabric_channelconfig::parse_go_duration;
 use serde::{Deserialize, Deserializer};
 
 use crate::ConfigtxgenError;
-use ferrofabric_channelconfig::duration;
 
 /// `null` (YAML `Key:` with nothing after it) reads as the type's default, as Go leaves a nil slice/map.
 fn null_default<'de, D, T>(d: D) -> Result<T, D::Error>
@@ -400,7 +400,7 @@ impl Orderer {
             self.orderer_type = "solo".to_string();
         }
         let timeout = match &self.batch_timeout {
-            Some(t) => duration::parse(t).map_err(|e| profile_err(format!("Orderer.BatchTimeout: {e}")))?,
+            Some(t) => parse_go_duration(t).map_err(|e| profile_err(format!("Orderer.BatchTimeout: {e}")))?,
             None => 0,
         };
         if timeout == 0 {
@@ -443,7 +443,7 @@ impl Orderer {
                 if raft.consenters.is_empty() {
                     return Err(profile_err("etcdraft configuration did not specify any consenter"));
                 }
-                duration::parse(&options.tick_interval).map_err(|_| {
+                parse_go_duration(&options.tick_interval).map_err(|_| {
                     profile_err(format!(
                         "Etcdraft TickInterval ({}) must be in time duration format",
                         options.tick_interval

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use ferrofabric_orderer::consensus::Submission;
+use ferrofabric_orderer::Submission;
 
 /// A message's identity: SHA-256 of the marshaled envelope, first 16 bytes.
 pub(crate) type Key = [u8; 16];

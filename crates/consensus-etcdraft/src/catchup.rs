@@ -17,8 +17,8 @@ use futures::StreamExt;
 use prost::Message;
 
 use super::transport::{endpoint, ClusterTls};
-use ferrofabric_comm::client::{self, DeliverItem};
-use ferrofabric_orderer::support::ChainSupport;
+use ferrofabric_comm::{deliver, seek_envelope, seek_range, DeliverItem};
+use ferrofabric_orderer::ChainSupport;
 use ferrofabric_protoutil::block_data_hash;
 
 /// How long a Deliver stream may stay silent before the next source is tried.
@@ -103,10 +103,10 @@ where
         .map_err(|_| "connect timed out".to_owned())?
         .map_err(|e| format!("connect: {e}"))?;
     let signer = support.signer().clone();
-    let seek = client::seek_range(*next, Some(to), SeekBehavior::BlockUntilReady);
-    let env = client::seek_envelope(support.channel_id(), signer.serialized(), |m| signer.sign(m), &seek);
+    let seek = seek_range(*next, Some(to), SeekBehavior::BlockUntilReady);
+    let env = seek_envelope(support.channel_id(), signer.serialized(), |m| signer.sign(m), &seek);
     let requests = futures::stream::iter(vec![env]).chain(futures::stream::pending());
-    let mut stream = client::deliver(channel, requests).await.map_err(|e| format!("Deliver: {e}"))?;
+    let mut stream = deliver(channel, requests).await.map_err(|e| format!("Deliver: {e}"))?;
     while *next <= to {
         let item = tokio::time::timeout(IDLE, stream.next())
             .await

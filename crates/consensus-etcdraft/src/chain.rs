@@ -42,10 +42,9 @@ use super::book::{key_of, Book, Key};
 use super::raftnode::{Event, Input, RaftStatus};
 use super::transport::{submit_request, submit_response, PeerLink};
 use super::Cluster;
-use ferrofabric_orderer::consensus::{ChannelStatus, Consensus, ConsensusError, ConsensusRelation, Submission};
-use ferrofabric_orderer::cutter::BlockCutter;
-use ferrofabric_orderer::msgprocessor::inspect;
-use ferrofabric_orderer::support::ChainSupport;
+use ferrofabric_orderer::{
+    inspect, BlockCutter, ChainSupport, ChannelStatus, Consensus, ConsensusError, ConsensusRelation, Submission,
+};
 
 /// Raft messages from the network waiting for the Raft thread beyond which new ones are dropped.
 const MAX_RAFT_BACKLOG: usize = 16_384;

@@ -43,7 +43,7 @@
 //!   last 2^18 messages) is answered SUCCESS and ordered once; Fabric orders both copies and the peers
 //!   mark the second one a duplicate transaction.
 //! * Membership is static. A CONFIG_UPDATE that changes the consenter set is refused by the node's
-//!   [`ferrofabric_orderer::configupdate::ConfigTxProcessor`] (BAD_REQUEST); a config block that changes it anyway (made by
+//!   [`ferrofabric_orderer::ConfigTxProcessor`] (BAD_REQUEST); a config block that changes it anyway (made by
 //!   another implementation) is stored, but Raft keeps the set it started with. Fabric instead accepts one
 //!   consenter added or removed per config block and reconfigures Raft when that block commits (`ConfChange`),
 //!   which this backend does not do yet.
@@ -87,11 +87,11 @@ use self::chain::{run_chain, LoopParams, Shared, Timing};
 use self::raftnode::{Input, RaftLoop, RaftParams, RaftStatus};
 use self::storage::WalStorage;
 use self::transport::{endpoint, PeerLink};
-use ferrofabric_comm::tls::pem_cert_der;
+use ferrofabric_comm::{parse_duration, pem_cert_der};
 use ferrofabric_consensus_solo::SingleRaftNodeFactory;
-use ferrofabric_orderer::config::{parse_duration, OrdererConfig};
-use ferrofabric_orderer::consensus::{ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory};
-use ferrofabric_orderer::server::Plugins;
+use ferrofabric_orderer::{
+    ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, OrdererConfig, Plugins,
+};
 
 /// Fabric's defaults for `etcdraft.Options` fields left at zero.
 const DEFAULT_TICK: Duration = Duration::from_millis(500);
@@ -160,7 +160,7 @@ impl Cluster {
         Ok(Cluster::new(tls, usize::try_from(max).unwrap_or(usize::MAX)))
     }
 
-    /// The factory to register under `etcdraft` in the node's [`ferrofabric_orderer::consensus::ConsensusRegistry`].
+    /// The factory to register under `etcdraft` in the node's [`ferrofabric_orderer::ConsensusRegistry`].
     pub fn factory(self: &Arc<Self>) -> Arc<dyn ConsensusFactory> {
         Arc::new(RaftFactory { cluster: self.clone() })
     }

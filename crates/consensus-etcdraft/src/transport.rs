@@ -30,7 +30,7 @@ use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 use tonic::Streaming;
 
 use super::Cluster;
-use ferrofabric_comm::codec::{PairCodec, ProstDecoder, ProstEncoder, RawEncoder};
+use ferrofabric_comm::{PairCodec, ProstDecoder, ProstEncoder, RawEncoder};
 
 /// gRPC service name of the cluster service (`/orderer.Cluster/Step`, Fabric `orderer/cluster.proto`).
 pub const CLUSTER_SERVICE_NAME: &str = "orderer.Cluster";

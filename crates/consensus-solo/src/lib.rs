@@ -22,11 +22,11 @@ use futures::FutureExt;
 use prost::Message;
 use tokio::sync::{mpsc, watch};
 
-use ferrofabric_orderer::consensus::{
+use ferrofabric_orderer::BlockCutter;
+use ferrofabric_orderer::{
     ChainSupport, ChannelStatus, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, ConsensusRegistry,
     ConsensusRelation, Submission,
 };
-use ferrofabric_orderer::cutter::BlockCutter;
 
 /// How many queued messages the loop takes per wake-up.
 const RECV_BATCH: usize = 512;
@@ -224,7 +224,7 @@ impl ConsensusFactory for SingleRaftNodeFactory {
             let theirs = &md.consenters[0];
             let named = [&theirs.client_tls_cert, &theirs.server_tls_cert]
                 .iter()
-                .any(|pem| ferrofabric_comm::tls::pem_cert_der(pem).is_some_and(|der| der == ours));
+                .any(|pem| ferrofabric_comm::pem_cert_der(pem).is_some_and(|der| der == ours));
             if !named {
                 return Err(ConsensusError(format!(
                     "this orderer's TLS certificate is not the consenter of etcdraft channel {} ({}:{}); \

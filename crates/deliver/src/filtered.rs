@@ -13,7 +13,7 @@ use prost::Message;
 
 /// The block without its data unless it is a config block (Fabric's `HEADER_WITH_SIG` content type); bytes that
 /// do not decode as a block are returned as they are.
-pub fn strip_data(bytes: Bytes) -> Bytes {
+pub(crate) fn strip_data(bytes: Bytes) -> Bytes {
     match Block::decode(bytes.clone()) {
         Ok(block) if !is_config_block(&block) => {
             Bytes::from(Block { header: block.header, data: None, metadata: block.metadata }.encode_to_vec())

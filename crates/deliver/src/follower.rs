@@ -1,21 +1,14 @@
-//! The block-pulling client (Fabric's `core/deliverservice/blocksprovider`): it follows a channel from a list of
-//! servers the way Fabric's peer pulls blocks from the orderers — ask for blocks from our own height to the end of
-//! time with a signed `SeekInfo` (`BLOCK_UNTIL_READY`), hand every block on, and on any error (a failed connection,
-//! a broken stream, a status, a block out of order, or a block the consumer refused) pause (100 ms, doubling up to a
-//! threshold, reset by the next block received) and resume from the consumer's height at the next server.
-//!
-//! The same client follows an orderer (`orderer.AtomicBroadcast/Deliver`: the committer) or a peer
-//! (`protos.Deliver/Deliver`: the block store and endorser replicas following a committer): both answer with
-//! `DeliverResponse{status = 1 | block = 2}`. Blocks are handed on as the bytes received, never re-encoded.
+//! The block-pulling client (Fabric's `core/deliverservice/blocksprovider`): [`Follower`], its configuration and
+//! the signed seek request it sends.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use bytes::Bytes;
-use ferrofabric_comm::client::{connect_with, ConnectOptions};
-pub use ferrofabric_comm::client::{open_deliver, ClientTls, DeliverApi, DeliverItem};
-use ferrofabric_comm::parse::parse_duration;
+use ferrofabric_comm::{
+    connect_with, open_deliver, parse_duration, ClientTls, ConnectOptions, DeliverApi, DeliverItem,
+};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::BlockHeader;
 use ferrofabric_protos::orderer::{seek_info, SeekInfo};
@@ -133,7 +126,15 @@ enum SessionEnd {
     Failed { error: anyhow::Error, progressed: bool },
 }
 
-/// Follows a channel from a list of servers; see the module docs.
+/// The block-pulling client (Fabric's `core/deliverservice/blocksprovider`): follows a channel from a list of
+/// servers the way Fabric's peer pulls blocks from the orderers — ask for blocks from our own height to the end of
+/// time with a signed `SeekInfo` (`BLOCK_UNTIL_READY`), hand every block on, and on any error (a failed connection,
+/// a broken stream, a status, a block out of order, or a block the consumer refused) pause (100 ms, doubling up to a
+/// threshold, reset by the next block received) and resume from the consumer's height at the next server.
+///
+/// The same client follows an orderer (`orderer.AtomicBroadcast/Deliver`: the committer) or a peer
+/// (`protos.Deliver/Deliver`: the block store and endorser replicas following a committer): both answer with
+/// `DeliverResponse{status = 1 | block = 2}`. Blocks are handed on as the bytes received, never re-encoded.
 pub struct Follower {
     config: FollowConfig,
     signer: Arc<SigningIdentity>,

@@ -1,18 +1,27 @@
 //! Fabric's Deliver, one implementation for every daemon (Fabric's `common/deliver` and
 //! `core/deliverservice/blocksprovider`):
 //!
-//! * [`server`]: the Deliver server — envelope and `SeekInfo` parsing, Fabric's status codes, session access
-//!   control through a [`server::PolicyChecker`] the daemon supplies, streaming of stored block bytes — over a
-//!   [`server::ChainManager`] the daemon supplies (the orderer's channels, a peer's ledger);
-//! * [`peer`]: the peer's `protos.Deliver` service (Deliver, DeliverFiltered, DeliverWithPrivateData) over one
-//!   ledger, with the peer's ACLs and Prometheus counters — served by the committer and the block store;
-//! * [`filtered`]: Fabric's `FilteredBlock` of a committed block, and config-block detection;
-//! * [`follower`]: the block-pulling client that follows a channel from a list of servers with fail-over and
-//!   back-off — the committer's orderer client and the block store's committer client.
+//! * the Deliver server, [`DeliverHandler`] — envelope and `SeekInfo` parsing, Fabric's status codes, session
+//!   access control through a [`PolicyChecker`] the daemon supplies, streaming of stored block bytes
+//!   ([`DeliverFrame`], [`DeliverFrameEncoder`]) — over a [`ChainManager`] the daemon supplies (the orderer's
+//!   channels, a peer's ledger);
+//! * the peer's `protos.Deliver` service, [`PeerDeliverService`] (Deliver, DeliverFiltered, DeliverWithPrivateData)
+//!   over one ledger ([`DeliverLedger`]), with the peer's ACLs ([`PeerAcl`]) and Prometheus counters
+//!   ([`DeliverMetrics`]) — served by the committer and the block store;
+//! * Fabric's `FilteredBlock` of a committed block, [`filtered_block`];
+//! * the block-pulling client, [`Follower`], that follows a channel from a list of servers with fail-over and
+//!   back-off ([`FollowConfig`], [`DeliveryConfig`] in configuration files) — the committer's orderer client and
+//!   the block store's committer client.
 
-pub mod filtered;
-pub mod follower;
-pub mod peer;
-pub mod server;
+mod filtered;
+mod follower;
+mod peer;
+mod server;
 
-pub use server::{BlockSource, Chain, ChainManager, DeliverFrame, DeliverHandler, PolicyChecker, RequestKind};
+pub use filtered::filtered_block;
+pub use follower::{block_number, connect, seek_envelope, seek_from, DeliveryConfig, Fetched, FollowConfig, Follower};
+pub use peer::{DeliverLedger, DeliverMetrics, PeerAcl, PeerDeliverService, DEFAULT_EVENT_POLICY};
+pub use server::{
+    BlockSource, Chain, ChainManager, DeliverFrame, DeliverFrameEncoder, DeliverHandler, DeliverObserver,
+    PolicyChecker, RequestKind,
+};

@@ -1,14 +1,5 @@
-//! Fabric's peer Deliver service (`protos.Deliver`: `core/peer/deliverevents.go` on top of `common/deliver`),
-//! served from one ledger of committed blocks — by the committer and by the block-store service.
-//!
-//! Requests are handled by the [`DeliverHandler`] (see [`crate::server`] for the order of checks and the
-//! statuses). The peer's access rule ([`PeerAcl`]): the ACL policy of the resource — `event/Block` for `Deliver`
-//! and `DeliverWithPrivateData`, `event/FilteredBlock` for `DeliverFiltered`; the channel config's ACLs may name
-//! another policy, the default is `/Channel/Application/Readers`.
-//!
-//! `Deliver` sends the stored block bytes as they are (TRANSACTIONS_FILTER and COMMIT_HASH set), `DeliverFiltered`
-//! a `FilteredBlock` ([`crate::filtered::filtered_block`]), `DeliverWithPrivateData` the block with an empty private
-//! data map (private data is not kept).
+//! Fabric's peer Deliver service (`protos.Deliver`): [`PeerDeliverService`] over one ledger ([`DeliverLedger`]),
+//! with the peer's access rule ([`PeerAcl`]) and counters ([`DeliverMetrics`]).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -18,8 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
-use ferrofabric_comm::codec::{unimplemented_response, PairCodec, RawDecoder};
-use ferrofabric_comm::Shutdown;
+use ferrofabric_comm::{unimplemented_response, PairCodec, RawDecoder, Shutdown};
 use tokio::sync::watch;
 use tonic::codegen::BoxFuture;
 use tonic::server::{Grpc, NamedService, StreamingService};
@@ -31,7 +21,7 @@ use crate::server::{
 };
 
 /// gRPC service name: `/protos.Deliver/...`.
-pub const SERVICE_NAME: &str = "protos.Deliver";
+pub(crate) const SERVICE_NAME: &str = "protos.Deliver";
 
 /// The policy Fabric's default ACLs give both `event/Block` and `event/FilteredBlock`.
 pub const DEFAULT_EVENT_POLICY: &str = "/Channel/Application/Readers";
@@ -134,7 +124,19 @@ impl DeliverObserver for DeliverMetrics {
     }
 }
 
-/// The `protos.Deliver` service for `tonic::transport::Server::add_service`.
+/// Fabric's peer Deliver service (`protos.Deliver`: `core/peer/deliverevents.go` on top of `common/deliver`),
+/// served from one ledger of committed blocks — by the committer and by the block-store service.
+///
+/// Requests are handled by the [`DeliverHandler`] (see it for the order of checks and the statuses). The peer's
+/// access rule ([`PeerAcl`]): the ACL policy of the resource — `event/Block` for `Deliver` and
+/// `DeliverWithPrivateData`, `event/FilteredBlock` for `DeliverFiltered`; the channel config's ACLs may name
+/// another policy, the default is `/Channel/Application/Readers`.
+///
+/// `Deliver` sends the stored block bytes as they are (TRANSACTIONS_FILTER and COMMIT_HASH set), `DeliverFiltered`
+/// a `FilteredBlock` ([`crate::filtered_block`]), `DeliverWithPrivateData` the block with an empty private data map
+/// (private data is not kept).
+///
+/// Added to a server with `tonic::transport::Server::add_service`.
 #[derive(Clone)]
 pub struct PeerDeliverService {
     handler: Arc<DeliverHandler>,

@@ -1,35 +1,6 @@
 //! The Deliver server (Fabric 2.5 `common/deliver/deliver.go`), shared by the orderer's
-//! `AtomicBroadcast/Deliver` and the peer's `protos.Deliver`.
-//!
-//! Each request on a stream is a signed `Envelope` carrying a `SeekInfo`, handled in Fabric's order:
-//! 1. the envelope, payload, header, channel header and signature header decode, and the channel header's
-//!    timestamp is within the time window of this node's clock → else `BAD_REQUEST`;
-//! 2. the daemon's [`ChainManager`] knows the channel (and the channel has a configuration) → else `NOT_FOUND`;
-//! 3. the `SeekInfo` decodes → else `BAD_REQUEST`;
-//! 4. the chain is not errored ([`Chain::errored`]; ignored for `BEST_EFFORT`) → else `SERVICE_UNAVAILABLE`;
-//! 5. session access control: the creator's certificate has not expired and the daemon's [`PolicyChecker`]
-//!    accepts the request's signed data → else `FORBIDDEN`;
-//! 6. start and stop are set → else `BAD_REQUEST`; positions are resolved as Fabric's file ledger does (see
-//!    [`resolve_seek`]): a start beyond the height or of no type → `NOT_FOUND`, a specified stop before the start
-//!    → `BAD_REQUEST`;
-//! 7. blocks are sent in order: `FAIL_IF_NOT_READY` answers `NOT_FOUND` when the next block is not there yet,
-//!    `BLOCK_UNTIL_READY` waits for it (`SERVICE_UNAVAILABLE` if the chain errors meanwhile, unless
-//!    `BEST_EFFORT`); before each block the session access control runs again — the expiry every time, the
-//!    policy when the channel's config sequence changed — (`FORBIDDEN` when revoked); a block that cannot be
-//!    read answers `SERVICE_UNAVAILABLE` (`NOT_FOUND` if it is missing below the height);
-//! 8. after the stop block `SUCCESS` ends the request and the stream waits for the next one; any other status
-//!    ends the stream.
-//!
-//! Blocks are sent as the bytes the ledger stores (see [`DeliverFrameEncoder`]): a block is never decoded or
-//! re-encoded for delivery and every receiver shares the same `Bytes`. `HEADER_WITH_SIG` requests get blocks
-//! without their data (config blocks in full), which are re-encoded.
-//!
-//! Where the orderer's and the peer's servers of earlier versions differed, Fabric's behaviour is kept: the
-//! creator's expiry is checked before every block (the orderer checked it only with the policy), and the chain's
-//! errored state is consulted for both (a peer's chain never errors, as in Fabric).
-//!
-//! Differences from Fabric: no TLS binding check of the channel header's `tls_cert_hash` (Fabric checks it only
-//! under mutual TLS); a stream whose client went away ends without a status.
+//! `AtomicBroadcast/Deliver` and the peer's `protos.Deliver`: [`DeliverHandler`] (whose documentation gives the
+//! order of checks and the statuses) over the daemon's [`ChainManager`] and [`PolicyChecker`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -182,7 +153,7 @@ impl Encoder for DeliverFrameEncoder {
 /// Fabric's switch without a default arm does.
 ///
 /// Errors: the status that ends the request, including `BAD_REQUEST` for a missing start or stop.
-pub fn resolve_seek(seek: &SeekInfo, height: u64) -> Result<(u64, u64), Status> {
+pub(crate) fn resolve_seek(seek: &SeekInfo, height: u64) -> Result<(u64, u64), Status> {
     let (Some(start), Some(stop)) = (&seek.start, &seek.stop) else { return Err(Status::BadRequest) };
     let number = match start.r#type {
         Some(seek_position::Type::Oldest(_)) => 0,
@@ -248,7 +219,37 @@ struct Request {
     access: SessionAccess,
 }
 
-/// Serves Deliver streams over a [`ChainManager`]; see the module docs.
+/// Serves Deliver streams over a [`ChainManager`] (Fabric 2.5 `common/deliver/deliver.go`), for the orderer's
+/// `AtomicBroadcast/Deliver` and the peer's `protos.Deliver`.
+///
+/// Each request on a stream is a signed `Envelope` carrying a `SeekInfo`, handled in Fabric's order:
+/// 1. the envelope, payload, header, channel header and signature header decode, and the channel header's
+///    timestamp is within the time window of this node's clock → else `BAD_REQUEST`;
+/// 2. the daemon's [`ChainManager`] knows the channel (and the channel has a configuration) → else `NOT_FOUND`;
+/// 3. the `SeekInfo` decodes → else `BAD_REQUEST`;
+/// 4. the chain is not errored ([`Chain::errored`]; ignored for `BEST_EFFORT`) → else `SERVICE_UNAVAILABLE`;
+/// 5. session access control: the creator's certificate has not expired and the daemon's [`PolicyChecker`]
+///    accepts the request's signed data → else `FORBIDDEN`;
+/// 6. start and stop are set → else `BAD_REQUEST`; positions are resolved as Fabric's file ledger does: a start
+///    beyond the height or of no type → `NOT_FOUND`, a specified stop before the start → `BAD_REQUEST`;
+/// 7. blocks are sent in order: `FAIL_IF_NOT_READY` answers `NOT_FOUND` when the next block is not there yet,
+///    `BLOCK_UNTIL_READY` waits for it (`SERVICE_UNAVAILABLE` if the chain errors meanwhile, unless
+///    `BEST_EFFORT`); before each block the session access control runs again — the expiry every time, the
+///    policy when the channel's config sequence changed — (`FORBIDDEN` when revoked); a block that cannot be
+///    read answers `SERVICE_UNAVAILABLE` (`NOT_FOUND` if it is missing below the height);
+/// 8. after the stop block `SUCCESS` ends the request and the stream waits for the next one; any other status
+///    ends the stream.
+///
+/// Blocks are sent as the bytes the ledger stores (see [`DeliverFrameEncoder`]): a block is never decoded or
+/// re-encoded for delivery and every receiver shares the same `Bytes`. `HEADER_WITH_SIG` requests get blocks
+/// without their data (config blocks in full), which are re-encoded.
+///
+/// Where the orderer's and the peer's servers of earlier versions differed, Fabric's behaviour is kept: the
+/// creator's expiry is checked before every block (the orderer checked it only with the policy), and the chain's
+/// errored state is consulted for both (a peer's chain never errors, as in Fabric).
+///
+/// Differences from Fabric: no TLS binding check of the channel header's `tls_cert_hash` (Fabric checks it only
+/// under mutual TLS); a stream whose client went away ends without a status.
 pub struct DeliverHandler {
     chains: Arc<dyn ChainManager>,
     policy: Arc<dyn PolicyChecker>,

@@ -11,8 +11,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use ferrofabric_chaincode::Registry;
-use ferrofabric_endorser::client::{assemble_transaction, create_proposal, ClientProposal};
-use ferrofabric_endorser::{Endorser, Replica};
+use ferrofabric_endorser::{assemble_transaction, create_proposal, ClientProposal, Endorser, Replica};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex};
 use ferrofabric_protos::lifecycle::{

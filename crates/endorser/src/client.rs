@@ -149,7 +149,7 @@ pub fn assemble_transaction(
 
 /// A signed `DELIVER_SEEK_INFO` envelope asking for blocks `start..` of `channel_id`, waiting for new ones
 /// (`BLOCK_UNTIL_READY`), as Fabric's deliver clients send it (`protoutil.CreateSignedEnvelope`).
-pub fn seek_envelope(signer: &SigningIdentity, channel_id: &str, start: u64) -> Envelope {
+pub(crate) fn seek_envelope(signer: &SigningIdentity, channel_id: &str, start: u64) -> Envelope {
     let seek = ferrofabric_protoutil::seek_range(start, None, seek_info::SeekBehavior::BlockUntilReady);
     ferrofabric_protoutil::seek_envelope(channel_id, &seek, signer.serialized(), None, |m| signer.sign(m))
 }

@@ -19,7 +19,7 @@ use ferrofabric_chaincode::Registry;
 use ferrofabric_msp::SigningIdentity;
 use tokio::sync::watch;
 
-use crate::{bind, follow::follow, serve, Endorser, Replica};
+use crate::{bind, follow, serve, Endorser, Replica};
 
 /// The resolved configuration of an endorser.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -44,7 +44,15 @@ pub fn default_listen() -> String {
     "127.0.0.1:7051".into()
 }
 
-/// The configuration file: every key optional (flags may supply them), paths as written.
+/// The configuration file: every key optional (flags may supply them), paths as written. The file's keys:
+///
+/// ```yaml
+/// listen: 127.0.0.1:7051          # gRPC listen address (protos.Endorser)
+/// msp_dir: crypto/peerOrganizations/org1.example.com/peers/peer0.org1.example.com/msp
+/// msp_id: Org1MSP
+/// genesis: channel-artifacts/mychannel.block   # the channel's config block 0
+/// committer: http://127.0.0.1:7052             # peer Deliver endpoint to follow (optional)
+/// ```
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EndorserFile {

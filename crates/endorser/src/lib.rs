@@ -4,17 +4,18 @@
 //! * [`Endorser::process_proposal`] checks a `SignedProposal` as Fabric's endorser does (`core/endorser`), simulates
 //!   the chaincode ([`ferrofabric_chaincode`]) against the [`Replica`] and returns the `ProposalResponse` with the
 //!   exact bytes a Fabric 2.5 peer produces, so Fabric's SDKs and validators accept it.
-//! * [`Replica`] holds the state, committed txids and channel configuration; [`follow::follow`] keeps it up to date
-//!   from the committer's peer `Deliver` service, or an in-process committer calls [`Replica::apply_block`].
-//! * [`serve`] runs the gRPC service; [`daemon`] starts an endorser from its configuration (`ferrofabric
-//!   endorser` in the CLI crate).
-//! * [`client`] has the client side (signed proposals, `CreateSignedTx`), for tests, the node and the benchmark.
+//! * [`Replica`] holds the state, committed txids and channel configuration; [`follow`] keeps it up to date from
+//!   the committer's peer `Deliver` service, or an in-process committer calls [`Replica::apply_block`].
+//! * [`serve`] runs the gRPC service; [`start`] starts an endorser from its configuration ([`EndorserConfig`], read
+//!   from an [`EndorserFile`] by `ferrofabric endorser` in the CLI crate).
+//! * The client side (signed proposals with [`create_proposal`], `CreateSignedTx` with [`assemble_transaction`]),
+//!   for tests, the node and the benchmark.
 
 mod acl;
-pub mod client;
-pub mod daemon;
+mod client;
+mod daemon;
 mod endorser;
-pub mod follow;
+mod follow;
 mod proposal;
 mod replica;
 
@@ -24,7 +25,10 @@ use std::net::SocketAddr;
 use ferrofabric_protos::peer::endorser_server::EndorserServer;
 use ferrofabric_protos::peer::{ProposalResponse, SignedProposal};
 
+pub use client::{assemble_transaction, create_proposal, create_proposal_with, ClientProposal};
+pub use daemon::{default_listen, start, EndorserConfig, EndorserFile, RunningEndorser};
 pub use endorser::{endorse, Endorser, Rejected};
+pub use follow::follow;
 pub use replica::{Replica, ReplicaError};
 
 /// Largest gRPC message accepted or sent (Fabric's default `peer.maxRecvMsgSize` / `maxSendMsgSize`, 100 MiB).

@@ -12,8 +12,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
-use ferrofabric_hw::backend::{BlockProcessor, VerilatorProcessor};
-use ferrofabric_hw::sim;
+use ferrofabric_hw::{available_sim_configs, BlockProcessor, VerilatorProcessor};
 use ferrofabric_testkit::{transfer_ledger, Network};
 use prost::Message;
 
@@ -22,7 +21,7 @@ fn main() {
     let sizes: Vec<usize> =
         args.get(1).map_or("100,250", String::as_str).split(',').map(|s| s.parse().unwrap()).collect();
     let measured: usize = args.get(2).map_or(2, |s| s.parse().unwrap());
-    let configs = sim::available();
+    let configs = available_sim_configs();
     assert!(!configs.is_empty(), "no Verilator model built (set FERROFABRIC_HW_CONFIGS and rebuild)");
     let net = Network::generate(11).unwrap();
     println!("| config | block size | blocks | tx/s at 250 MHz (steady) | tx/s incl. first block | latency of one block (cycles, µs) |");

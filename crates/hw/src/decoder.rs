@@ -127,7 +127,7 @@ pub struct Decoder {
 }
 
 /// Parses a `kvrwset.Version` made of varint fields 1 and 2.
-pub fn parse_version(v: &[u8]) -> Result<(u64, u64), DecodeError> {
+pub(crate) fn parse_version(v: &[u8]) -> Result<(u64, u64), DecodeError> {
     let (mut blk, mut txn) = (0, 0);
     let mut pos = 0;
     while pos < v.len() {

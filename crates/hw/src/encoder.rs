@@ -204,7 +204,8 @@ impl Encoder {
     }
 
     /// Encodes a hardware-path block: pending `ID_SYNC`s, `HEADER`, `METADATA`, one `TX` per transaction.
-    /// `plans` come from [`crate::host::plan_block`]; `block_policy` is the BlockValidation circuit id.
+    /// `plans` are the host's plans of its transactions ([`crate::TxPlan`]); `block_policy` is the BlockValidation
+    /// circuit id.
     ///
     /// Errors: the block cannot take the hardware path (a limit of hw/DESIGN.md §2.7, a layout the annotations
     /// cannot express, an uncacheable creator). Identities admitted on the way stay admitted; their `ID_SYNC`s go
@@ -573,7 +574,7 @@ fn finish(raw: &Bytes, mut b: TxBuild) -> Result<Section, EncodeError> {
 }
 
 /// Annotation class: 0 locators, 1 field pointers, 2 + slot for hash regions.
-pub fn class_of(a: &Annotation) -> u16 {
+pub(crate) fn class_of(a: &Annotation) -> u16 {
     match a.kind {
         AnnKind::Loc => 0,
         AnnKind::Hash => 2 + u16::from(a.ns_or_slot),

@@ -3,10 +3,11 @@
 //! each transaction, in-block duplicate-txid tags, range queries turned into probes (§2.6), and whether the
 //! block can take the hardware path at all.
 //!
-//! The checks are `ferrofabric-validator`'s own ([`ferrofabric_validator::txcheck`], [`lifecycle::definition`]),
-//! called in the order it calls them (Fabric 2.5's `core/common/validation/msgvalidation.go`
-//! `ValidateTransaction`, `core/committer/txvalidator/v20/validator.go` and `plugindispatcher/dispatcher.go`), so
-//! that a transaction with several defects gets the same code from the card as from the software.
+//! The checks are `ferrofabric-validator`'s own ([`ferrofabric_validator::check_common_header`] and the other
+//! transaction checks, [`ferrofabric_validator::chaincode_definition`]), called in the order it calls them (Fabric
+//! 2.5's `core/common/validation/msgvalidation.go` `ValidateTransaction`, `core/committer/txvalidator/v20/validator.go`
+//! and `plugindispatcher/dispatcher.go`), so that a transaction with several defects gets the same code from the card
+//! as from the software.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -17,18 +18,20 @@ use ferrofabric_protos::common::HeaderType;
 use ferrofabric_protos::kvrwset::{range_query_info::ReadsInfo, Version};
 use ferrofabric_protos::peer::TxValidationCode as Code;
 use ferrofabric_state::{StateKey, StateView};
-use ferrofabric_validator::lifecycle::{self, Definition};
-use ferrofabric_validator::{txcheck, VALIDATION_PARAMETER};
+use ferrofabric_validator::{
+    chaincode_definition, check_common_header, check_creator, check_payload, check_structure, ChaincodeDefinition,
+    VALIDATION_PARAMETER,
+};
 
 use crate::policy::{resolve_application_policy, PolicyTable};
 use crate::wire::{PROBE_DELETED, PROBE_NOT_PUT, PROBE_UNTOUCHED};
 
 /// The `_lifecycle` namespace (chaincode definitions): its transactions are host-path.
-pub const LIFECYCLE: &str = lifecycle::LIFECYCLE;
+pub(crate) const LIFECYCLE: &str = ferrofabric_validator::LIFECYCLE;
 
 /// What the host knows when it plans a block: the channel configuration, the committed state and the txids of
 /// the ledger so far.
-pub struct HostContext<'a> {
+pub(crate) struct HostContext<'a> {
     /// Channel configuration in force for the block.
     pub config: &'a ChannelConfig,
     /// Committed world state before the block.
@@ -87,7 +90,7 @@ impl TxPlan {
 
 /// The host's decision for a block.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum BlockPlan {
+pub(crate) enum BlockPlan {
     /// The hardware validates the block.
     Hardware(Vec<TxPlan>),
     /// The host validates the block in software, for this reason.
@@ -99,7 +102,7 @@ fn code(c: Code) -> u8 {
 }
 
 /// Plans a block (see the module docs). Never fails: anything unexpected makes the block host-path.
-pub fn plan_block(ctx: &HostContext<'_>, arena: &BlockArena) -> BlockPlan {
+pub(crate) fn plan_block(ctx: &HostContext<'_>, arena: &BlockArena) -> BlockPlan {
     let mut txs = Vec::with_capacity(arena.txs().len());
     for tx in arena.txs() {
         match plan_tx(ctx, tx) {
@@ -168,11 +171,11 @@ fn plan_tx(ctx: &HostContext<'_>, tx: &TxArena) -> Result<TxPlan, String> {
 /// Fabric's `ValidateTransaction` up to (not including) the creator signature, which the card verifies: the header
 /// type, or the code of the first check that fails.
 fn pre_checks(ctx: &HostContext<'_>, tx: &TxArena) -> Result<HeaderType, Code> {
-    let (htype, code) = txcheck::check_common_header(tx);
+    let (htype, code) = check_common_header(tx);
     if code != Code::Valid {
         return Err(code);
     }
-    match txcheck::check_creator(ctx.config, tx, false) {
+    match check_creator(ctx.config, tx, false) {
         Code::Valid => Ok(htype),
         code => Err(code),
     }
@@ -181,7 +184,7 @@ fn pre_checks(ctx: &HostContext<'_>, tx: &TxArena) -> Result<HeaderType, Code> {
 /// The checks after the creator signature, up to VSCC. `Err`: the block must be host-path (config transactions,
 /// or anything where software would stop the block).
 fn post_checks(ctx: &HostContext<'_>, tx: &TxArena, htype: HeaderType) -> Result<Code, String> {
-    let code = txcheck::check_payload(tx, htype);
+    let code = check_payload(tx, htype);
     if code != Code::Valid {
         return Ok(code);
     }
@@ -193,7 +196,7 @@ fn post_checks(ctx: &HostContext<'_>, tx: &TxArena, htype: HeaderType) -> Result
         return Ok(Code::DuplicateTxid);
     }
     // The plugin dispatcher's checks before VSCC.
-    let namespaces = match txcheck::check_structure(tx) {
+    let namespaces = match check_structure(tx) {
         Ok(ns) => ns,
         Err(code) => return Ok(code),
     };
@@ -217,11 +220,11 @@ fn post_checks(ctx: &HostContext<'_>, tx: &TxArena, htype: HeaderType) -> Result
 /// A chaincode's definition from the committed `_lifecycle` state, read as the software reads it. `Ok(None)`: not
 /// defined. `Err`: the block is host-path (software would stop on this state, or the namespace is `_lifecycle`
 /// itself).
-fn definition(ctx: &HostContext<'_>, name: &str) -> Result<Option<Definition>, String> {
+fn definition(ctx: &HostContext<'_>, name: &str) -> Result<Option<ChaincodeDefinition>, String> {
     if name == LIFECYCLE {
         return Err("a _lifecycle transaction (host handles lifecycle)".into());
     }
-    lifecycle::definition(ctx.config, ctx.view, name).map_err(|e| format!("chaincode {name}: {e}"))
+    chaincode_definition(ctx.config, ctx.view, name).map_err(|e| format!("chaincode {name}: {e}"))
 }
 
 /// Block-level planning: duplicate-txid tags and range-query probes.

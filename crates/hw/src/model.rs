@@ -37,7 +37,7 @@ const HALF_N: [u8; 32] = [
 /// The DER parser of the protocol processor: `SEQUENCE { INTEGER r, INTEGER s, ... } ...` with Go's length and
 /// integer rules, restricted to what can still verify. Returns `(r, s)` as 32-byte big-endian values, or `None`
 /// when the signature cannot verify: malformed for Go, negative, or a magnitude above 32 bytes (then ≥ n).
-pub fn der_signature(sig: &[u8]) -> Option<([u8; 32], [u8; 32])> {
+pub(crate) fn der_signature(sig: &[u8]) -> Option<([u8; 32], [u8; 32])> {
     if sig.len() < 2 || sig[0] != 0x30 {
         return None;
     }
@@ -89,7 +89,7 @@ pub fn der_signature(sig: &[u8]) -> Option<([u8; 32], [u8; 32])> {
 }
 
 /// The ECDSA engine's verdict: range checks, low S, then the curve equation.
-pub fn ecdsa_verify(qx: &[u8; 32], qy: &[u8; 32], e: &[u8; 32], r: &[u8; 32], s: &[u8; 32]) -> bool {
+pub(crate) fn ecdsa_verify(qx: &[u8; 32], qy: &[u8; 32], e: &[u8; 32], r: &[u8; 32], s: &[u8; 32]) -> bool {
     let zero = [0u8; 32];
     if *r == zero || *s == zero || *r >= N || *s >= N || *s > HALF_N {
         return false;

@@ -11,7 +11,7 @@ use std::ops::Range;
 /// The range is relative to the buffer given to [`scan`]. For length-delimited fields (wire type 2) it
 /// covers the content without the length prefix; for varints it covers the varint bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Field {
+pub(crate) struct Field {
     /// Field number.
     pub number: u32,
     /// Wire type (0 varint, 1 fixed64, 2 length-delimited, 5 fixed32).
@@ -33,7 +33,7 @@ pub struct ScanError {
 }
 
 /// Reads a varint at `pos`. Returns its value and the position after it.
-pub fn read_varint(buf: &[u8], mut pos: usize) -> Result<(u64, usize), ScanError> {
+pub(crate) fn read_varint(buf: &[u8], mut pos: usize) -> Result<(u64, usize), ScanError> {
     let start = pos;
     let mut value = 0u64;
     for shift in (0..70).step_by(7) {
@@ -53,7 +53,7 @@ pub fn read_varint(buf: &[u8], mut pos: usize) -> Result<(u64, usize), ScanError
 /// Lists the fields of one message, in wire order.
 ///
 /// Errors: truncation, a bad wire type (3, 4, 6, 7), field number 0.
-pub fn scan(buf: &[u8]) -> Result<Vec<Field>, ScanError> {
+pub(crate) fn scan(buf: &[u8]) -> Result<Vec<Field>, ScanError> {
     let mut out = Vec::new();
     let mut pos = 0;
     while pos < buf.len() {
@@ -97,7 +97,7 @@ pub fn scan(buf: &[u8]) -> Result<Vec<Field>, ScanError> {
 }
 
 /// The fields of a message, with lookups that insist on a simple layout.
-pub struct Message<'a> {
+pub(crate) struct Message<'a> {
     buf: &'a [u8],
     base: usize,
     fields: Vec<Field>,
@@ -106,7 +106,7 @@ pub struct Message<'a> {
 impl<'a> Message<'a> {
     /// Scans `buf`, which starts at absolute offset `base` of the outer buffer. Ranges returned by the accessors
     /// are absolute.
-    pub fn new(buf: &'a [u8], base: usize) -> Result<Self, ScanError> {
+    pub(crate) fn new(buf: &'a [u8], base: usize) -> Result<Self, ScanError> {
         let fields = scan(buf).map_err(|e| ScanError { offset: e.offset + base, reason: e.reason })?;
         Ok(Message { buf, base, fields })
     }
@@ -115,7 +115,7 @@ impl<'a> Message<'a> {
     ///
     /// Errors: the field appears more than once (prost would merge the copies, which the annotations cannot
     /// express) or has another wire type.
-    pub fn bytes(&self, n: u32) -> Result<Option<Range<usize>>, ScanError> {
+    pub(crate) fn bytes(&self, n: u32) -> Result<Option<Range<usize>>, ScanError> {
         let mut found = None;
         for f in self.fields.iter().filter(|f| f.number == n) {
             if f.wire_type != 2 {
@@ -130,7 +130,7 @@ impl<'a> Message<'a> {
     }
 
     /// Every occurrence of the repeated length-delimited field `n`, in order (absolute ranges).
-    pub fn repeated(&self, n: u32) -> Result<Vec<Range<usize>>, ScanError> {
+    pub(crate) fn repeated(&self, n: u32) -> Result<Vec<Range<usize>>, ScanError> {
         self.fields
             .iter()
             .filter(|f| f.number == n)
@@ -145,24 +145,19 @@ impl<'a> Message<'a> {
     }
 
     /// A sub-message at an absolute range of the same outer buffer.
-    pub fn sub(&self, r: &Range<usize>) -> Result<Message<'a>, ScanError> {
+    pub(crate) fn sub(&self, r: &Range<usize>) -> Result<Message<'a>, ScanError> {
         let rel = r.start - self.base..r.end - self.base;
         let buf = self.buf.get(rel).ok_or(ScanError { offset: r.start, reason: "range outside the message" })?;
         Message::new(buf, r.start)
     }
 
     /// Whether field `n` occurs at all.
-    pub fn has(&self, n: u32) -> bool {
+    pub(crate) fn has(&self, n: u32) -> bool {
         self.fields.iter().any(|f| f.number == n)
     }
 
-    /// Field numbers present, for layout checks.
-    pub fn numbers(&self) -> impl Iterator<Item = u32> + '_ {
-        self.fields.iter().map(|f| f.number)
-    }
-
     /// Every field.
-    pub fn fields(&self) -> &[Field] {
+    pub(crate) fn fields(&self) -> &[Field] {
         &self.fields
     }
 }

@@ -140,7 +140,7 @@ fn out_of(n: usize, items: Vec<Expr>) -> Expr {
 }
 
 /// The org index of an MSP ID: its rank among `mspids` (sorted); `None` if the channel has no such MSP.
-pub fn org_index(mspids: &[String], mspid: &str) -> Option<u8> {
+pub(crate) fn org_index(mspids: &[String], mspid: &str) -> Option<u8> {
     let mut sorted: Vec<&str> = mspids.iter().map(String::as_str).collect();
     sorted.sort_unstable();
     sorted.dedup();
@@ -151,7 +151,7 @@ pub fn org_index(mspids: &[String], mspid: &str) -> Option<u8> {
 ///
 /// Errors: a non-ROLE principal, an unknown MSP, an out-of-range `SignedBy` index, two leaves of the same org
 /// (Fabric's one-signature-per-principal rule could then differ from the circuit), or a tree deeper than 16.
-pub fn normalize_signature_policy(
+pub(crate) fn normalize_signature_policy(
     env: &SignaturePolicyEnvelope,
     mspids: &[String],
 ) -> Result<Expr, PolicyCompileError> {
@@ -203,7 +203,11 @@ fn sig_rule(
 /// Resolves a channel policy path such as `/Channel/Application/Endorsement` in the channel's config tree.
 ///
 /// Errors: the path does not exist, or a policy under it is not compilable.
-pub fn resolve_channel_policy(root: &ConfigGroup, path: &str, mspids: &[String]) -> Result<Expr, PolicyCompileError> {
+pub(crate) fn resolve_channel_policy(
+    root: &ConfigGroup,
+    path: &str,
+    mspids: &[String],
+) -> Result<Expr, PolicyCompileError> {
     let rel = path.strip_prefix("/Channel/").ok_or_else(|| err(format!("not an absolute channel path: {path}")))?;
     let mut parts: Vec<&str> = rel.split('/').collect();
     let name = parts.pop().ok_or_else(|| err("empty path"))?;
@@ -252,7 +256,7 @@ fn group_policy(group: &ConfigGroup, name: &str, mspids: &[String], depth: usize
 /// Resolves a chaincode's marshaled `ApplicationPolicy` (Fabric's `ApplicationPolicyEvaluator`).
 ///
 /// Errors: it does not decode or is not compilable.
-pub fn resolve_application_policy(
+pub(crate) fn resolve_application_policy(
     root: &ConfigGroup,
     policy: &[u8],
     mspids: &[String],

@@ -78,21 +78,21 @@ macro_rules! model {
             use std::ffi::c_void;
             extern "C" {
                 #[link_name = concat!("bmac_", $cfg, "_new")]
-                pub fn new() -> *mut c_void;
+                fn new() -> *mut c_void;
                 #[link_name = concat!("bmac_", $cfg, "_free")]
-                pub fn free(h: *mut c_void);
+                fn free(h: *mut c_void);
                 #[link_name = concat!("bmac_", $cfg, "_poke")]
-                pub fn poke(h: *mut c_void, port: u32, v: u64);
+                fn poke(h: *mut c_void, port: u32, v: u64);
                 #[link_name = concat!("bmac_", $cfg, "_eval")]
-                pub fn eval(h: *mut c_void);
+                fn eval(h: *mut c_void);
                 #[link_name = concat!("bmac_", $cfg, "_peek")]
-                pub fn peek(h: *mut c_void, port: u32) -> u64;
+                fn peek(h: *mut c_void, port: u32) -> u64;
                 #[link_name = concat!("bmac_", $cfg, "_step")]
-                pub fn step(h: *mut c_void, cycles: u64);
+                fn step(h: *mut c_void, cycles: u64);
                 #[link_name = concat!("bmac_", $cfg, "_step_until")]
-                pub fn step_until(h: *mut c_void, port: u32, value: u64, max: u64) -> u64;
+                fn step_until(h: *mut c_void, port: u32, value: u64, max: u64) -> u64;
                 #[link_name = concat!("bmac_", $cfg, "_send_frame")]
-                pub fn send_frame(h: *mut c_void, data: *const u8, len: u64, max: u64) -> u64;
+                fn send_frame(h: *mut c_void, data: *const u8, len: u64, max: u64) -> u64;
             }
             pub(super) const FNS: super::Fns =
                 super::Fns { n: $n, m: $m, new, free, poke, eval, peek, step, step_until, send_frame };

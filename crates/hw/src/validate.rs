@@ -92,7 +92,7 @@ pub fn run(args: &ValidateOptions) -> Result<()> {
     let mut reports = Vec::new();
     let (mut transactions, mut hw_txs, mut hw_cycles, mut hw_blocks, mut host_blocks) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut failure = None;
-    for rec in ferrofabric_protoutil::records::records(blocks) {
+    for rec in ferrofabric_protoutil::records(blocks) {
         let (offset, raw) = match rec {
             Ok(r) => r,
             Err(e) => {

@@ -1,15 +1,11 @@
-//! A Fabric client of a node, as an SDK does it without a gateway: proposals to the peers' `protos.Endorser`,
-//! transactions assembled from the endorsements (`ferrofabric_endorser::client`), `Broadcast` to the orderer, and
-//! commit events from a peer's `DeliverFiltered`. Used by the node to define its chaincodes, by `ferrofabric bench
-//! e2e` and by the tests.
+//! A Fabric client of a node, as an SDK does it without a gateway: [`NetworkClient`].
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
-use ferrofabric_comm::client as orderer_client;
-use ferrofabric_endorser::client::{assemble_transaction, create_proposal, ClientProposal};
+use ferrofabric_endorser::{assemble_transaction, create_proposal, ClientProposal};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::{seek_info, SeekInfo};
@@ -17,7 +13,7 @@ use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as DeliverType;
 use ferrofabric_protos::peer::endorser_client::EndorserClient;
 use ferrofabric_protos::peer::{FilteredBlock, ProposalResponse, TxValidationCode};
-use ferrofabric_protoutil::seek::{seek_envelope, seek_newest, seek_specified};
+use ferrofabric_protoutil::{seek_envelope, seek_newest, seek_specified};
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
@@ -28,6 +24,11 @@ use crate::profile::NodeInfo;
 const MAX_MESSAGE: usize = 100 << 20;
 
 /// Connections to a node's orderer and peers.
+///
+/// A Fabric client of a node, as an SDK does it without a gateway: proposals to the peers' `protos.Endorser`,
+/// transactions assembled from the endorsements (`ferrofabric_endorser::create_proposal`,
+/// `ferrofabric_endorser::assemble_transaction`), `Broadcast` to the orderer, and commit events from a peer's
+/// `DeliverFiltered`. Used by the node to define its chaincodes, by `ferrofabric bench e2e` and by the tests.
 #[derive(Debug, Clone)]
 pub struct NetworkClient {
     /// Channel ID.
@@ -46,13 +47,14 @@ impl NetworkClient {
         let mut peers = Vec::new();
         let mut peer_addrs = Vec::new();
         for (mspid, addr) in &info.peers {
-            let ch = orderer_client::connect(addr, None).await.with_context(|| format!("connecting to peer {addr}"))?;
+            let ch =
+                ferrofabric_comm::connect(addr, None).await.with_context(|| format!("connecting to peer {addr}"))?;
             peers.push(
                 EndorserClient::new(ch).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE),
             );
             peer_addrs.push((mspid.clone(), addr.clone()));
         }
-        let orderer = orderer_client::connect(&info.orderer, None)
+        let orderer = ferrofabric_comm::connect(&info.orderer, None)
             .await
             .with_context(|| format!("connecting to the orderer {}", info.orderer))?;
         Ok(NetworkClient { channel: info.channel.clone(), peer_addrs, peers, orderer })
@@ -115,7 +117,7 @@ impl NetworkClient {
     /// Errors: the stream failed or an envelope was refused (status and info in the error).
     pub async fn broadcast(&self, envelopes: Vec<Bytes>) -> anyhow::Result<()> {
         let n = envelopes.len();
-        let mut responses = orderer_client::broadcast(self.orderer.clone(), futures::stream::iter(envelopes))
+        let mut responses = ferrofabric_comm::broadcast(self.orderer.clone(), futures::stream::iter(envelopes))
             .await
             .map_err(|s| anyhow!("broadcast: {}", s.message()))?;
         let mut ok = 0;
@@ -136,7 +138,7 @@ impl NetworkClient {
     /// Errors: the stream could not be opened.
     pub async fn commit_events(&self, peer: usize, signer: &SigningIdentity) -> anyhow::Result<CommitEvents> {
         let (_, addr) = self.peer_addrs.get(peer).ok_or_else(|| anyhow!("no peer {peer}"))?;
-        let ch = orderer_client::connect(addr, None).await?;
+        let ch = ferrofabric_comm::connect(addr, None).await?;
         let seek = SeekInfo {
             start: Some(seek_newest()),
             stop: Some(seek_specified(u64::MAX)),

@@ -1,18 +1,7 @@
-//! The node directory: what `ferrofabric node` generates on its first run and where every component keeps its
-//! state.
-//!
-//! ```text
-//! DIR/crypto/                 cryptogen's layout (ferrofabric-cryptogen's default template: OrdererOrg example.com,
-//!                             Org1 and Org2 with peer0 and Admin@/User1@, NodeOUs on)
-//! DIR/configtx.yaml           the configtxgen profile the channel was made from (kept for the user to read)
-//! DIR/genesis.block           block 0 of the channel (ferrofabric-configtxgen)
-//! DIR/orderer/                the orderer's ledger (FileLedger.Location)
-//! DIR/committer/              the committer's block store and state checkpoints
-//! DIR/blockstore/             the block-store service's copy of the chain
-//! DIR/node.json, DIR/connection-profile.json   written when the node is ready (see `crate::profile`)
-//! ```
+//! The node directory, [`Layout`]: what `ferrofabric node` generates on its first run and where every component
+//! keeps its state.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
@@ -23,6 +12,20 @@ use prost::Message;
 pub const PEER_MSPIDS: [&str; 2] = ["Org1MSP", "Org2MSP"];
 
 /// Paths inside a node directory.
+///
+/// The node directory: what `ferrofabric node` generates on its first run and where every component keeps its
+/// state.
+///
+/// ```text
+/// DIR/crypto/                 cryptogen's layout (ferrofabric-cryptogen's default template: OrdererOrg example.com,
+///                             Org1 and Org2 with peer0 and Admin@/User1@, NodeOUs on)
+/// DIR/configtx.yaml           the configtxgen profile the channel was made from (kept for the user to read)
+/// DIR/genesis.block           block 0 of the channel (ferrofabric-configtxgen)
+/// DIR/orderer/                the orderer's ledger (FileLedger.Location)
+/// DIR/committer/              the committer's block store and state checkpoints
+/// DIR/blockstore/             the block-store service's copy of the chain
+/// DIR/node.json, DIR/connection-profile.json   written when the node is ready (see NodeInfo)
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
     /// The node directory itself.
@@ -75,7 +78,7 @@ impl Layout {
 
 /// Channel parameters used when the node directory is created (later runs keep the stored genesis block).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChannelParams {
+pub(crate) struct ChannelParams {
     /// Channel ID.
     pub channel: String,
     /// BatchSize.MaxMessageCount.
@@ -178,7 +181,7 @@ Profiles:
 /// genesis block with ferrofabric-configtxgen. Returns the genesis block (the stored one on later runs).
 ///
 /// Errors: a genesis block without crypto material, generation or file errors.
-pub fn ensure(layout: &Layout, params: &ChannelParams, progress: &dyn Fn(&str)) -> anyhow::Result<Bytes> {
+pub(crate) fn ensure(layout: &Layout, params: &ChannelParams, progress: &dyn Fn(&str)) -> anyhow::Result<Bytes> {
     let genesis = layout.genesis();
     let crypto = layout.crypto();
     if genesis.is_file() {
@@ -215,9 +218,4 @@ pub fn ensure(layout: &Layout, params: &ChannelParams, progress: &dyn Fn(&str)) 
     std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &genesis).with_context(|| format!("renaming to {}", genesis.display()))?;
     Ok(bytes)
-}
-
-/// Whether `dir` looks like a node directory (has a genesis block).
-pub fn is_initialised(dir: &Path) -> bool {
-    Layout::new(dir).genesis().is_file()
 }

@@ -1,15 +1,31 @@
-//! Ferrofabric's whole network on one machine.
+//! Ferrofabric's whole network on one machine: `ferrofabric node`, a whole Fabric network in one process, on one
+//! tokio runtime ([`start`], or [`run`] with its own runtime, from [`NodeArgs`]).
 //!
-//! * [`network`]: `ferrofabric node` — solo orderer, committer, two endorsers (Org1, Org2), block-store service, with
-//!   crypto material and the channel generated on the first run ([`layout`]) and the built-in chaincodes defined
-//!   through `_lifecycle`; writes `node.json` and a Fabric connection profile ([`profile`]).
-//! * [`client`]: the client side of the network (endorse, assemble, broadcast, commit events), also used by
+//! ```text
+//!  SDK ──ProcessProposal──▶ peer port Org1 / Org2  (protos.Endorser: endorser Org1 / Org2, each on its own replica)
+//!  SDK ──Broadcast────────▶ orderer port           (solo orderer, DIR/orderer)
+//!                            orderer ──Deliver──▶ committer (DIR/committer; validates, commits, internal listener)
+//!  SDK ◀──DeliverFiltered── peer port Org1 / Org2  (protos.Deliver: the committer's PeerDeliverService)
+//!                            committer ──Deliver──▶ endorser replicas (FastFabric III-G), block-store service
+//! ```
+//! A peer port serves both `protos.Endorser` and `protos.Deliver`, like a Fabric peer's address. The chaincodes
+//! `smallbank` (AND of Org1 and Org2 members), `transfer` and `kv` (OR) are defined through `_lifecycle` with
+//! transactions endorsed, ordered and validated like any other, as a Fabric admin defines them (approve per
+//! organisation, then commit), so the committer reads each endorsement policy from `_lifecycle` state.
+//!
+//! * [`start`] runs solo orderer, committer, two endorsers (Org1, Org2) and block-store service ([`RunningNode`]),
+//!   with crypto material and the channel generated on the first run (the node directory: [`Layout`]) and the
+//!   built-in chaincodes defined through `_lifecycle`; it writes `node.json` ([`NodeInfo`]) and a Fabric
+//!   connection profile. [`orderer_plugins`] are the consensus backends of its orderer.
+//! * [`NetworkClient`]: the client side of the network (endorse, assemble, broadcast, commit events), also used by
 //!   `ferrofabric bench e2e` (in the CLI crate).
 
-pub mod client;
-pub mod layout;
-pub mod network;
-pub mod profile;
+mod client;
+mod layout;
+mod network;
+mod profile;
 
+pub use client::{require_valid, CommitEvents, NetworkClient};
+pub use layout::{Layout, PEER_MSPIDS};
 pub use network::{orderer_plugins, run, start, NodeArgs, RunningNode};
 pub use profile::NodeInfo;

@@ -1,16 +1,4 @@
-//! `ferrofabric node`: a whole Fabric network in one process, on one tokio runtime.
-//!
-//! ```text
-//!  SDK ──ProcessProposal──▶ peer port Org1 / Org2  (protos.Endorser: endorser Org1 / Org2, each on its own replica)
-//!  SDK ──Broadcast────────▶ orderer port           (solo orderer, DIR/orderer)
-//!                            orderer ──Deliver──▶ committer (DIR/committer; validates, commits, internal listener)
-//!  SDK ◀──DeliverFiltered── peer port Org1 / Org2  (protos.Deliver: the committer's PeerDeliverService)
-//!                            committer ──Deliver──▶ endorser replicas (FastFabric III-G), block-store service
-//! ```
-//! A peer port serves both `protos.Endorser` and `protos.Deliver`, like a Fabric peer's address. The chaincodes
-//! `smallbank` (AND of Org1 and Org2 members), `transfer` and `kv` (OR) are defined through `_lifecycle` with
-//! transactions endorsed, ordered and validated like any other, as a Fabric admin defines them (approve per
-//! organisation, then commit), so the committer reads each endorsement policy from `_lifecycle` state.
+//! `ferrofabric node`: a whole Fabric network in one process ([`start`], [`run`]); see the crate documentation.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,15 +8,12 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
-use ferrofabric_blockstore_service::config::BlockstoreConfig;
-use ferrofabric_blockstore_service::service::RunningBlockstore;
-use ferrofabric_comm::listener::grpc_listener;
-use ferrofabric_committer::config::{CommitterConfig, ServerTlsConfig};
-use ferrofabric_committer::pipeline::RunningCommitter;
+use ferrofabric_blockstore_service::{BlockstoreConfig, RunningBlockstore};
+use ferrofabric_comm::{grpc_listener, TlsConfig};
+use ferrofabric_committer::{CommitterConfig, RunningCommitter};
 use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::config::OrdererConfig;
-use ferrofabric_orderer::server::{Plugins, RunningOrderer};
+use ferrofabric_orderer::{OrdererConfig, Plugins, RunningOrderer};
 use ferrofabric_protos::lifecycle::{
     chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource, CommitChaincodeDefinitionArgs,
     QueryChaincodeDefinitionArgs,
@@ -44,7 +29,7 @@ use crate::layout::{ChannelParams, Layout, PEER_MSPIDS};
 use crate::profile::NodeInfo;
 
 /// The chaincodes a node defines, with their endorsement policies (policy DSL of configtxgen).
-pub const CHAINCODES: [(&str, &str); 3] = [
+pub(crate) const CHAINCODES: [(&str, &str); 3] = [
     ("smallbank", "AND('Org1MSP.member', 'Org2MSP.member')"),
     ("transfer", "OR('Org1MSP.member', 'Org2MSP.member')"),
     ("kv", "OR('Org1MSP.member', 'Org2MSP.member')"),
@@ -231,7 +216,7 @@ fn addr(host: &str, port: u16) -> String {
     }
 }
 
-/// Starts a node on the current (multi-threaded) tokio runtime: first-run generation (see [`crate::layout`]),
+/// Starts a node on the current (multi-threaded) tokio runtime: first-run generation (see [`Layout`]),
 /// orderer, committer, endorsers, peer listeners, block-store service, chaincode definitions; then writes
 /// `node.json` and `connection-profile.json`.
 ///
@@ -264,7 +249,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     oc.general.local_msp_id = Some("OrdererMSP".into());
     oc.file_ledger.location = Some(layout.dir.join("orderer"));
     let plugins = orderer_plugins(&oc).context("the orderer's Raft cluster")?;
-    let orderer = ferrofabric_orderer::server::start(oc, plugins).await.context("starting the orderer")?;
+    let orderer = ferrofabric_orderer::start(oc, plugins).await.context("starting the orderer")?;
     if orderer.registrar.channel(&channel_id).is_none() {
         let registrar = orderer.registrar.clone();
         let g = genesis.clone();
@@ -274,7 +259,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     // The committer (its own Deliver listener is internal: replicas and the block store follow it there).
     args.progress("starting the committer");
     let peer_msp = |org: usize| layout.peer_node(org).join("msp");
-    let committer = ferrofabric_committer::pipeline::start(CommitterConfig {
+    let committer = ferrofabric_committer::start(CommitterConfig {
         channel: Some(channel_id.clone()),
         genesis_block: Some(layout.genesis()),
         data_dir: Some(layout.dir.join("committer")),
@@ -300,7 +285,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
             .with_context(|| format!("loading the peer identity of {mspid}"))?;
         let replica = Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?);
         let endorser = Endorser::new(replica.clone(), signer.clone(), ferrofabric_chaincode_registry());
-        tasks.push(tokio::spawn(ferrofabric_endorser::follow::follow(
+        tasks.push(tokio::spawn(ferrofabric_endorser::follow(
             replica,
             committer_url.clone(),
             Arc::new(signer),
@@ -315,7 +300,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         .max_encoding_message_size(MAX_MESSAGE_SIZE);
         let (bound, task) = grpc_listener(
             &addr(&args.host, port),
-            &ServerTlsConfig::default(),
+            &TlsConfig::default(),
             ferrofabric_comm::Shutdown::from_watch(shutdown_rx.clone()),
             |b| b.add_service(service).add_service(deliver),
         )
@@ -327,7 +312,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
 
     // The block-store service.
     args.progress("starting the block-store service");
-    let blockstore = ferrofabric_blockstore_service::service::start(BlockstoreConfig {
+    let blockstore = ferrofabric_blockstore_service::start(BlockstoreConfig {
         channel: channel_id.clone(),
         data_dir: Some(layout.dir.join("blockstore")),
         local_msp_dir: Some(peer_msp(0)),
@@ -481,7 +466,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         println!("ferrofabric node ready: {}", node.layout.node_json().display());
         let mut status = node.committer.status();
         tokio::select! {
-            _ = ferrofabric_comm::shutdown::wait_for_signal() => {}
+            _ = ferrofabric_comm::wait_for_signal() => {}
             _ = status.wait_for(|s| s.failed.is_some()) => {}
         }
         args.progress("shutting down");
@@ -495,7 +480,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
 /// composition of backends, used by this node, `ferrofabric orderer` and the orderer benches.
 ///
 /// Errors: the cluster's TLS files cannot be read (see `ferrofabric_consensus_etcdraft::register`).
-pub fn orderer_plugins(config: &ferrofabric_orderer::config::OrdererConfig) -> anyhow::Result<Plugins> {
+pub fn orderer_plugins(config: &ferrofabric_orderer::OrdererConfig) -> anyhow::Result<Plugins> {
     let mut plugins = Plugins::default();
     ferrofabric_consensus_solo::register(&mut plugins.registry);
     ferrofabric_consensus_etcdraft::register(&mut plugins, config)?;

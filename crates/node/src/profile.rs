@@ -1,7 +1,4 @@
-//! What a running node tells its clients: `DIR/node.json` (Ferrofabric's own summary, read by `ferrofabric bench
-//! e2e --node-dir`) and `DIR/connection-profile.json`, a connection profile in the format of Fabric's Node SDK
-//! `fabric-network` 2.2 (`client`, `channels`, `organizations`, `orderers`, `peers`; fabric-sdk-node
-//! `docs/tutorials/connectionprofile`), so that a Fabric application connects without discovery.
+//! What a running node tells its clients: `DIR/node.json` ([`NodeInfo`]) and `DIR/connection-profile.json`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -11,6 +8,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// The contents of `DIR/node.json`: every address is `host:port` (plain gRPC).
+///
+/// What a running node tells its clients: `DIR/node.json` (Ferrofabric's own summary, read by `ferrofabric bench
+/// e2e --node-dir`) and `DIR/connection-profile.json`, a connection profile in the format of Fabric's Node SDK
+/// `fabric-network` 2.2 (`client`, `channels`, `organizations`, `orderers`, `peers`; fabric-sdk-node
+/// `docs/tutorials/connectionprofile`), so that a Fabric application connects without discovery.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeInfo {
     /// Channel ID.
@@ -87,7 +89,7 @@ impl NodeInfo {
 /// Writes `bytes` to `path` through `path.tmp` and a rename.
 ///
 /// Errors: file errors.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);

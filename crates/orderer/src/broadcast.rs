@@ -1,21 +1,5 @@
-//! `AtomicBroadcast/Broadcast` (Fabric `orderer/common/broadcast/broadcast.go`), with FastFabric's Opt O-II.
-//!
-//! Per message, in Fabric's order: decode the envelope down to the channel header (BAD_REQUEST), find the
-//! channel (NOT_FOUND), classify by header type (CONFIG and ORDERER_TRANSACTION: BAD_REQUEST), then the
-//! standard filters — empty, size ≤ `AbsoluteMaxBytes`, creator expiry (BAD_REQUEST), `/Channel/Writers`
-//! with the creator's signature (FORBIDDEN) — or, for CONFIG_UPDATE, the config update processor; finally the
-//! message is handed to the channel's consensus (SERVICE_UNAVAILABLE if it cannot take it).
-//!
-//! Differences from Fabric, both deliberate:
-//! * one response per message and the stream stays open after a rejection (Fabric answers and hangs up, so a
-//!   client loses everything it had in flight behind a bad message);
-//! * Opt O-II: up to `window` messages of one stream are checked concurrently on the crypto thread pool; their
-//!   results are consumed in arrival order, so responses — and the order in which messages reach consensus —
-//!   are the stream's order. When consensus lags, handing a message over waits, the window fills, reading
-//!   stops and HTTP/2 flow control pushes back on the client.
-//!
-//! Messages are ordered with the exact bytes the client sent (Fabric re-marshals the decoded envelope, which
-//! gives the same bytes for any canonically encoded message).
+//! `AtomicBroadcast/Broadcast` (Fabric `orderer/common/broadcast/broadcast.go`), with FastFabric's Opt O-II:
+//! [`BroadcastHandler`], whose documentation gives the order of checks and the differences from Fabric.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -38,6 +22,25 @@ pub struct Checked {
 }
 
 /// Handles Broadcast streams for all channels of a [`Registrar`].
+///
+/// `AtomicBroadcast/Broadcast` (Fabric `orderer/common/broadcast/broadcast.go`), with FastFabric's Opt O-II.
+///
+/// Per message, in Fabric's order: decode the envelope down to the channel header (BAD_REQUEST), find the
+/// channel (NOT_FOUND), classify by header type (CONFIG and ORDERER_TRANSACTION: BAD_REQUEST), then the
+/// standard filters — empty, size ≤ `AbsoluteMaxBytes`, creator expiry (BAD_REQUEST), `/Channel/Writers`
+/// with the creator's signature (FORBIDDEN) — or, for CONFIG_UPDATE, the config update processor; finally the
+/// message is handed to the channel's consensus (SERVICE_UNAVAILABLE if it cannot take it).
+///
+/// Differences from Fabric, both deliberate:
+/// * one response per message and the stream stays open after a rejection (Fabric answers and hangs up, so a
+///   client loses everything it had in flight behind a bad message);
+/// * Opt O-II: up to `window` messages of one stream are checked concurrently on the crypto thread pool; their
+///   results are consumed in arrival order, so responses — and the order in which messages reach consensus —
+///   are the stream's order. When consensus lags, handing a message over waits, the window fills, reading
+///   stops and HTTP/2 flow control pushes back on the client.
+///
+/// Messages are ordered with the exact bytes the client sent (Fabric re-marshals the decoded envelope, which
+/// gives the same bytes for any canonically encoded message).
 pub struct BroadcastHandler {
     registrar: Arc<Registrar>,
     pool: Arc<rayon::ThreadPool>,
@@ -106,7 +109,7 @@ impl BroadcastHandler {
         async move { rx.await.unwrap_or_else(|_| Err(Rejection::unavailable("the message checker stopped"))) }
     }
 
-    /// Runs every check on one marshaled envelope (see the module docs); CPU-bound (signature verification).
+    /// Runs every check on one marshaled envelope (see [`BroadcastHandler`]); CPU-bound (signature verification).
     ///
     /// Errors: the [`Rejection`] to send back.
     pub fn check(&self, raw: Bytes) -> Result<Checked, Rejection> {

@@ -1,19 +1,11 @@
-//! The orderer's local configuration: a YAML file in the shape of Fabric's `orderer.yaml`
-//! (`orderer/common/localconfig/config.go`), of which the sections an ordering node needs are read, plus
-//! Ferrofabric's own tuning section.
-//!
-//! Keys are Fabric's (PascalCase); unknown keys (Kafka, BCCSP, Metrics, ...) are accepted and ignored, so a
-//! Fabric `orderer.yaml` loads unchanged. Relative paths are resolved against the directory of the file (as
-//! Fabric resolves them against `FABRIC_CFG_PATH`). Durations use Go syntax (`"2s"`, `"15m"`), sizes Fabric's
-//! (`"1 MB"`, `"512 KB"`, or a plain byte count).
+//! The orderer's local configuration, [`OrdererConfig`]: a YAML file in the shape of Fabric's `orderer.yaml`.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-pub use ferrofabric_comm::parse::{parse_addr, parse_duration};
-pub use ferrofabric_comm::tls::TlsConfig;
+use ferrofabric_comm::{parse_addr, parse_duration, TlsConfig};
 use serde::Deserialize;
 
 /// `General.Keepalive`.
@@ -176,6 +168,15 @@ impl Default for TuningConfig {
 }
 
 /// The whole file (Fabric `localconfig.TopLevel`, the parts used here).
+///
+/// The orderer's local configuration: a YAML file in the shape of Fabric's `orderer.yaml`
+/// (`orderer/common/localconfig/config.go`), of which the sections an ordering node needs are read, plus
+/// Ferrofabric's own tuning section.
+///
+/// Keys are Fabric's (PascalCase); unknown keys (Kafka, BCCSP, Metrics, ...) are accepted and ignored, so a
+/// Fabric `orderer.yaml` loads unchanged. Relative paths are resolved against the directory of the file (as
+/// Fabric resolves them against `FABRIC_CFG_PATH`). Durations use Go syntax (`"2s"`, `"15m"`), sizes Fabric's
+/// (`"1 MB"`, `"512 KB"`, or a plain byte count).
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase", default)]
 pub struct OrdererConfig {
@@ -286,7 +287,7 @@ fn opt_duration(s: Option<&str>, default: Duration) -> anyhow::Result<Duration> 
 /// `B`, `KB`, `MB`, `GB` (powers of 1024, as Fabric's `StringToBytesHookFunc`), spaces allowed.
 ///
 /// Errors: malformed number or unknown unit.
-pub fn parse_size(s: &str) -> anyhow::Result<usize> {
+pub(crate) fn parse_size(s: &str) -> anyhow::Result<usize> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let n: usize = t[..split].parse().with_context(|| format!("bad size {s:?}"))?;

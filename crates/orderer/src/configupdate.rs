@@ -90,6 +90,6 @@ impl ConfigUpdateProcessor for ConfigTxProcessor {
 /// The CONFIG transaction signed by this orderer around `config` (see
 /// [`ferrofabric_configtx::wrap_config_envelope`]: channel header type CONFIG, version 0, epoch 0, whole-second
 /// timestamp; signature header with this node's creator and a 24-byte nonce), marshaled.
-pub fn signed_config_envelope(channel_id: &str, config: &ConfigEnvelope, signer: &SigningIdentity) -> Bytes {
+pub(crate) fn signed_config_envelope(channel_id: &str, config: &ConfigEnvelope, signer: &SigningIdentity) -> Bytes {
     Bytes::from(wrap_config_envelope(signer, channel_id, config).encode_to_vec())
 }

@@ -1,6 +1,7 @@
 //! `AtomicBroadcast/Deliver` (Fabric `common/deliver/deliver.go` over `common/ledger/blockledger/fileledger`):
 //! the orderer's channels and access rule plugged into the one Deliver server of `ferrofabric-deliver` (see
-//! [`ferrofabric_deliver::server`] for the order of checks, the statuses and the streaming of stored block bytes).
+//! [`ferrofabric_deliver::DeliverHandler`] for the order of checks, the statuses and the streaming of stored block
+//! bytes).
 //!
 //! What the orderer supplies: its channels ([`Registrar`] as the chain manager; a channel's ledger, configuration
 //! and errored state — a channel whose consensus failed answers SERVICE_UNAVAILABLE unless the request is
@@ -12,8 +13,9 @@ use std::time::Duration;
 
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_comm::Shutdown;
-use ferrofabric_deliver::server::{BlockSource, Chain, ChainManager, DeliverObserver, PolicyChecker, RequestKind};
-use ferrofabric_deliver::DeliverHandler;
+use ferrofabric_deliver::{
+    BlockSource, Chain, ChainManager, DeliverHandler, DeliverObserver, PolicyChecker, RequestKind,
+};
 use tokio::sync::watch;
 
 use crate::metrics::Metrics;
@@ -22,7 +24,7 @@ use crate::registrar::{Channel, Registrar};
 /// The orderer's Deliver access rule: the request's signed data must satisfy the channel's `/Channel/Readers`
 /// (Fabric's orderer `deliver.NewPolicyChecker(policies.ChannelReaders, ...)`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct ChannelReaders;
+pub(crate) struct ChannelReaders;
 
 impl PolicyChecker for ChannelReaders {
     fn check(&self, config: &ChannelConfig, _kind: RequestKind, signed: &SignedData) -> Result<(), String> {
@@ -46,7 +48,7 @@ impl Chain for Channel {
 
 /// The channels of a [`Registrar`], for the Deliver server.
 #[derive(Clone)]
-pub struct RegistrarChains(pub Arc<Registrar>);
+pub(crate) struct RegistrarChains(pub Arc<Registrar>);
 
 impl ChainManager for RegistrarChains {
     fn chain(&self, channel_id: &str) -> Option<Arc<dyn Chain>> {
@@ -56,7 +58,7 @@ impl ChainManager for RegistrarChains {
 
 /// Counts Deliver streams and blocks in the node's [`Metrics`].
 #[derive(Debug, Clone)]
-pub struct DeliverCounters(pub Arc<Metrics>);
+pub(crate) struct DeliverCounters(pub Arc<Metrics>);
 
 impl DeliverObserver for DeliverCounters {
     fn stream_opened(&self) {
@@ -69,7 +71,7 @@ impl DeliverObserver for DeliverCounters {
 
 /// The Deliver handler of a node: all channels of `registrar`, `/Channel/Readers`, request timestamps within
 /// `time_window` of the server clock (`General.Authentication.TimeWindow`), streams ended when `shutdown` fires.
-pub fn handler(registrar: Arc<Registrar>, time_window: Duration, shutdown: Shutdown) -> DeliverHandler {
+pub(crate) fn handler(registrar: Arc<Registrar>, time_window: Duration, shutdown: Shutdown) -> DeliverHandler {
     let counters = DeliverCounters(registrar.metrics().clone());
     DeliverHandler::new(Arc::new(RegistrarChains(registrar)), Arc::new(ChannelReaders), time_window)
         .with_observer(Arc::new(counters))

@@ -5,19 +5,18 @@
 //! * requests arrive as the raw marshaled `Envelope` (`Bytes`, a zero-copy slice of the HTTP/2 buffer): a
 //!   message that does not decode gets a BAD_REQUEST response instead of killing the stream, the decode runs
 //!   on the checking threads, and the block holds the client's exact bytes;
-//! * Deliver responses are written around the stored block bytes (see [`ferrofabric_deliver::server`]): the
+//! * Deliver responses are written around the stored block bytes (see [`ferrofabric_deliver::DeliverHandler`]): the
 //!   block is encoded once, when it is stored, for all receivers.
 //!
-//! The codecs are `ferrofabric-comm`'s; they are re-exported here for the consensus backends' cluster service.
+//! The codecs are `ferrofabric-comm`'s.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use ferrofabric_comm::codec::{unimplemented_response, PairCodec, ProstEncoder, RawDecoder};
-use ferrofabric_deliver::server::{DeliverFrame, DeliverFrameEncoder, RequestKind};
-use ferrofabric_deliver::DeliverHandler;
+use ferrofabric_comm::{unimplemented_response, PairCodec, ProstEncoder, RawDecoder};
+use ferrofabric_deliver::{DeliverFrame, DeliverFrameEncoder, DeliverHandler, RequestKind};
 use ferrofabric_protos::orderer::BroadcastResponse;
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -28,11 +27,11 @@ use tonic::Streaming;
 use crate::broadcast::BroadcastHandler;
 
 /// gRPC service name (`/orderer.AtomicBroadcast/...`).
-pub const SERVICE_NAME: &str = "orderer.AtomicBroadcast";
+pub(crate) const SERVICE_NAME: &str = "orderer.AtomicBroadcast";
 
 /// The server side of `orderer.AtomicBroadcast`, for `tonic::transport::Server::add_service`.
 #[derive(Clone)]
-pub struct AtomicBroadcastService {
+pub(crate) struct AtomicBroadcastService {
     broadcast: Arc<BroadcastHandler>,
     deliver: Arc<DeliverHandler>,
     max_decoding: usize,
@@ -48,7 +47,7 @@ impl std::fmt::Debug for AtomicBroadcastService {
 impl AtomicBroadcastService {
     /// A service over the two handlers, accepting messages up to `max_decoding` bytes and sending up to
     /// `max_encoding` bytes (`General.MaxRecvMsgSize` / `MaxSendMsgSize`).
-    pub fn new(
+    pub(crate) fn new(
         broadcast: Arc<BroadcastHandler>,
         deliver: Arc<DeliverHandler>,
         max_decoding: usize,

@@ -7,32 +7,48 @@
 //! order; Deliver streams the stored block bytes).
 //!
 //! # Map
-//! * [`config`]: the orderer.yaml-shaped configuration ([`config::OrdererConfig`]); [`server::start`]: a node inside an
-//!   existing Tokio runtime, with its consensus backends in [`server::Plugins`] (`ferrofabric orderer` in the CLI
-//!   crate loads the configuration and calls it).
-//! * [`broadcast`], [`deliver`] (the orderer's part of `ferrofabric-deliver`'s server), [`grpc`]: the
-//!   AtomicBroadcast service; [`msgprocessor`]: Fabric's broadcast
-//!   filters; [`configupdate`]: CONFIG_UPDATE → CONFIG through `ferrofabric-configtx`.
-//! * [`cutter`]: Fabric's block cutter (block assembly and metadata are `ferrofabric-protoutil`'s); [`support`]: the per-channel
-//!   block pipeline given to consensus; [`consensus`]: the [`consensus::Consensus`] trait and the registry the
-//!   backends (`ferrofabric-consensus-solo`, `ferrofabric-consensus-etcdraft`) are plugged into through
-//!   [`server::Plugins`].
-//! * [`registrar`]: channels on disk; [`participation`]: the osnadmin REST API; [`operations`]: health and
-//!   metrics.
+//! * Configuration: the orderer.yaml-shaped [`OrdererConfig`]; [`start`]: a node inside an existing Tokio runtime
+//!   ([`RunningOrderer`]), with its consensus backends in [`Plugins`] (`ferrofabric orderer` in the CLI crate loads
+//!   the configuration and calls it).
+//! * The AtomicBroadcast service: Broadcast ([`BroadcastHandler`]) with Fabric's broadcast filters ([`inspect`],
+//!   [`Rejection`]), CONFIG_UPDATE → CONFIG through `ferrofabric-configtx` ([`ConfigTxProcessor`]), and Deliver
+//!   (the orderer's channels and access rule plugged into `ferrofabric-deliver`'s server).
+//! * Fabric's block cutter, [`BlockCutter`] (block assembly and metadata are `ferrofabric-protoutil`'s);
+//!   [`ChainSupport`]: the per-channel block pipeline given to consensus; the [`Consensus`] trait and the
+//!   [`ConsensusRegistry`] the backends (`ferrofabric-consensus-solo`, `ferrofabric-consensus-etcdraft`) are plugged
+//!   into through [`Plugins`].
+//! * [`Registrar`]: channels on disk; the osnadmin REST API (channel participation); health and metrics
+//!   ([`Metrics`]) on the operations listener.
 //!
 //! The gRPC client, TLS and listeners are `ferrofabric-comm`'s; `ferrofabric bench orderer` lives in the CLI crate.
 
-pub mod broadcast;
-pub mod config;
-pub mod configupdate;
-pub mod consensus;
-pub mod cutter;
-pub mod deliver;
-pub mod grpc;
-pub mod metrics;
-pub mod msgprocessor;
-pub mod operations;
-pub mod participation;
-pub mod registrar;
-pub mod server;
-pub mod support;
+mod broadcast;
+mod config;
+mod configupdate;
+mod consensus;
+mod cutter;
+mod deliver;
+mod grpc;
+mod metrics;
+mod msgprocessor;
+mod operations;
+mod participation;
+mod registrar;
+mod server;
+mod support;
+
+pub use broadcast::{BroadcastHandler, Checked};
+pub use config::{
+    AuthenticationConfig, ChannelParticipationConfig, ClusterConfig, ConsensusDirs, FileLedgerConfig, GeneralConfig,
+    HttpListenerConfig, KeepaliveConfig, OrdererConfig, TuningConfig,
+};
+pub use configupdate::{ConfigTxProcessor, ConfigUpdateProcessor};
+pub use consensus::{
+    ChannelStatus, Consensus, ConsensusContext, ConsensusFactory, ConsensusRegistry, ConsensusRelation, Submission,
+};
+pub use cutter::{Batch, BlockCutter};
+pub use metrics::Metrics;
+pub use msgprocessor::{inspect, FilterOptions, Inspected, Rejection};
+pub use registrar::{Channel, ChannelState, JoinError, Registrar, RegistrarParams, RemoveError};
+pub use server::{start, Plugins, RunningOrderer};
+pub use support::{ChainSupport, ConsensusError, NewBlock, SupportParams};

@@ -94,7 +94,7 @@ pub fn inspect(raw: Bytes) -> Result<Inspected, Rejection> {
 
 /// How the orderer treats a message, by channel header type (Fabric `StandardChannel.ClassifyMsg`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MsgClass {
+pub(crate) enum MsgClass {
     /// Ordered as is (ENDORSER_TRANSACTION, MESSAGE and every other type Fabric does not single out).
     Normal,
     /// CONFIG_UPDATE: turned into a CONFIG transaction by the config update processor.
@@ -106,7 +106,7 @@ pub enum MsgClass {
 }
 
 /// Fabric `StandardChannel.ClassifyMsg`.
-pub fn classify(header_type: i32) -> MsgClass {
+pub(crate) fn classify(header_type: i32) -> MsgClass {
     match HeaderType::try_from(header_type) {
         Ok(HeaderType::ConfigUpdate) => MsgClass::ConfigUpdate,
         Ok(HeaderType::Config) => MsgClass::Config,
@@ -118,7 +118,7 @@ pub fn classify(header_type: i32) -> MsgClass {
 /// Orderer capabilities that include Fabric's `ExpirationCheck` (V1_1 and later).
 const EXPIRATION_CAPABILITIES: [&str; 5] = ["V1_1", "V1_4_2", "V2_0", "V2_5", "V3_0"];
 
-/// Options of [`apply_filters`].
+/// Options of the broadcast filters, Fabric's standard channel rule set ([`crate::RegistrarParams::filter_options`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FilterOptions {
     /// Skip the creator expiry rule (`General.Authentication.NoExpirationChecks`).
@@ -130,7 +130,7 @@ pub struct FilterOptions {
 /// Errors: a [`Rejection`] with BAD_REQUEST (empty, too large, expired, unreadable signature header, missing
 /// policy) or FORBIDDEN (the Writers policy is not satisfied; the info names the policy and, where it can
 /// tell, whether the creator did not deserialize or its signature did not verify).
-pub fn apply_filters(msg: &Inspected, config: &ChannelConfig, options: FilterOptions) -> Result<(), Rejection> {
+pub(crate) fn apply_filters(msg: &Inspected, config: &ChannelConfig, options: FilterOptions) -> Result<(), Rejection> {
     if msg.envelope.payload.is_empty() {
         return Err(Rejection::bad_request("Message was empty"));
     }
@@ -194,7 +194,7 @@ pub fn apply_filters(msg: &Inspected, config: &ChannelConfig, options: FilterOpt
 /// transactions are refused with SERVICE_UNAVAILABLE.
 ///
 /// Errors: the SERVICE_UNAVAILABLE rejection.
-pub fn check_not_maintenance(config: &ChannelConfig) -> Result<(), Rejection> {
+pub(crate) fn check_not_maintenance(config: &ChannelConfig) -> Result<(), Rejection> {
     if config.orderer().is_some_and(|oc| oc.consensus_state() == 1) {
         return Err(Rejection::unavailable("normal transactions are rejected: maintenance mode"));
     }

@@ -1,5 +1,5 @@
 //! The orderer's operations router (Fabric `core/operations/system.go`): `GET /healthz`, `GET /version`,
-//! `GET /metrics` (Prometheus text). It is served by [`ferrofabric_comm::operations::serve_http`], the accept loop
+//! `GET /metrics` (Prometheus text). It is served by [`ferrofabric_comm::serve_http`], the accept loop
 //! the admin listener shares.
 
 use std::sync::Arc;
@@ -8,13 +8,13 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use ferrofabric_comm::operations::health_response;
+use ferrofabric_comm::health_response;
 
 use crate::registrar::Registrar;
 
 /// The operations router: `/healthz` answers `{"status":"OK","time":...}` while no channel is errored, else 503
 /// with the failed checks; `/version` the build version; `/metrics` the node's counters.
-pub fn router(registrar: Arc<Registrar>) -> Router {
+pub(crate) fn router(registrar: Arc<Registrar>) -> Router {
     let health = registrar.clone();
     let metrics = registrar;
     Router::new()

@@ -26,11 +26,11 @@ use serde::Serialize;
 use crate::registrar::{validate_channel_id, ChannelState, JoinError, Registrar, RemoveError};
 
 /// Base path of the API.
-pub const URL_BASE: &str = "/participation/v1/channels";
+pub(crate) const URL_BASE: &str = "/participation/v1/channels";
 
 /// Fabric `types.ChannelInfoShort`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct ChannelInfoShort {
+pub(crate) struct ChannelInfoShort {
     /// Channel name.
     pub name: String,
     /// Relative URL, `/participation/v1/channels/<name>`.
@@ -39,7 +39,7 @@ pub struct ChannelInfoShort {
 
 /// Fabric `types.ChannelList`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct ChannelList {
+pub(crate) struct ChannelList {
     /// Always `null`: system channels are not supported.
     #[serde(rename = "systemChannel")]
     pub system_channel: Option<ChannelInfoShort>,
@@ -49,7 +49,7 @@ pub struct ChannelList {
 
 /// Fabric `types.ChannelInfo`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
-pub struct ChannelInfo {
+pub(crate) struct ChannelInfo {
     /// Channel name.
     pub name: String,
     /// Relative URL.
@@ -231,7 +231,7 @@ async fn channel_not_allowed(request: Request) -> Response {
 
 /// The participation API router over `registrar`. `enabled` false answers 503 everywhere (Fabric's
 /// `ChannelParticipation.Enabled`); `max_body` limits the join request body in bytes.
-pub fn router(registrar: Arc<Registrar>, enabled: bool, max_body: usize) -> Router {
+pub(crate) fn router(registrar: Arc<Registrar>, enabled: bool, max_body: usize) -> Router {
     let api = Api { registrar, enabled };
     Router::new()
         .route(URL_BASE, get(list).post(join).fallback(channels_not_allowed))

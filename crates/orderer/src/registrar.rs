@@ -117,7 +117,7 @@ impl std::fmt::Debug for Registrar {
 /// Fabric `configtx.ValidateChannelID`: 1..=249 characters, `[a-z][a-z0-9.-]*`.
 ///
 /// Errors: a message naming the rule that failed.
-pub fn validate_channel_id(id: &str) -> Result<(), String> {
+pub(crate) fn validate_channel_id(id: &str) -> Result<(), String> {
     if id.is_empty() {
         return Err("channel ID illegal, cannot be empty".into());
     }

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 use tonic::service::Routes;
 
 use crate::broadcast::BroadcastHandler;
-use crate::config::{parse_addr, parse_duration, OrdererConfig};
+use crate::config::OrdererConfig;
 use crate::configupdate::{ConfigTxProcessor, ConfigUpdateProcessor};
 use crate::consensus::{ConsensusContext, ConsensusRegistry};
 use crate::grpc::AtomicBroadcastService;
@@ -20,8 +20,9 @@ use crate::metrics::Metrics;
 use crate::msgprocessor::FilterOptions;
 use crate::registrar::{Registrar, RegistrarParams};
 use crate::{deliver, operations, participation};
-use ferrofabric_comm::operations::serve_http;
-use ferrofabric_comm::{tls, Shutdown, ShutdownTrigger};
+use ferrofabric_comm::{
+    http_server_tls, parse_addr, parse_duration, pem_cert_der, serve_http, Shutdown, ShutdownTrigger,
+};
 
 /// Pluggable parts of a node: the consensus implementations, the gRPC services they need, and the
 /// CONFIG_UPDATE processor.
@@ -140,7 +141,7 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
     let node_cert_path = general.cluster.client_certificate.clone().or_else(|| general.tls.certificate.clone());
     let node_certificate = match node_cert_path {
         Some(p) => Some(
-            tls::pem_cert_der(&std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?)
+            pem_cert_der(&std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?)
                 .ok_or_else(|| anyhow!("no certificate in {}", p.display()))?,
         ),
         None => None,
@@ -179,15 +180,15 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
     let max_send = general.max_send_msg_size.unwrap_or(100 << 20) as usize;
     let service = AtomicBroadcastService::new(broadcast, deliver, max_recv, max_send);
     let (incoming, grpc_addr) =
-        ferrofabric_comm::listener::bind(config.listen_addr()?).context("binding the gRPC listener")?;
+        ferrofabric_comm::bind_grpc(config.listen_addr()?).context("binding the gRPC listener")?;
     let keepalive = |s: &Option<String>, default: u64| -> anyhow::Result<std::time::Duration> {
         s.as_deref().map(parse_duration).unwrap_or(Ok(std::time::Duration::from_secs(default)))
     };
-    let mut builder = ferrofabric_comm::listener::server_builder(&general.tls)?
+    let mut builder = ferrofabric_comm::grpc_server_builder(&general.tls)?
         .http2_keepalive_interval(Some(keepalive(&general.keepalive.server_interval, 7200)?))
         .http2_keepalive_timeout(Some(keepalive(&general.keepalive.server_timeout, 20)?));
     let router = builder.add_routes(plugins.services).add_service(service);
-    tasks.push(ferrofabric_comm::listener::spawn(router, incoming, shutdown_rx.clone()));
+    tasks.push(ferrofabric_comm::spawn_grpc_server(router, incoming, shutdown_rx.clone()));
 
     // Admin (channel participation).
     let mut admin_addr = None;
@@ -197,7 +198,7 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
                 config.admin.tls.client_auth_required,
                 "Admin.TLS.ClientAuthRequired must be true when Admin.TLS.Enabled is true"
             );
-            Some(tls::http_server_tls(&config.admin.tls).context("admin TLS")?)
+            Some(http_server_tls(&config.admin.tls).context("admin TLS")?)
         } else {
             None
         };
@@ -217,7 +218,7 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
     let mut operations_addr = None;
     if !config.operations.listen_address.is_empty() {
         let tls_config =
-            if config.operations.tls.enabled { Some(tls::http_server_tls(&config.operations.tls)?) } else { None };
+            if config.operations.tls.enabled { Some(http_server_tls(&config.operations.tls)?) } else { None };
         let listener = tokio::net::TcpListener::bind(parse_addr(&config.operations.listen_address)?)
             .await
             .with_context(|| format!("binding the operations listener {}", config.operations.listen_address))?;

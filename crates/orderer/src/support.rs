@@ -1,19 +1,5 @@
-//! Everything a consensus implementation needs from its channel (Fabric's `consensus.ConsenterSupport`, backed
-//! by `multichannel.ChainSupport` and `BlockWriter`): the current configuration, message re-validation, block
-//! assembly, the signing pool and the ledger.
-//!
-//! # Block pipeline (FastFabric / BFT-SMaRt style signing)
-//! 1. [`ChainSupport::create_next_block`] (called in order by the consensus loop) fixes the header: number,
-//!    previous header hash and data hash. It advances the assembly state immediately, so block `n + 1` can be
-//!    assembled while block `n` is still being signed.
-//! 2. [`ChainSupport::write_block`] hands the block to the crypto thread pool, which builds the metadata
-//!    (SIGNATURES with `OrdererBlockMetadata{last_config, consenter_metadata}`, LAST_CONFIG), signs and
-//!    marshals it. Several blocks are signed at once, up to the signing window.
-//! 3. A block writer thread takes the signed blocks strictly in order and appends them to the
-//!    [`BlockStore`]; Deliver streams wake up on the store's height channel.
-//!
-//! A failed append (I/O error) marks the channel errored: Deliver answers SERVICE_UNAVAILABLE, Broadcast too,
-//! and the pipeline stops (Fabric panics the process instead).
+//! Everything a consensus implementation needs from its channel: [`ChainSupport`] (whose documentation describes
+//! the block pipeline).
 
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
@@ -23,15 +9,13 @@ use ferrofabric_block_store::BlockStore;
 use ferrofabric_channelconfig::{BatchSize, ChannelConfig};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::{Block, BlockHeader, ConfigEnvelope, Payload};
-use ferrofabric_protoutil::block_header_hash;
+use ferrofabric_protoutil::{block_header_hash, last_config_index, next_header, sign_and_encode, sole_config_envelope};
 use prost::Message;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::configupdate::{signed_config_envelope, ConfigUpdateProcessor};
 use crate::metrics::Metrics;
 use crate::msgprocessor::{self, apply_filters, inspect, FilterOptions, Inspected, MsgClass, Rejection};
-use ferrofabric_protoutil::block::{next_header, sign_and_encode};
-use ferrofabric_protoutil::{last_config_index, sole_config_envelope};
 
 /// A block whose header is fixed but which is not signed yet (result of [`ChainSupport::create_next_block`]).
 #[derive(Debug, Clone)]
@@ -83,8 +67,25 @@ pub struct SupportParams {
     pub metrics: Arc<Metrics>,
 }
 
-/// One channel's support object (see the module docs). `Send + Sync`; shared as `Arc<ChainSupport>` by the
+/// One channel's support object. `Send + Sync`; shared as `Arc<ChainSupport>` by the
 /// broadcast handler, the deliver handler and the consensus implementation.
+///
+/// Everything a consensus implementation needs from its channel (Fabric's `consensus.ConsenterSupport`, backed
+/// by `multichannel.ChainSupport` and `BlockWriter`): the current configuration, message re-validation, block
+/// assembly, the signing pool and the ledger.
+///
+/// # Block pipeline (FastFabric / BFT-SMaRt style signing)
+/// 1. [`ChainSupport::create_next_block`] (called in order by the consensus loop) fixes the header: number,
+///    previous header hash and data hash. It advances the assembly state immediately, so block `n + 1` can be
+///    assembled while block `n` is still being signed.
+/// 2. [`ChainSupport::write_block`] hands the block to the crypto thread pool, which builds the metadata
+///    (SIGNATURES with `OrdererBlockMetadata{last_config, consenter_metadata}`, LAST_CONFIG), signs and
+///    marshals it. Several blocks are signed at once, up to the signing window.
+/// 3. A block writer thread takes the signed blocks strictly in order and appends them to the
+///    [`BlockStore`]; Deliver streams wake up on the store's height channel.
+///
+/// A failed append (I/O error) marks the channel errored: Deliver answers SERVICE_UNAVAILABLE, Broadcast too,
+/// and the pipeline stops (Fabric panics the process instead).
 pub struct ChainSupport {
     channel_id: String,
     config: RwLock<Arc<ChannelConfig>>,

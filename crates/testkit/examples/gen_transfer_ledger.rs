@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use ferrofabric_protoutil::records::encode_records;
+use ferrofabric_protoutil::encode_records;
 use ferrofabric_testkit::{transfer_ledger, Network};
 use prost::Message;
 

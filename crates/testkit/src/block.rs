@@ -7,8 +7,9 @@
 use bytes::Bytes;
 use ferrofabric_protos::common::{Block, BlockData, BlockHeader};
 use ferrofabric_protos::etcdraft;
-use ferrofabric_protoutil::block::{block_signature, orderer_metadata, signature_value};
-use ferrofabric_protoutil::{block_data_hash, block_header_hash, new_nonce};
+use ferrofabric_protoutil::{
+    block_data_hash, block_header_hash, block_signature, new_nonce, orderer_metadata, signature_value,
+};
 use prost::Message;
 use sha2::{Digest, Sha256};
 

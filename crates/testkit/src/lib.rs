@@ -17,11 +17,12 @@
 //!   orderer writes them (header hashing and the `[u64 LE length][Block]`
 //!   ledger file format are `ferrofabric_arena`'s);
 //! - [`Workload`]: deterministic transfer/smallbank transactions;
-//! - [`fixtures`]: where the recorded Fabric fixtures are (`FERROFABRIC_FIXTURES`, else `../shared/fixtures`).
+//! - [`fixture`], [`fabric_fixture`]: where the recorded Fabric fixtures are (`FERROFABRIC_FIXTURES`, else
+//!   `../shared/fixtures`).
 
 mod block;
 mod error;
-pub mod fixtures;
+mod fixtures;
 mod genesis;
 mod lifecycle;
 mod network;
@@ -33,6 +34,10 @@ pub use error::TestkitError;
 /// Signing identity type used throughout (key + marshaled SerializedIdentity).
 pub use ferrofabric_msp::SigningIdentity;
 pub use ferrofabric_protoutil::{block_data_hash, METADATA_SLOTS};
+pub use fixtures::{
+    dir as fixtures_dir, fabric as fabric_fixture, fabric_dir as fabric_fixtures_dir, fixture, vector as test_vector,
+    ENV as FIXTURES_ENV, FABRIC as FABRIC_FIXTURES,
+};
 pub use lifecycle::{
     channel_policy_reference, commit_definition, define_chaincode, definition_writes, ChaincodeDefinition,
     DEFAULT_ENDORSEMENT_POLICY,

@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
-use ferrofabric_protoutil::read_ledger_file;
-use ferrofabric_protoutil::records::records;
+use ferrofabric_protoutil::{read_ledger_file, records};
 use ferrofabric_testkit::{Chain, Network, Workload, TRANSFER_CHAINCODE};
 use ferrofabric_validator::{TxValidationCode, Validator, ValidatorOptions};
 use prost::Message;

@@ -30,18 +30,18 @@
 //! * Idemix MSPs (the MSP crate refuses them), legacy (pre-2.0, `lscc`) chaincode definitions, and validation plugins
 //!   other than the built-in `vscc`.
 //! * Nothing else is left out of MVCC: range queries summarised as Merkle hashes (more than 50 results) are
-//!   re-hashed and compared as Fabric does ([`rangequery`]).
+//!   re-hashed and compared as Fabric does ([`summarize_query_reads`]).
 //!
 //! # Shared rules
 //! Validators that must decide exactly as this one (the BMac host in `ferrofabric-hw`) call its rules instead of
-//! copying them: the transaction checks in [`txcheck`] ([`txcheck::check_common_header`], [`txcheck::check_creator`],
-//! [`txcheck::check_payload`], [`txcheck::check_txid`], [`txcheck::check_structure`]) and the chaincode definitions
-//! of [`lifecycle::definition`], all on the arena's decoded transaction.
+//! copying them: the transaction checks ([`check_common_header`], [`check_creator`], [`check_payload`],
+//! [`check_endorser_transaction`], [`check_txid`], [`check_structure`]) and the chaincode definitions of
+//! [`chaincode_definition`], all on the arena's decoded transaction.
 
-pub mod lifecycle;
+mod lifecycle;
 mod mvcc;
-pub mod rangequery;
-pub mod txcheck;
+mod rangequery;
+mod txcheck;
 mod vscc;
 
 use std::collections::HashSet;
@@ -56,7 +56,12 @@ use ferrofabric_state::{UpdateBatch, WorldState};
 use prost::Message;
 
 pub use ferrofabric_protos::peer::TxValidationCode;
+pub use lifecycle::{definition as chaincode_definition, Definition as ChaincodeDefinition, LIFECYCLE};
 pub use mvcc::apply_write_set;
+pub use rangequery::{summarize as summarize_query_reads, MAX_DEGREE as MAX_DEGREE_QUERY_READS_HASHING};
+pub use txcheck::{
+    check_common_header, check_creator, check_endorser_transaction, check_payload, check_structure, check_txid,
+};
 pub use vscc::VALIDATION_PARAMETER;
 
 /// Tuning of a [`Validator`].

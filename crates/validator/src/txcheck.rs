@@ -9,6 +9,7 @@ use ferrofabric_arena::{BlockArena, TxArena};
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{ConfigEnvelope, HeaderType};
 use ferrofabric_protos::peer::ChaincodeEvent;
+use ferrofabric_protoutil::compute_txid;
 use ferrofabric_state::StateView;
 use prost::Message;
 use rayon::prelude::*;
@@ -261,9 +262,6 @@ pub fn check_txid(tx: &TxArena) -> bool {
         _ => false,
     }
 }
-
-/// Fabric's transaction id (`protoutil.ComputeTxID`), from its one home.
-pub use ferrofabric_protoutil::compute_txid;
 
 /// Fabric's `validateEndorserTransaction`: exactly one action, a valid action signature header, decodable payloads
 /// and a proposal hash over (channel header ‖ action signature header ‖ chaincode proposal payload) equal to the one

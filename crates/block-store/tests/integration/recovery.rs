@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
-use ferrofabric_protoutil::records::encode_records;
+use ferrofabric_protoutil::encode_records;
 
 fn open(dir: &Path) -> BlockStore {
     BlockStore::open(dir, StoreOptions::default()).unwrap()
@@ -270,10 +270,8 @@ fn torn_record_in_an_earlier_file_orphans_the_later_files() {
         }
     }
     let files = block_files(tmp.path());
-    let counts: Vec<usize> = files
-        .iter()
-        .map(|f| ferrofabric_protoutil::records::records(Bytes::from(std::fs::read(f).unwrap())).count())
-        .collect();
+    let counts: Vec<usize> =
+        files.iter().map(|f| ferrofabric_protoutil::records(Bytes::from(std::fs::read(f).unwrap())).count()).collect();
     // The first file after file 0 that holds at least two records and is followed by more files.
     let i = (1..files.len() - 1).find(|&i| counts[i] >= 2).expect("a multi-record middle file");
     // Index lost and file i torn in its last record: files i+1.. cannot continue the chain.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, RecoveryReport, StoreError, StoreOptions, SyncPolicy};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 
 fn open(dir: &std::path::Path) -> BlockStore {
     BlockStore::open(dir, StoreOptions::default()).unwrap()
@@ -49,7 +49,7 @@ fn appends_all_fixture_blocks_and_reads_them_back_byte_identical_after_reopen() 
     assert_eq!(store.blocks(27..100).count(), 2, "ranges are clipped to the height");
     // The files hold exactly the fixture's records.
     let on_disk: Vec<u8> = block_files(tmp.path()).iter().flat_map(|p| std::fs::read(p).unwrap()).collect();
-    assert_eq!(on_disk, std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap());
+    assert_eq!(on_disk, std::fs::read(fabric_fixture("orderer-blocks.bin")).unwrap());
 }
 
 #[test]

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use crate::support::*;
-use ferrofabric_blockstore_service::config::BlockstoreConfig;
+use ferrofabric_blockstore_service::BlockstoreConfig;
 use ferrofabric_protos::ferrofabric::blockstore::block_store_client::BlockStoreClient;
 use ferrofabric_protos::ferrofabric::blockstore::{BlockByNumberRequest, ChainInfoRequest, TransactionByIdRequest};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use prost::Message;
 
 fn blockstore_config(data: &std::path::Path, committer: &str) -> BlockstoreConfig {
@@ -30,16 +30,13 @@ async fn stores_the_committers_chain_and_serves_blocks_transactions_and_deliver(
     let (orderer_blocks, peer_blocks) = fixture_ledger();
     let mut orderer = TestOrderer::start(&orderer_blocks).await;
     let cdata = tempfile::tempdir().unwrap();
-    let committer = ferrofabric_committer::pipeline::start(committer_config(cdata.path(), vec![orderer.addr.clone()]))
-        .await
-        .unwrap();
+    let committer =
+        ferrofabric_committer::start(committer_config(cdata.path(), vec![orderer.addr.clone()])).await.unwrap();
     let bdata = tempfile::tempdir().unwrap();
-    let bs = ferrofabric_blockstore_service::service::start(blockstore_config(
-        bdata.path(),
-        &committer.deliver_addr.to_string(),
-    ))
-    .await
-    .unwrap();
+    let bs =
+        ferrofabric_blockstore_service::start(blockstore_config(bdata.path(), &committer.deliver_addr.to_string()))
+            .await
+            .unwrap();
     let addr = bs.listen_addr.to_string();
     tokio::time::timeout(Duration::from_secs(120), bs.store.wait_for(28)).await.unwrap().unwrap();
 
@@ -51,7 +48,7 @@ async fn stores_the_committers_chain_and_serves_blocks_transactions_and_deliver(
     let info = client.get_chain_info(ChainInfoRequest {}).await.unwrap().into_inner();
     assert_eq!(info.height, 29);
     let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixtures::fabric("expected.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fabric_fixture("expected.json")).unwrap()).unwrap();
     assert_eq!(hex::encode(&info.current_block_hash), expected["blocks"][28]["header_hash"].as_str().unwrap());
     assert_eq!(hex::encode(&info.previous_block_hash), expected["blocks"][28]["previous_hash"].as_str().unwrap());
 

@@ -20,9 +20,9 @@ use ferrofabric_protos::msp::SerializedIdentity;
 use ferrofabric_protos::peer::{
     ChaincodeAction, ChaincodeId, ChaincodeInvocationSpec, ChaincodeProposalPayload, TxValidationCode,
 };
-use ferrofabric_protoutil::records::records;
+use ferrofabric_protoutil::records;
 use ferrofabric_state::StateView;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::{fabric_fixtures_dir, fixture};
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use prost::Message;
 use sha2::{Digest, Sha256};
@@ -154,7 +154,7 @@ fn read_ledger(path: &std::path::Path) -> Vec<Bytes> {
 
 #[test]
 fn every_fixture_transaction_resimulates_to_the_endorsed_bytes() {
-    let dir = fixtures::fabric_dir();
+    let dir = fabric_fixtures_dir();
     let genesis = Bytes::from(std::fs::read(dir.join("genesis.block")).unwrap());
     let blocks = read_ledger(&dir.join("orderer-blocks.bin"));
     let tally = check_ledger(genesis, blocks.into_iter().skip(1));
@@ -173,7 +173,7 @@ fn every_fixture_transaction_resimulates_to_the_endorsed_bytes() {
 /// The same over the 10,735-transaction benchmark ledger (the fixture ledger plus 10,000 smallbank transactions).
 #[test]
 fn every_bench_ledger_transaction_resimulates_to_the_endorsed_bytes() {
-    let path = fixtures::fixture("fabric-2.5-bench").join("fabric-2.5-smallbank-10k.bin.zst");
+    let path = fixture("fabric-2.5-bench").join("fabric-2.5-smallbank-10k.bin.zst");
     let file = ferrofabric_protoutil::read_ledger_file(&path).unwrap_or_else(|e| panic!("{e}"));
     let mut blocks = records(file).map(|r| r.unwrap().1);
     let genesis = blocks.next().unwrap();

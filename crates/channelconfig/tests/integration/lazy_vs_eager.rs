@@ -17,7 +17,7 @@ use ferrofabric_protos::common::msp_principal::Classification;
 use ferrofabric_protos::common::msp_role::MspRoleType;
 use ferrofabric_protos::common::{signature_policy, MspPrincipal, SignaturePolicy, SignaturePolicyEnvelope};
 use ferrofabric_protos::msp::SerializedIdentity;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::{fabric_fixture, fabric_fixtures_dir};
 use proptest::prelude::*;
 use prost::Message;
 
@@ -31,7 +31,7 @@ struct World {
 }
 
 fn identity_from_cert(mspid: &str, cert_path: &str) -> Bytes {
-    let pem = std::fs::read(fixtures::fabric("crypto").join(cert_path)).unwrap();
+    let pem = std::fs::read(fabric_fixture("crypto").join(cert_path)).unwrap();
     SerializedIdentity { mspid: mspid.into(), id_bytes: pem.into() }.encode_to_vec().into()
 }
 
@@ -43,7 +43,7 @@ fn world() -> &'static World {
         let (b, t) = support::find_tx("VALID", &["Org2MSP", "Org1MSP"]);
         let endorsements = support::endorsements(&blocks[b], t);
         let org1 = support::org1_user();
-        let tls_dir = fixtures::fabric_dir()
+        let tls_dir = fabric_fixtures_dir()
             .join("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/tls");
         let tls = SigningIdentity::from_pem(
             "Org1MSP",

@@ -1,21 +1,5 @@
-//! `ferrofabric bench e2e`: end-to-end throughput of a node, after FastFabric §IV-D.
-//!
-//! * `transfer` (default): 2N accounts are opened, then N `transfer` transactions (each reads and writes two
-//!   accounts of its own, so none conflict; single-endorser policy, endorsements spread over the peers) are
-//!   pre-endorsed at the node's endorsers and assembled (about 2.9 KB each, mostly the certificates), then
-//!   broadcast to the orderer by K clients while a `DeliverFiltered` client follows Org1's peer.
-//! * `smallbank`: the same with 2N `create_account` and N `send_payment` under the 2-of-2 policy (every
-//!   transaction endorsed by both peers).
-//! * `ledger`: the committer daemon alone, pulling Fabric 2.5.16's 10,735-transaction ledger
-//!   (`fixtures/fabric-2.5-bench`) from a Ferrofabric orderer whose ledger holds those blocks (signed by Fabric's
-//!   orderer, which the committer checks); the committer validates and commits every block for real, and the final
-//!   commit hash must equal the one Fabric's peer computed.
-//!
-//! Measures: `committed_tx_per_s` = transactions committed after the first block / (last block − first block),
-//! FastFabric's "between the first and the last committed block"; `end_to_end_tx_per_s` = N / (last block − first
-//! send); block latency = arrival of a block on DeliverFiltered − send of its earliest transaction. Setup and
-//! endorsement are not measured (FastFabric pre-endorses too). Without `--node-dir` or addresses the bench starts
-//! its own node in a temporary directory.
+//! `ferrofabric bench e2e`: end-to-end throughput of a node, after FastFabric §IV-D ([`run`], whose documentation
+//! describes the workloads and the measures).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -30,9 +14,7 @@ use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::peer::TxValidationCode;
 use futures::StreamExt;
 
-use ferrofabric_node::client::{require_valid, NetworkClient};
-use ferrofabric_node::layout::{Layout, PEER_MSPIDS};
-use ferrofabric_node::NodeInfo;
+use ferrofabric_node::{require_valid, Layout, NetworkClient, NodeInfo, PEER_MSPIDS};
 
 /// Proposals in flight at once while endorsing.
 const ENDORSE_CONCURRENCY: usize = 64;
@@ -154,6 +136,25 @@ pub struct E2eReport {
 
 /// Runs the bench and prints the report (a table, or one JSON object with `--json`). Builds its own tokio
 /// runtime, so it must not be called from within one.
+///
+/// `ferrofabric bench e2e`: end-to-end throughput of a node, after FastFabric §IV-D.
+///
+/// * `transfer` (default): 2N accounts are opened, then N `transfer` transactions (each reads and writes two
+///   accounts of its own, so none conflict; single-endorser policy, endorsements spread over the peers) are
+///   pre-endorsed at the node's endorsers and assembled (about 2.9 KB each, mostly the certificates), then
+///   broadcast to the orderer by K clients while a `DeliverFiltered` client follows Org1's peer.
+/// * `smallbank`: the same with 2N `create_account` and N `send_payment` under the 2-of-2 policy (every
+///   transaction endorsed by both peers).
+/// * `ledger`: the committer daemon alone, pulling Fabric 2.5.16's 10,735-transaction ledger
+///   (`fixtures/fabric-2.5-bench`) from a Ferrofabric orderer whose ledger holds those blocks (signed by Fabric's
+///   orderer, which the committer checks); the committer validates and commits every block for real, and the final
+///   commit hash must equal the one Fabric's peer computed.
+///
+/// Measures: `committed_tx_per_s` = transactions committed after the first block / (last block − first block),
+/// FastFabric's "between the first and the last committed block"; `end_to_end_tx_per_s` = N / (last block − first
+/// send); block latency = arrival of a block on DeliverFiltered − send of its earliest transaction. Setup and
+/// endorsement are not measured (FastFabric pre-endorses too). Without `--node-dir` or addresses the bench starts
+/// its own node in a temporary directory.
 ///
 /// Errors: start-up, endorsement, ordering or commit failures; a `ledger` run whose commit hash differs from
 /// Fabric's.
@@ -470,7 +471,7 @@ fn fixtures_dir(fixtures: &Path) -> PathBuf {
 /// `[u64 LE length][block]` records of a zstd-compressed ledger file.
 fn ledger_blocks(path: &Path) -> anyhow::Result<Vec<Bytes>> {
     let raw = ferrofabric_protoutil::read_ledger_file(path)?;
-    ferrofabric_protoutil::records::records(raw)
+    ferrofabric_protoutil::records(raw)
         .map(|r| r.map(|(_, b)| b).map_err(|e| anyhow!("{}: {e}", path.display())))
         .collect()
 }
@@ -484,7 +485,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
     let blocks = ledger_blocks(&bench.join("fabric-2.5-smallbank-10k.bin.zst"))?;
     let fabric = ledger_blocks(&bench.join("fabric-2.5-smallbank-10k.peer.bin.zst"))?;
     let last = fabric.last().ok_or_else(|| anyhow!("the Fabric peer ledger is empty"))?;
-    let (_, fabric_hash) = ferrofabric_committer::pipeline::stored_peer_metadata(last)?;
+    let (_, fabric_hash) = ferrofabric_committer::stored_peer_metadata(last)?;
     let tx_counts: Vec<usize> = blocks
         .iter()
         .map(|b| ferrofabric_arena::BlockArena::decode(b.clone()).map(|a| a.txs().len()))
@@ -512,7 +513,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
         store.sync()?;
     }
     let orderer_dir = crypto.join("ordererOrganizations/example.com/orderers/orderer.example.com");
-    let mut oc = ferrofabric_orderer::config::OrdererConfig::defaults();
+    let mut oc = ferrofabric_orderer::OrdererConfig::defaults();
     oc.general.listen_address = "127.0.0.1".into();
     oc.general.listen_port = 0;
     oc.admin.listen_address = String::new();
@@ -525,7 +526,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
     oc.consensus.wal_dir = Some(tmp.path().join("orderer/etcdraft/wal"));
     oc.consensus.snap_dir = Some(tmp.path().join("orderer/etcdraft/snap"));
     let plugins = ferrofabric_node::orderer_plugins(&oc)?;
-    let orderer = ferrofabric_orderer::server::start(oc, plugins).await.context("starting the orderer")?;
+    let orderer = ferrofabric_orderer::start(oc, plugins).await.context("starting the orderer")?;
     let genesis_path = tmp.path().join("genesis.block");
     std::fs::write(&genesis_path, &genesis)?;
 
@@ -536,7 +537,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
     ));
     let cpu_start = process_cpu_seconds();
     let started = Instant::now();
-    let committer = ferrofabric_committer::pipeline::start(ferrofabric_committer::config::CommitterConfig {
+    let committer = ferrofabric_committer::start(ferrofabric_committer::CommitterConfig {
         channel: Some(channel),
         genesis_block: Some(genesis_path),
         data_dir: Some(tmp.path().join("committer")),
@@ -614,7 +615,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
 fn stored_codes(store: &ferrofabric_block_store::BlockStore) -> anyhow::Result<BTreeMap<String, usize>> {
     let mut codes = BTreeMap::new();
     for block in store.blocks(1..store.height()) {
-        let (filter, _) = ferrofabric_committer::pipeline::stored_peer_metadata(&block?)?;
+        let (filter, _) = ferrofabric_committer::stored_peer_metadata(&block?)?;
         for &c in filter.unwrap_or_default().iter() {
             let name = TxValidationCode::try_from(i32::from(c))
                 .map(|c| c.as_str_name().to_owned())

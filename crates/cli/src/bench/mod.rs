@@ -4,5 +4,5 @@
 //! * [`e2e`]: `ferrofabric bench e2e`, end-to-end committed throughput of a node and the committer alone on
 //!   Fabric 2.5.16's bench ledger.
 
-pub mod e2e;
-pub mod orderer;
+pub(crate) mod e2e;
+pub(crate) mod orderer;

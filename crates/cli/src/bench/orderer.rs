@@ -1,28 +1,5 @@
-//! `ferrofabric bench orderer`: ordering throughput and block latency.
-//!
-//! N pre-signed endorser transactions of real size (testkit transfer transactions: creator and two endorser
-//! certificates, ~4.1 KB each by default) are broadcast by K concurrent clients (one connection and one
-//! Broadcast stream each) while one Deliver client follows the chain. Every creator signature is checked by
-//! the orderer as usual.
-//!
-//! * `tx_per_s` = N / (arrival of the block completing the N transactions − first send);
-//! * block latency = arrival of a block at the Deliver client − send time of its earliest transaction
-//!   (includes batching: with 100 transactions per block, the time to fill a block);
-//! * O-II: with no `--address`, the run is repeated on a fresh node with the per-stream parallel checks off
-//!   (window 1) and the ratio on/off is reported.
-//!
-//! With no `--address` the bench starts its own node (solo loop on the generated network's single-consenter
-//! channel, ledger in a temporary directory, blocks fsynced). With `--consensus etcdraft --nodes N` (N ≥ 2) it
-//! starts N etcdraft nodes in this process instead (TLS certificates for `127.0.0.1` from cryptogen, mutual TLS
-//! between the nodes, WAL/snapshots/ledgers in a temporary directory, Raft tick 100 ms); the channel is the
-//! generated network's with those N consenters, the clients are spread over the nodes round-robin (followers
-//! forward to the leader) and blocks are read from node 0. Before measuring, one extra envelope is broadcast
-//! and must be answered SUCCESS, so that leader election is not measured.
-//!
-//! With `--address` it measures an orderer it did not start, ours or Fabric's: envelopes go to `--channel`,
-//! signed by the client identity of `--msp-dir`/`--msp-id` (default: the generated network's User1 of Org1), and
-//! blocks are read from the chain's height at the start. Only with `--join` (and `--admin-address`) does it join
-//! the generated network's genesis block over the participation API first, and remove the channel afterwards.
+//! `ferrofabric bench orderer`: ordering throughput and block latency ([`run`], whose documentation describes the
+//! measure).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,9 +13,8 @@ use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::{Network, SigningIdentity, Workload};
 use futures::StreamExt;
 
-use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
-use ferrofabric_orderer::config::{OrdererConfig, TlsConfig};
-use ferrofabric_orderer::server::start;
+use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem, TlsConfig};
+use ferrofabric_orderer::{start, OrdererConfig};
 
 /// Arguments of `ferrofabric bench orderer`.
 #[derive(Debug, Clone, clap::Args)]
@@ -209,7 +185,7 @@ fn make_workset(args: &OrdererBenchArgs) -> anyhow::Result<Workset> {
 
 /// User + system CPU seconds of this process so far (from `/proc/self/stat`; 0 if unavailable). Public for the
 /// other benches (`ferrofabric bench e2e`).
-pub fn process_cpu_seconds() -> f64 {
+pub(crate) fn process_cpu_seconds() -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
     };
@@ -224,7 +200,7 @@ pub fn process_cpu_seconds() -> f64 {
 
 /// The `p`-th percentile (0–100, nearest rank) of ascending `sorted` values; 0 for an empty slice. Public for
 /// the other benches (`ferrofabric bench e2e`).
-pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -250,13 +226,13 @@ async fn measure(
     // stream is opened inside its task: a Go gRPC server sends the response headers only with the first block.
     let from = chain_height(work, addr, tls).await?;
     let reader = {
-        let seek = client::seek_range(from, None, SeekBehavior::BlockUntilReady);
-        let request = client::seek_envelope(&work.channel, work.signer.serialized(), |m| work.signer.sign(m), &seek);
-        let ch = client::connect(addr, tls).await?;
+        let seek = seek_range(from, None, SeekBehavior::BlockUntilReady);
+        let request = seek_envelope(&work.channel, work.signer.serialized(), |m| work.signer.sign(m), &seek);
+        let ch = connect(addr, tls).await?;
         let work = work.clone();
         tokio::spawn(async move {
             let mut stream =
-                client::deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending())).await?;
+                deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending())).await?;
             let mut arrivals = Vec::new();
             let mut seen = 0usize;
             while seen < n {
@@ -284,7 +260,7 @@ async fn measure(
     let mut senders = Vec::new();
     for c in 0..clients.max(1) {
         let range = (c * per).min(n)..((c + 1) * per).min(n);
-        let ch = client::connect(&addrs[c % addrs.len()], tls).await?;
+        let ch = connect(&addrs[c % addrs.len()], tls).await?;
         let (work, sent_at) = (work.clone(), sent_at.clone());
         senders.push(tokio::spawn(async move {
             let expected = range.len();
@@ -292,7 +268,7 @@ async fn measure(
                 sent_at[i].store(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
                 work.envelopes[i].clone()
             });
-            let mut responses = client::broadcast(ch, envs).await?;
+            let mut responses = broadcast(ch, envs).await?;
             let mut ok = 0usize;
             while let Some(r) = responses.next().await {
                 let r = r?;
@@ -353,9 +329,9 @@ async fn chain_height(work: &Workset, addr: &str, tls: Option<&ClientTls>) -> an
         behavior: SeekBehavior::BlockUntilReady as i32,
         ..Default::default()
     };
-    let request = client::seek_envelope(&work.channel, work.signer.serialized(), |m| work.signer.sign(m), &seek);
-    let ch = client::connect(addr, tls).await?;
-    let mut stream = client::deliver(ch, futures::stream::iter(vec![request])).await?;
+    let request = seek_envelope(&work.channel, work.signer.serialized(), |m| work.signer.sign(m), &seek);
+    let ch = connect(addr, tls).await?;
+    let mut stream = deliver(ch, futures::stream::iter(vec![request])).await?;
     match stream.next().await {
         Some(Ok(DeliverItem::Block(b))) => {
             let block = <ferrofabric_protos::common::Block as prost::Message>::decode(b)?;
@@ -388,7 +364,7 @@ fn tx_ids(raw: &Bytes) -> anyhow::Result<Vec<String>> {
 /// Joins the workset's channel over plain HTTP at `admin` (multipart upload of the genesis block).
 async fn http_request(admin: &str, method: &str, path: &str, content_type: &str, body: &[u8]) -> anyhow::Result<u16> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = ferrofabric_orderer::config::parse_addr(admin)?;
+    let addr = ferrofabric_comm::parse_addr(admin)?;
     let mut s = tokio::net::TcpStream::connect(addr).await.with_context(|| format!("connecting to {admin}"))?;
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\nContent-Type: {content_type}\r\n\
@@ -485,7 +461,7 @@ async fn own_node_run(work: &Arc<Workset>, args: &OrdererBenchArgs, parallel: bo
     if std::env::var_os("FERROFABRIC_BENCH_DEBUG").is_some() {
         let (_tx, rx) = tokio::sync::watch::channel(false);
         let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(1).build()?);
-        let handler = ferrofabric_orderer::broadcast::BroadcastHandler::new(node.registrar.clone(), pool, 1, rx);
+        let handler = ferrofabric_orderer::BroadcastHandler::new(node.registrar.clone(), pool, 1, rx);
         let envs = work.envelopes.clone();
         let per = std::thread::Builder::new()
             .name("check-probe".into())
@@ -510,7 +486,7 @@ async fn own_node_run(work: &Arc<Workset>, args: &OrdererBenchArgs, parallel: bo
 /// recomputed). Returns the marshaled block.
 ///
 /// Errors: `genesis` is not a config block of an etcdraft channel.
-pub fn with_raft_consenters(
+pub(crate) fn with_raft_consenters(
     genesis: &Bytes,
     consenters: Vec<ferrofabric_protos::etcdraft::Consenter>,
     options: ferrofabric_protos::etcdraft::Options,
@@ -659,8 +635,8 @@ async fn raft_nodes_run(
 async fn wait_until_ordering(addr: &str, tls: &ClientTls, warmup: &Bytes) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let ch = client::connect(addr, Some(tls)).await?;
-        let mut responses = client::broadcast(ch, futures::stream::iter(vec![warmup.clone()])).await?;
+        let ch = connect(addr, Some(tls)).await?;
+        let mut responses = broadcast(ch, futures::stream::iter(vec![warmup.clone()])).await?;
         let last = match responses.next().await {
             Some(Ok(r)) if r.status == Status::Success as i32 => return Ok(()),
             Some(Ok(r)) => format!("status {}: {}", r.status, r.info),
@@ -676,6 +652,32 @@ async fn wait_until_ordering(addr: &str, tls: &ClientTls, warmup: &Bytes) -> any
 
 /// Runs the benchmark and prints the report (text, or one JSON object with `--json`). Builds its own Tokio
 /// runtime, so it must not be called from within one.
+///
+/// `ferrofabric bench orderer`: ordering throughput and block latency.
+///
+/// N pre-signed endorser transactions of real size (testkit transfer transactions: creator and two endorser
+/// certificates, ~4.1 KB each by default) are broadcast by K concurrent clients (one connection and one
+/// Broadcast stream each) while one Deliver client follows the chain. Every creator signature is checked by
+/// the orderer as usual.
+///
+/// * `tx_per_s` = N / (arrival of the block completing the N transactions − first send);
+/// * block latency = arrival of a block at the Deliver client − send time of its earliest transaction
+///   (includes batching: with 100 transactions per block, the time to fill a block);
+/// * O-II: with no `--address`, the run is repeated on a fresh node with the per-stream parallel checks off
+///   (window 1) and the ratio on/off is reported.
+///
+/// With no `--address` the bench starts its own node (solo loop on the generated network's single-consenter
+/// channel, ledger in a temporary directory, blocks fsynced). With `--consensus etcdraft --nodes N` (N ≥ 2) it
+/// starts N etcdraft nodes in this process instead (TLS certificates for `127.0.0.1` from cryptogen, mutual TLS
+/// between the nodes, WAL/snapshots/ledgers in a temporary directory, Raft tick 100 ms); the channel is the
+/// generated network's with those N consenters, the clients are spread over the nodes round-robin (followers
+/// forward to the leader) and blocks are read from node 0. Before measuring, one extra envelope is broadcast
+/// and must be answered SUCCESS, so that leader election is not measured.
+///
+/// With `--address` it measures an orderer it did not start, ours or Fabric's: envelopes go to `--channel`,
+/// signed by the client identity of `--msp-dir`/`--msp-id` (default: the generated network's User1 of Org1), and
+/// blocks are read from the chain's height at the start. Only with `--join` (and `--admin-address`) does it join
+/// the generated network's genesis block over the participation API first, and remove the channel afterwards.
 ///
 /// Errors: generation, start-up, connection or protocol failures (any rejected envelope is an error).
 pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {

@@ -3,13 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use ferrofabric::bench::e2e::{run, E2eBenchArgs, Workload};
+use ferrofabric::{bench_e2e, E2eBenchArgs, Workload};
 
 #[test]
 fn e2e_bench_commits_every_transfer_and_smallbank_transaction_valid() {
     for workload in [Workload::Transfer, Workload::Smallbank] {
         let args = E2eBenchArgs { txs: 150, workload, json: true, quiet: true, ..E2eBenchArgs::default() };
-        let r = run(args).unwrap();
+        let r = bench_e2e(args).unwrap();
         assert_eq!((r.txs, r.valid), (150, 150), "{workload:?}: {:?}", r.invalid);
         assert!(r.invalid.is_empty());
         assert!(r.committed_tx_per_s > 0.0 && r.end_to_end_tx_per_s > 0.0);

@@ -53,9 +53,8 @@ async fn kill_9_mid_stream_then_restart_loses_no_block() {
     let (orderer_blocks, _) = bench_ledger();
     let mut orderer = TestOrderer::start(&orderer_blocks).await;
     let cdata = tempfile::tempdir().unwrap();
-    let committer = ferrofabric_committer::pipeline::start(committer_config(cdata.path(), vec![orderer.addr.clone()]))
-        .await
-        .unwrap();
+    let committer =
+        ferrofabric_committer::start(committer_config(cdata.path(), vec![orderer.addr.clone()])).await.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");

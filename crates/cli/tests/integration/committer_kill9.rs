@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::daemon::{self, Proc};
 use crate::support::*;
-use ferrofabric_committer::checkpoint::Checkpoint;
+use ferrofabric_committer::Checkpoint;
 
 /// Fabric's commit hash after block 128 of the bench ledger (its README).
 const FABRIC_FINAL_COMMIT_HASH: &str = "241d04473a43fa8b44bebd6d3f6bff6d346e566d930475dbc6b88b477cdba3a2";
@@ -72,7 +72,7 @@ async fn kill_9_at_any_moment_then_restart_reaches_the_same_state_and_commit_has
         let mut c = committer_config(reference_dir.path(), vec![orderer.addr.clone()]);
         c.checkpoint_interval = 16;
         let started = Instant::now();
-        let node = ferrofabric_committer::pipeline::start(c).await.unwrap();
+        let node = ferrofabric_committer::start(c).await.unwrap();
         tokio::time::timeout(Duration::from_secs(600), node.wait_for_height(BLOCKS)).await.unwrap().unwrap();
         eprintln!("uninterrupted run: {BLOCKS} blocks in {:?}", started.elapsed());
         node.shutdown().await.unwrap();
@@ -140,14 +140,14 @@ async fn kill_9_at_any_moment_then_restart_reaches_the_same_state_and_commit_has
     assert_eq!(kills, vec![true; 5], "every kill happened mid-stream or mid-recovery");
 
     // The crashed committer's chain: byte-identical to Fabric's peer, hence the same filters and commit hashes.
-    let store = ferrofabric_committer::pipeline::open_store(&data, false).unwrap();
+    let store = ferrofabric_committer::open_store(&data, false).unwrap();
     assert_eq!(store.height(), BLOCKS);
     for (n, fabric) in fabric_peer_blocks.iter().enumerate() {
         let ours = store.block(n as u64).unwrap().unwrap();
         assert!(ours == *fabric, "block {n} differs from Fabric's peer after the crashes");
     }
     let (_, last_hash) =
-        ferrofabric_committer::pipeline::stored_peer_metadata(&store.block(BLOCKS - 1).unwrap().unwrap()).unwrap();
+        ferrofabric_committer::stored_peer_metadata(&store.block(BLOCKS - 1).unwrap().unwrap()).unwrap();
     assert_eq!(hex::encode(last_hash.unwrap()), FABRIC_FINAL_COMMIT_HASH);
 
     // Its state equals the uninterrupted run's.

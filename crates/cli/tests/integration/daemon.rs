@@ -9,13 +9,13 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// A running `ferrofabric <command> --config FILE`.
-pub struct Proc {
+pub(crate) struct Proc {
     pub child: Child,
     pub lines: std::sync::mpsc::Receiver<String>,
 }
 
 /// Starts `ferrofabric <command> --config <config>` with warnings-only logging.
-pub fn spawn(command: &str, config: &Path) -> Proc {
+pub(crate) fn spawn(command: &str, config: &Path) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
         .arg(command)
         .arg("--config")
@@ -39,7 +39,7 @@ pub fn spawn(command: &str, config: &Path) -> Proc {
 
 /// Waits up to `timeout` for the daemon's `<command> ready:` line and returns the values of `fields` in it
 /// (`name=value` words), in order.
-pub fn ready<const N: usize>(p: &Proc, command: &str, timeout: Duration, fields: [&str; N]) -> [String; N] {
+pub(crate) fn ready<const N: usize>(p: &Proc, command: &str, timeout: Duration, fields: [&str; N]) -> [String; N] {
     let line = p.lines.recv_timeout(timeout).unwrap_or_else(|_| panic!("{command} did not become ready"));
     assert!(line.starts_with(&format!("{command} ready:")), "{line}");
     fields.map(|name| line.split_whitespace().find_map(|w| w.strip_prefix(&format!("{name}="))).unwrap().to_string())

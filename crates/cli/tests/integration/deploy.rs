@@ -14,8 +14,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferrofabric_comm::client::{self as orderer_client, ClientTls};
-use ferrofabric_endorser::client::{assemble_transaction, create_proposal};
+use ferrofabric_comm::ClientTls;
+use ferrofabric_endorser::{assemble_transaction, create_proposal};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::lifecycle::{chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource};
@@ -198,10 +198,10 @@ async fn deploy_layout_runs_on_one_host() {
     };
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let channel = orderer_client::connect(&format!("127.0.0.1:{}", ports["ORDERER1_PORT"]), Some(&tls)).await;
+        let channel = ferrofabric_comm::connect(&format!("127.0.0.1:{}", ports["ORDERER1_PORT"]), Some(&tls)).await;
         let status = match channel {
             Ok(channel) => {
-                match orderer_client::broadcast(channel, futures::stream::iter(vec![envelope.clone()])).await {
+                match ferrofabric_comm::broadcast(channel, futures::stream::iter(vec![envelope.clone()])).await {
                     Ok(mut responses) => responses.next().await.and_then(Result::ok).map(|r| r.status),
                     Err(_) => None,
                 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::{fabric_fixture, fabric_fixtures_dir, fixture};
 use serde_json::Value;
 
 fn read_json(path: PathBuf) -> Value {
@@ -16,7 +16,7 @@ fn replay(blocks: &PathBuf, extra: &[&str]) -> (std::process::Output, tempfile::
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
         .args(["ledger", "replay", "--quiet", "--genesis"])
-        .arg(fixtures::fabric("genesis.block"))
+        .arg(fabric_fixture("genesis.block"))
         .arg("--blocks")
         .arg(blocks)
         .arg("--report")
@@ -31,7 +31,7 @@ fn replay(blocks: &PathBuf, extra: &[&str]) -> (std::process::Output, tempfile::
 
 #[test]
 fn replay_reproduces_fabric_codes_commit_hashes_and_state() {
-    let fx = fixtures::fabric_dir();
+    let fx = fabric_fixtures_dir();
     for threads in ["1", "2"] {
         let (out, dir) = replay(&fx.join("orderer-blocks.bin"), &["--threads", threads]);
         assert!(out.status.success(), "replay failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -56,7 +56,7 @@ fn replay_reproduces_fabric_codes_commit_hashes_and_state() {
 
 #[test]
 fn replay_of_a_truncated_ledger_names_the_offset_and_fails_without_panicking() {
-    let fx = fixtures::fabric_dir();
+    let fx = fabric_fixtures_dir();
     let mut raw = std::fs::read(fx.join("orderer-blocks.bin")).unwrap();
     let cut = raw.len() - 100;
     raw.truncate(cut);
@@ -72,7 +72,7 @@ fn replay_of_a_truncated_ledger_names_the_offset_and_fails_without_panicking() {
 
 #[test]
 fn replay_refuses_a_block_whose_bytes_were_tampered_with() {
-    let fx = fixtures::fabric_dir();
+    let fx = fabric_fixtures_dir();
     let raw = std::fs::read(fx.join("orderer-blocks.bin")).unwrap();
     // Flip a byte late in the second record (inside an envelope): the data hash no longer matches.
     let first_len = u64::from_le_bytes(raw[..8].try_into().unwrap()) as usize;
@@ -96,7 +96,7 @@ fn replay_of_the_10k_bench_ledger_matches_the_peer_committed_blocks() {
     use ferrofabric_protos::common::{Block, Metadata};
     use prost::Message;
 
-    let base = fixtures::fixture("fabric-2.5-bench");
+    let base = fixture("fabric-2.5-bench");
     let (out, dir) = replay(&base.join("fabric-2.5-smallbank-10k.bin.zst"), &["--threads", "2"]);
     assert!(out.status.success(), "replay failed: {}", String::from_utf8_lossy(&out.stderr));
     let report = read_json(dir.path().join("report.json"));
@@ -104,7 +104,7 @@ fn replay_of_the_10k_bench_ledger_matches_the_peer_committed_blocks() {
 
     let peer = ferrofabric_protoutil::read_ledger_file(base.join("fabric-2.5-smallbank-10k.peer.bin.zst")).unwrap();
     let mut n = 0;
-    for record in ferrofabric_protoutil::records::records(peer) {
+    for record in ferrofabric_protoutil::records(peer) {
         let block = Block::decode(record.unwrap().1).unwrap();
         let md = block.metadata.unwrap().metadata;
         let filter: Vec<i32> = md[2].iter().map(|b| i32::from(*b)).collect();

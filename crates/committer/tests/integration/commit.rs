@@ -8,14 +8,13 @@ use std::time::Duration;
 
 use crate::support::*;
 use bytes::Bytes;
-use ferrofabric_committer::checkpoint::Checkpoint;
-use ferrofabric_committer::pipeline::{start, RunningCommitter};
-use ferrofabric_deliver::follower::seek_envelope;
+use ferrofabric_committer::{start, Checkpoint, RunningCommitter};
+use ferrofabric_deliver::seek_envelope;
 use ferrofabric_protos::common::{Block, Metadata, Status};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as PeerResponse;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use prost::Message;
 
 async fn committer(data: &std::path::Path, orderers: Vec<String>) -> RunningCommitter {
@@ -66,7 +65,7 @@ async fn stores_fabric_peer_bytes_and_reaches_fabric_peer_state() {
         })
         .collect();
     let fabric: Vec<serde_json::Value> =
-        serde_json::from_slice(&std::fs::read(fixtures::fabric("state.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fabric_fixture("state.json")).unwrap()).unwrap();
     let fabric: BTreeMap<(String, String), (String, String)> = fabric
         .iter()
         .map(|e| {
@@ -91,7 +90,7 @@ async fn deliver_filtered_reports_the_codes_fabric_assigned() {
     assert_eq!(filtered.len(), 29);
 
     let expected: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(fixtures::fabric("expected.json")).unwrap()).unwrap();
+        serde_json::from_slice(&std::fs::read(fabric_fixture("expected.json")).unwrap()).unwrap();
     let mut counted = 0;
     for (fb, eb) in filtered.iter().zip(expected["blocks"].as_array().unwrap()) {
         assert_eq!(fb.number, eb["number"].as_u64().unwrap());

@@ -4,8 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
-use ferrofabric_committer::pipeline::with_peer_metadata;
-use ferrofabric_deliver::filtered::filtered_block;
+use ferrofabric_committer::with_peer_metadata;
+use ferrofabric_deliver::filtered_block;
 use ferrofabric_protos::common::HeaderType;
 use ferrofabric_protos::peer::filtered_transaction::Data;
 use ferrofabric_protos::peer::TxValidationCode;

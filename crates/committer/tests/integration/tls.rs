@@ -9,9 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
-use ferrofabric_committer::config::{ClientTlsConfig, ServerTlsConfig};
-use ferrofabric_deliver::follower::{self as client, ClientTls, DeliverItem, Fetched, Follower};
-use ferrofabric_orderer::config::TlsConfig;
+use ferrofabric_comm::{open_deliver, ClientTls, ClientTlsConfig, DeliverApi, DeliverItem, TlsConfig};
+use ferrofabric_deliver::{connect, seek_envelope, seek_from, Fetched, Follower};
 use tokio::sync::mpsc;
 
 fn read(p: &Path) -> Vec<u8> {
@@ -56,15 +55,15 @@ async fn pulls_over_tls_and_serves_deliver_over_mutual_tls() {
         server_name_override: Some("orderer.example.com".into()),
         ..ClientTlsConfig::default()
     };
-    config.tls = ServerTlsConfig {
+    config.tls = TlsConfig {
         enabled: true,
         certificate: Some(peer_tls.join("server.crt")),
         private_key: Some(peer_tls.join("server.key")),
         client_root_cas: vec![peer_tls.join("ca.crt")],
         client_auth_required: true,
-        ..ServerTlsConfig::default()
+        ..TlsConfig::default()
     };
-    let c = ferrofabric_committer::pipeline::start(config).await.unwrap();
+    let c = ferrofabric_committer::start(config).await.unwrap();
     tokio::time::timeout(Duration::from_secs(120), c.wait_for_height(29)).await.unwrap().unwrap();
     let addr = c.deliver_addr.to_string();
 
@@ -89,9 +88,9 @@ async fn pulls_over_tls_and_serves_deliver_over_mutual_tls() {
     let mut anonymous = follow;
     anonymous.tls.as_mut().unwrap().identity = None;
     let attempt = async {
-        let ch = client::connect(&addr, &anonymous).await?;
-        let req = client::seek_envelope("mychannel", &user1(1), &client::seek_from(0));
-        let mut stream = client::open_deliver(ch, client::DeliverApi::Peer, req).await?;
+        let ch = connect(&addr, &anonymous).await?;
+        let req = seek_envelope("mychannel", &user1(1), &seek_from(0));
+        let mut stream = open_deliver(ch, DeliverApi::Peer, req).await?;
         anyhow::Ok(stream.message().await?)
     };
     let refused = tokio::time::timeout(Duration::from_secs(30), attempt).await.unwrap();
@@ -102,8 +101,8 @@ async fn pulls_over_tls_and_serves_deliver_over_mutual_tls() {
     orderer.shutdown().await;
 }
 
-async fn start_orderer_with_tls(data: &Path, tls: TlsConfig) -> ferrofabric_orderer::server::RunningOrderer {
-    let mut c = ferrofabric_orderer::config::OrdererConfig::defaults();
+async fn start_orderer_with_tls(data: &Path, tls: TlsConfig) -> ferrofabric_orderer::RunningOrderer {
+    let mut c = ferrofabric_orderer::OrdererConfig::defaults();
     c.general.listen_address = "127.0.0.1".into();
     c.general.listen_port = 0;
     c.general.tls = tls;
@@ -114,6 +113,6 @@ async fn start_orderer_with_tls(data: &Path, tls: TlsConfig) -> ferrofabric_orde
     c.general.cluster.client_certificate = Some(orderer_tls_cert());
     c.file_ledger.location = Some(data.to_path_buf());
     c.ferrofabric.sync_every_block = false;
-    let start = ferrofabric_orderer::server::start(c, crate::support::solo_plugins());
+    let start = ferrofabric_orderer::start(c, crate::support::solo_plugins());
     tokio::time::timeout(Duration::from_secs(60), start).await.unwrap().unwrap()
 }

@@ -11,7 +11,7 @@ use ferrofabric_configtxgen::{channel_group, genesis_block, genesis_block_at, Co
 use ferrofabric_protos::common::{
     Block, ChannelHeader, ConfigEnvelope, ConfigGroup, Envelope, Payload, SignatureHeader,
 };
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use prost::Message;
 
 /// A directory holding the fixture's configtx.yaml with `organizations/` pointing at the fixture's
@@ -19,8 +19,8 @@ use prost::Message;
 fn staged_config() -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("configtx.yaml");
-    std::fs::copy(fixtures::fabric("configtx.yaml"), &path).unwrap();
-    std::os::unix::fs::symlink(fixtures::fabric("crypto"), tmp.path().join("organizations")).unwrap();
+    std::fs::copy(fabric_fixture("configtx.yaml"), &path).unwrap();
+    std::os::unix::fs::symlink(fabric_fixture("crypto"), tmp.path().join("organizations")).unwrap();
     (tmp, path)
 }
 
@@ -46,7 +46,7 @@ fn parts(block: &Block) -> Parts {
 }
 
 fn fixture_block() -> Block {
-    Block::decode(Bytes::from(std::fs::read(fixtures::fabric("genesis.block")).unwrap())).unwrap()
+    Block::decode(Bytes::from(std::fs::read(fabric_fixture("genesis.block")).unwrap())).unwrap()
 }
 
 /// Our block generated with the fixture's timestamp and nonce.

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
+use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem};
 use ferrofabric_configtx::{anchor_peer_update, config_update_envelope};
 use ferrofabric_consensus_etcdraft::block_raft_metadata;
 
@@ -67,13 +67,13 @@ fn raft_node_process() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("FERROFABRIC_LOG")
         .unwrap_or_else(|_| "info,raft=warn,h2=warn,hyper=warn,tower=warn".into());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(false).with_writer(std::io::stderr).init();
-    let config = ferrofabric_orderer::config::OrdererConfig::load(&PathBuf::from(config)).unwrap();
+    let config = ferrofabric_orderer::OrdererConfig::load(&PathBuf::from(config)).unwrap();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("orderer").build().unwrap();
     runtime.block_on(async move {
-        let mut plugins = ferrofabric_orderer::server::Plugins::default();
+        let mut plugins = ferrofabric_orderer::Plugins::default();
         ferrofabric_consensus_solo::register(&mut plugins.registry);
         ferrofabric_consensus_etcdraft::register(&mut plugins, &config).unwrap();
-        let node = ferrofabric_orderer::server::start(config, plugins).await.unwrap();
+        let node = ferrofabric_orderer::start(config, plugins).await.unwrap();
         println!("orderer listening: grpc {}", node.grpc_addr);
         node.wait().await;
     });
@@ -300,11 +300,11 @@ async fn join(admin: SocketAddr, block: &[u8]) -> (u16, Vec<u8>) {
 /// Blocks `0..height` of the channel from the node at `addr`, as stored.
 async fn fetch_chain(addr: SocketAddr, tls: &ClientTls, net: &Network, height: u64) -> Vec<Bytes> {
     let reader = net.client(0);
-    let seek = client::seek_range(0, Some(height - 1), SeekBehavior::FailIfNotReady);
-    let env = client::seek_envelope(CHANNEL, reader.serialized(), |m| reader.sign(m), &seek);
-    let ch = client::connect(&addr.to_string(), Some(tls)).await.unwrap();
+    let seek = seek_range(0, Some(height - 1), SeekBehavior::FailIfNotReady);
+    let env = seek_envelope(CHANNEL, reader.serialized(), |m| reader.sign(m), &seek);
+    let ch = connect(&addr.to_string(), Some(tls)).await.unwrap();
     let requests = futures::stream::iter(vec![env]).chain(futures::stream::pending());
-    let mut stream = client::deliver(ch, requests).await.unwrap();
+    let mut stream = deliver(ch, requests).await.unwrap();
     let mut blocks = Vec::new();
     loop {
         match tokio::time::timeout(Duration::from_secs(30), stream.next()).await.expect("Deliver timed out") {
@@ -379,9 +379,9 @@ async fn height(admin: SocketAddr) -> Option<u64> {
 /// Broadcasts `txs` on one stream to `addr`; returns the IDs that got SUCCESS (a broken stream leaves the
 /// rest without an answer).
 async fn broadcast_round(addr: SocketAddr, tls: &ClientTls, txs: &[(String, Bytes)]) -> (Vec<String>, usize) {
-    let Ok(ch) = client::connect(&addr.to_string(), Some(tls)).await else { return (Vec::new(), 0) };
+    let Ok(ch) = connect(&addr.to_string(), Some(tls)).await else { return (Vec::new(), 0) };
     let envelopes: Vec<Bytes> = txs.iter().map(|(_, e)| e.clone()).collect();
-    let Ok(mut responses) = client::broadcast(ch, futures::stream::iter(envelopes)).await else {
+    let Ok(mut responses) = broadcast(ch, futures::stream::iter(envelopes)).await else {
         return (Vec::new(), 0);
     };
     let mut ok = Vec::new();

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use der::{Decode, DecodePem, Encode, Tagged};
 use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, OrgKind};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use sha2::{Digest, Sha256};
 use x509_cert::Certificate;
 
@@ -54,7 +54,7 @@ fn point(cert: &Certificate) -> Vec<u8> {
 }
 
 fn fixture_crypto(seed: u64) -> Crypto {
-    let config = CryptoConfig::from_file(&fixtures::fabric("crypto-config.yaml")).unwrap();
+    let config = CryptoConfig::from_file(&fabric_fixture("crypto-config.yaml")).unwrap();
     Crypto::generate(&config, &GenerateOptions::deterministic(seed)).unwrap()
 }
 
@@ -69,7 +69,7 @@ fn fixture_config_reproduces_cryptogen_tree_and_profiles() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     crypto.write(dir).unwrap();
-    let fixture_root = fixtures::fabric("crypto");
+    let fixture_root = fabric_fixture("crypto");
     let fixture = files_under(&fixture_root);
     let ours = files_under(dir);
     assert!(fixture.iter().any(|p| p.contains("peer1.org1.example.com")));

@@ -4,8 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
-use ferrofabric_endorser::client::create_proposal;
-use ferrofabric_endorser::daemon::{start, EndorserConfig, EndorserFile};
+use ferrofabric_endorser::{create_proposal, start, EndorserConfig, EndorserFile};
 use ferrofabric_protos::peer::endorser_client::EndorserClient;
 use ferrofabric_testkit::Network;
 

@@ -9,28 +9,27 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_endorser::follow::follow;
-use ferrofabric_endorser::{Replica, ReplicaError};
+use ferrofabric_endorser::{follow, Replica, ReplicaError};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::{Block, Envelope, Payload, Status};
 use ferrofabric_protos::orderer::{seek_position, SeekInfo};
 use ferrofabric_protos::peer::deliver_server::{Deliver, DeliverServer};
 use ferrofabric_protos::peer::{deliver_response, DeliverResponse};
-use ferrofabric_protoutil::records::records;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_protoutil::records;
+use ferrofabric_testkit::fabric_fixture;
 use prost::Message;
 use tokio::sync::watch;
 use tokio_stream::Stream;
 
 fn ledger(name: &str) -> Vec<Bytes> {
-    let file = Bytes::from(std::fs::read(fixtures::fabric(name)).unwrap());
+    let file = Bytes::from(std::fs::read(fabric_fixture(name)).unwrap());
     records(file).map(|r| r.unwrap().1).collect()
 }
 
 /// The final public state of `smallbank` and `transfer` as Fabric's peer had it, as (namespace, key, value,
 /// "block:tx").
 fn expected_state() -> Vec<(String, String, String, String)> {
-    let text = std::fs::read_to_string(fixtures::fabric("state.json")).unwrap();
+    let text = std::fs::read_to_string(fabric_fixture("state.json")).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let mut out: Vec<_> = v
         .as_array()
@@ -164,7 +163,7 @@ async fn follower_catches_up_through_peer_deliver_across_reconnects() {
             .unwrap();
     });
 
-    let dir = fixtures::fabric("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
+    let dir = fabric_fixture("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
     let signer = Arc::new(SigningIdentity::from_msp_dir("Org1MSP", &dir).unwrap());
     let replica = Arc::new(Replica::from_genesis(blocks[0].clone()).unwrap());
     let (tx, rx) = watch::channel(false);

@@ -8,8 +8,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use ferrofabric_endorser::client::{assemble_transaction, create_proposal, ClientProposal};
-use ferrofabric_endorser::{bind, serve, Endorser, Replica};
+use ferrofabric_endorser::{assemble_transaction, bind, create_proposal, serve, ClientProposal, Endorser, Replica};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex};
 use ferrofabric_protos::lifecycle::{

@@ -28,9 +28,9 @@ struct Args {
 
 fn run(args: &Args) -> Result<(), String> {
     let genesis = std::fs::read(&args.genesis).map_err(|e| format!("{}: {e}", args.genesis.display()))?;
-    let mut table = ferrofabric_hw::policy::table_from_genesis(&genesis).map_err(|e| e.to_string())?;
+    let mut table = ferrofabric_hw::table_from_genesis(&genesis).map_err(|e| e.to_string())?;
     for p in &args.extra {
-        let e = ferrofabric_hw::policy::parse_expr(p).map_err(|e| e.to_string())?;
+        let e = ferrofabric_hw::parse_expr(p).map_err(|e| e.to_string())?;
         table.insert(e).map_err(|e| e.to_string())?;
     }
     std::fs::write(&args.sv, table.to_systemverilog()).map_err(|e| format!("{}: {e}", args.sv.display()))?;

@@ -1,4 +1,4 @@
-//! `ferrofabric hw validate` (ferrofabric_hw::validate::run) on a small testkit ledger written to disk: the report
+//! `ferrofabric hw validate` (ferrofabric_hw::validate_ledger) on a small testkit ledger written to disk: the report
 //! has `ledger replay`'s fields plus per-block `cycles`, `path` and the top-level `tx_per_s_at_250mhz`, and its
 //! codes are the software validator's.
 
@@ -6,22 +6,22 @@
 
 use crate::support::ledgers;
 
-use ferrofabric_hw::backend::{BlockProcessor, SoftwareProcessor};
-use ferrofabric_hw::sim;
-use ferrofabric_hw::validate::{parse_config, run, ValidateOptions};
+use ferrofabric_hw::{
+    available_sim_configs, parse_card_config, validate_ledger, BlockProcessor, SoftwareProcessor, ValidateOptions,
+};
 
 #[test]
 fn config_argument_is_n_by_m() {
-    assert_eq!(parse_config("8x2").unwrap(), (8, 2));
-    assert_eq!(parse_config("16x2").unwrap(), (16, 2));
-    assert!(parse_config("8").is_err());
-    assert!(parse_config("0x2").is_err());
-    assert!(parse_config("ax2").is_err());
+    assert_eq!(parse_card_config("8x2").unwrap(), (8, 2));
+    assert_eq!(parse_card_config("16x2").unwrap(), (16, 2));
+    assert!(parse_card_config("8").is_err());
+    assert!(parse_card_config("0x2").is_err());
+    assert!(parse_card_config("ax2").is_err());
 }
 
 #[test]
 fn hw_validate_writes_the_replay_report_with_cycles() {
-    let Some(&(n, m)) = sim::available().first() else {
+    let Some(&(n, m)) = available_sim_configs().first() else {
         assert!(
             std::env::var("FERROFABRIC_REQUIRE_VERILATOR").map_or(true, |v| v != "1"),
             "FERROFABRIC_REQUIRE_VERILATOR=1 but the Verilator backend was not built"
@@ -37,9 +37,9 @@ fn hw_validate_writes_the_replay_report_with_cycles() {
     std::fs::write(&genesis, &l.genesis).unwrap();
     let mut all = vec![l.genesis.as_ref()];
     all.extend(l.blocks.iter().map(|b| b.as_ref()));
-    std::fs::write(&blocks, ferrofabric_protoutil::records::encode_records(all)).unwrap();
+    std::fs::write(&blocks, ferrofabric_protoutil::encode_records(all)).unwrap();
     let args = ValidateOptions { genesis, blocks, report: report.clone(), config: format!("{n}x{m}"), quiet: true };
-    run(&args).unwrap();
+    validate_ledger(&args).unwrap();
     let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
     let blocks = r["blocks"].as_array().unwrap();
     assert_eq!(blocks.len(), 1 + l.blocks.len());

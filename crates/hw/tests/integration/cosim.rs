@@ -1,5 +1,5 @@
 //! Hardware/software equivalence: the co-simulated BMac card (hw/rtl under Verilator, with the host of
-//! ferrofabric_hw::session) produces the software validator's TRANSACTIONS_FILTER bit for bit. It is checked on
+//! ferrofabric_hw::HostSession) produces the software validator's TRANSACTIONS_FILTER bit for bit. It is checked on
 //! every block of the Fabric 2.5 fixture ledger and on testkit ledgers with MVCC conflicts, phantom reads, bad
 //! creator and endorser signatures, policy failures and duplicate txids, and on a block whose orderer signature
 //! is bad.
@@ -12,8 +12,9 @@
 
 use crate::support::*;
 use bytes::Bytes;
-use ferrofabric_hw::backend::{BlockPath, BlockProcessor, ProcessError, SoftwareProcessor, VerilatorProcessor};
-use ferrofabric_hw::sim;
+use ferrofabric_hw::{
+    available_sim_configs, BlockPath, BlockProcessor, ProcessError, SoftwareProcessor, VerilatorProcessor,
+};
 use ferrofabric_testkit::BlockBuilder;
 use ferrofabric_validator::ValidatorError;
 use prost::Message;
@@ -24,7 +25,7 @@ fn required() -> bool {
 
 /// The configuration to test: `FERROFABRIC_HW_TEST_CONFIG` (e.g. `8x2`) or the first one built.
 fn config() -> Option<(u32, u32)> {
-    let built = sim::available();
+    let built = available_sim_configs();
     if let Ok(want) = std::env::var("FERROFABRIC_HW_TEST_CONFIG") {
         let (n, m) = want.split_once('x').expect("FERROFABRIC_HW_TEST_CONFIG is NxM");
         let c = (n.parse().unwrap(), m.parse().unwrap());
@@ -44,7 +45,10 @@ fn config() -> Option<(u32, u32)> {
 #[test]
 fn verilator_backend_is_built_when_required() {
     if required() {
-        assert!(!sim::available().is_empty(), "FERROFABRIC_REQUIRE_VERILATOR=1 but no Verilator model was built");
+        assert!(
+            !available_sim_configs().is_empty(),
+            "FERROFABRIC_REQUIRE_VERILATOR=1 but no Verilator model was built"
+        );
     }
 }
 

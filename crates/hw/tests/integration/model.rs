@@ -1,12 +1,10 @@
-//! The RTL's reference model ([`ferrofabric_hw::model`]) against the software validator: the design (host plans,
+//! The RTL's reference model ([`ferrofabric_hw::Model`]) against the software validator: the design (host plans,
 //! protocol, hardware rules) gives Fabric's TRANSACTIONS_FILTER on the real fixture ledger.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::support::*;
-use ferrofabric_hw::model::Model;
-use ferrofabric_hw::policy::PolicyTable;
-use ferrofabric_hw::session::{HostSession, Route};
+use ferrofabric_hw::{HostSession, Model, PolicyTable, Route};
 
 #[test]
 fn model_matches_the_validator_on_the_fixture_ledger() {

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::support::*;
-use ferrofabric_hw::policy::{parse_expr, table_from_genesis, PolicyTable};
+use ferrofabric_hw::{parse_expr, table_from_genesis, PolicyTable};
 
 const EXTRA: [&str; 2] = ["OutOf(1,1.peer,2.peer)", "OutOf(2,0.member,1.peer,2.peer)"];
 

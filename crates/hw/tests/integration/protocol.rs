@@ -7,10 +7,8 @@
 use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
-use ferrofabric_hw::decoder::Decoder;
-use ferrofabric_hw::policy::PolicyTable;
-use ferrofabric_hw::session::{HostSession, Route};
 use ferrofabric_hw::wire::{Section, SectionType};
+use ferrofabric_hw::{Decoder, HostSession, PolicyTable, Route};
 use ferrofabric_protos::common::Metadata;
 use ferrofabric_protoutil::block_header_bytes;
 use prost::Message;

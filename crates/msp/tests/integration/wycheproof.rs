@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use ferrofabric_msp::PublicKey;
-use ferrofabric_testkit::fixtures;
 use serde_json::Value;
 
 /// floor(n / 2) for P-256, big-endian: the largest S Fabric accepts.
@@ -23,7 +22,7 @@ fn s_is_low(der: &[u8]) -> bool {
 
 #[test]
 fn wycheproof_verdicts_are_fabrics() {
-    let path = fixtures::vector("wycheproof/ecdsa_secp256r1_sha256_test.json");
+    let path = ferrofabric_testkit::test_vector("wycheproof/ecdsa_secp256r1_sha256_test.json");
     let suite: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
     let mut cases = 0;
     let mut accepted = 0;

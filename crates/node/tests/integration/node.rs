@@ -8,8 +8,7 @@
 use std::time::Duration;
 
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_node::client::NetworkClient;
-use ferrofabric_node::{start, NodeArgs, NodeInfo, RunningNode};
+use ferrofabric_node::{start, NetworkClient, NodeArgs, NodeInfo, RunningNode};
 use ferrofabric_protos::peer::TxValidationCode as Code;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -102,7 +101,7 @@ async fn mvcc_conflicts_and_endorsement_policy_failures_show_up_in_deliver_filte
         envs.push(env);
     }
     client.broadcast(envs).await.unwrap();
-    ferrofabric_node::client::require_valid(&events.wait_for(&setup, WAIT).await.unwrap()).unwrap();
+    ferrofabric_node::require_valid(&events.wait_for(&setup, WAIT).await.unwrap()).unwrap();
     node.wait_for_replicas(WAIT).await.unwrap();
 
     // Two transfers endorsed on the same version of x and y, both submitted: the second is an MVCC conflict.

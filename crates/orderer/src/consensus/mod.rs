@@ -1,42 +1,5 @@
-//! Consensus behind a trait (Fabric `orderer/consensus/consensus.go`: `Consenter`, `Chain`).
-//!
-//! The broadcast handler checks a message (decode, filters, policies), then hands it to the channel's
-//! [`Consensus`] with [`Consensus::order`] (normal messages) or [`Consensus::configure`] (CONFIG transactions
-//! made from a CONFIG_UPDATE). What a consensus implementation does with it is its own business; to turn
-//! ordered messages into blocks it uses the [`ChainSupport`] it was started with:
-//! [`crate::cutter::BlockCutter`] for batching, [`ChainSupport::create_next_block`] for headers,
-//! [`ChainSupport::write_block`] / [`ChainSupport::write_config_block`] for blocks this node signs, and
-//! [`ChainSupport::append_block`] for blocks that arrive complete.
-//!
-//! # How the backends fit
-//! Each backend is a crate of its own that depends on this one (never the reverse): it implements
-//! [`ConsensusFactory`] and [`Consensus`], and whoever starts an orderer (the `ferrofabric orderer` command, the
-//! all-in-one node) registers it in the [`ConsensusRegistry`] of [`crate::server::Plugins`] under its
-//! `ConsensusType.type`, together with any gRPC service it needs on the node's listener.
-//! * **solo** (`crates/consensus-solo`, `ferrofabric-consensus-solo`): one node; `order` queues the message, a
-//!   loop cuts and writes blocks signed by the node.
-//! * **etcdraft** (`crates/consensus-etcdraft`, `ferrofabric-consensus-etcdraft`): `order` on a follower
-//!   forwards the [`Submission`] to the leader; the leader's loop cuts, creates and *signs* blocks
-//!   (`write_block` with an `etcdraft.BlockMetadata` as consenter metadata), and proposes the signed block bytes
-//!   through Raft; every node, the leader included, applies committed entries with `append_block`, so all
-//!   ledgers are byte-identical. `configure` goes through the same path; the support's `revalidate` /
-//!   `reprocess_config` handle messages that were checked under an older config. Catch-up reads blocks from the
-//!   support's [`ChainSupport::store`]. Its node-to-node `orderer.Cluster` service is added to the node's
-//!   listener through [`crate::server::Plugins::services`].
-//! * **Kafka with payloads aside (FastFabric Opt O-I)**, a crate beside them (`crates/consensus-kafka`): `order`
-//!   stores the envelope locally by [`Submission::tx_id`] (and sends it to the other orderers out of band)
-//!   while only the transaction ID goes through Kafka; the consume loop runs a `BlockCutter<String>` over IDs
-//!   with the sizes carried along ([`Submission::size`]), then swaps the payloads back in before
-//!   `create_next_block`.
-//! * **BFT (SmartBFT / BFT-SMaRt, 3f+1 nodes)**, a crate beside them (`crates/consensus-bft`): `order` submits
-//!   the request to the BFT library (which may forward it to the leader); on decision each node signs the
-//!   proposed header with [`ferrofabric_protoutil::block::block_signature`], the signatures are exchanged, and the block
-//!   carrying a quorum of `MetadataSignature`s is built with [`ferrofabric_protoutil::block::orderer_metadata`] /
-//!   [`ferrofabric_protoutil::block::encode_block`] and stored with `append_block`.
-//!
-//! Back-pressure is part of `order`'s contract: the returned future completes when the message is accepted
-//! (queued, forwarded, proposed); an implementation that cannot accept it within its own bound returns
-//! [`ConsensusError`], which Broadcast reports as SERVICE_UNAVAILABLE.
+//! Consensus behind a trait (Fabric `orderer/consensus/consensus.go`: `Consenter`, `Chain`): [`Consensus`] (whose
+//! documentation says how the backends fit), [`ConsensusFactory`] and the [`ConsensusRegistry`] of a node.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -46,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 
-pub use crate::support::{ChainSupport, ConsensusError};
+pub(crate) use crate::support::{ChainSupport, ConsensusError};
 
 /// A checked message handed to consensus.
 #[derive(Debug, Clone)]
@@ -113,8 +76,45 @@ impl ChannelStatus {
     }
 }
 
-/// One channel's consensus instance (Fabric's `consensus.Chain`). See the module docs for how solo, etcdraft,
-/// Kafka-with-payloads-aside and BFT implement it.
+/// One channel's consensus instance (Fabric's `consensus.Chain`, `orderer/consensus/consensus.go`).
+///
+/// The broadcast handler checks a message (decode, filters, policies), then hands it to the channel's
+/// [`Consensus`] with [`Consensus::order`] (normal messages) or [`Consensus::configure`] (CONFIG transactions
+/// made from a CONFIG_UPDATE). What a consensus implementation does with it is its own business; to turn
+/// ordered messages into blocks it uses the [`ChainSupport`] it was started with:
+/// [`crate::cutter::BlockCutter`] for batching, [`ChainSupport::create_next_block`] for headers,
+/// [`ChainSupport::write_block`] / [`ChainSupport::write_config_block`] for blocks this node signs, and
+/// [`ChainSupport::append_block`] for blocks that arrive complete.
+///
+/// # How the backends fit
+/// Each backend is a crate of its own that depends on this one (never the reverse): it implements
+/// [`ConsensusFactory`] and [`Consensus`], and whoever starts an orderer (the `ferrofabric orderer` command, the
+/// all-in-one node) registers it in the [`ConsensusRegistry`] of [`crate::server::Plugins`] under its
+/// `ConsensusType.type`, together with any gRPC service it needs on the node's listener.
+/// * **solo** (`crates/consensus-solo`, `ferrofabric-consensus-solo`): one node; `order` queues the message, a
+///   loop cuts and writes blocks signed by the node.
+/// * **etcdraft** (`crates/consensus-etcdraft`, `ferrofabric-consensus-etcdraft`): `order` on a follower
+///   forwards the [`Submission`] to the leader; the leader's loop cuts, creates and *signs* blocks
+///   (`write_block` with an `etcdraft.BlockMetadata` as consenter metadata), and proposes the signed block bytes
+///   through Raft; every node, the leader included, applies committed entries with `append_block`, so all
+///   ledgers are byte-identical. `configure` goes through the same path; the support's `revalidate` /
+///   `reprocess_config` handle messages that were checked under an older config. Catch-up reads blocks from the
+///   support's [`ChainSupport::store`]. Its node-to-node `orderer.Cluster` service is added to the node's
+///   listener through [`crate::server::Plugins::services`].
+/// * **Kafka with payloads aside (FastFabric Opt O-I)**, a crate beside them (`crates/consensus-kafka`): `order`
+///   stores the envelope locally by [`Submission::tx_id`] (and sends it to the other orderers out of band)
+///   while only the transaction ID goes through Kafka; the consume loop runs a `BlockCutter<String>` over IDs
+///   with the sizes carried along ([`Submission::size`]), then swaps the payloads back in before
+///   `create_next_block`.
+/// * **BFT (SmartBFT / BFT-SMaRt, 3f+1 nodes)**, a crate beside them (`crates/consensus-bft`): `order` submits
+///   the request to the BFT library (which may forward it to the leader); on decision each node signs the
+///   proposed header with [`ferrofabric_protoutil::block_signature`], the signatures are exchanged, and the block
+///   carrying a quorum of `MetadataSignature`s is built with [`ferrofabric_protoutil::orderer_metadata`] /
+///   [`ferrofabric_protoutil::encode_block`] and stored with `append_block`.
+///
+/// Back-pressure is part of `order`'s contract: the returned future completes when the message is accepted
+/// (queued, forwarded, proposed); an implementation that cannot accept it within its own bound returns
+/// [`ConsensusError`], which Broadcast reports as SERVICE_UNAVAILABLE.
 pub trait Consensus: Send + Sync + 'static {
     /// Accepts a normal message for ordering (Fabric `Chain.Order`, including `WaitReady`). Completes when the
     /// message is accepted; errors (SERVICE_UNAVAILABLE to the client) if it cannot be accepted in bounded time,

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use crate::support::*;
 use bytes::{BufMut, Bytes, BytesMut};
-use ferrofabric_comm::client::{self, DeliverItem};
-use ferrofabric_orderer::server::RunningOrderer;
+use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, DeliverItem};
+use ferrofabric_orderer::RunningOrderer;
 use ferrofabric_protos::common::{Envelope, HeaderType, Status};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_protos::orderer::{seek_position, SeekInfo, SeekNewest, SeekPosition, SeekSpecified};
@@ -58,9 +58,9 @@ async fn chain_tx_ids(node: &RunningOrderer) -> Vec<String> {
         stop: Some(SeekPosition { r#type: Some(seek_position::Type::Newest(SeekNewest {})) }),
         ..SeekInfo::default()
     };
-    let env = client::seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek);
-    let ch = client::connect(&node.grpc_addr.to_string(), None).await.unwrap();
-    let mut s = client::deliver(ch, futures::stream::iter(vec![env])).await.unwrap();
+    let env = seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek);
+    let ch = connect(&node.grpc_addr.to_string(), None).await.unwrap();
+    let mut s = deliver(ch, futures::stream::iter(vec![env])).await.unwrap();
     let mut ids = Vec::new();
     let mut first = true;
     while let Some(item) = tokio::time::timeout(Duration::from_secs(20), s.next()).await.unwrap() {
@@ -168,8 +168,8 @@ async fn bad_messages_get_their_status_and_the_stream_and_other_clients_carry_on
         let addr = addr.clone();
         let envs: Vec<Bytes> = other_txs.into_iter().map(|(_, e)| e).collect();
         tokio::spawn(async move {
-            let ch = client::connect(&addr, None).await.unwrap();
-            let mut r = client::broadcast(ch, futures::stream::iter(envs)).await.unwrap();
+            let ch = connect(&addr, None).await.unwrap();
+            let mut r = broadcast(ch, futures::stream::iter(envs)).await.unwrap();
             let mut ok = 0;
             while let Some(resp) = r.next().await {
                 assert_eq!(resp.unwrap().status, Status::Success as i32);
@@ -179,8 +179,8 @@ async fn bad_messages_get_their_status_and_the_stream_and_other_clients_carry_on
         })
     };
 
-    let ch = client::connect(&addr, None).await.unwrap();
-    let mut responses = client::broadcast(ch, futures::stream::iter(stream_msgs)).await.unwrap();
+    let ch = connect(&addr, None).await.unwrap();
+    let mut responses = broadcast(ch, futures::stream::iter(stream_msgs)).await.unwrap();
     for (what, status, info) in expected {
         let r = tokio::time::timeout(Duration::from_secs(20), responses.next()).await.unwrap().unwrap().unwrap();
         assert_eq!(r.status, status as i32, "{what}: got {} {:?}", r.status, r.info);
@@ -246,8 +246,8 @@ async fn a_stream_cut_mid_message_does_not_disturb_other_clients() {
 
     // Another client is served normally, and the cut message was never ordered.
     let (second_id, second) = good(&w);
-    let ch = client::connect(&node.grpc_addr.to_string(), None).await.unwrap();
-    let mut r = client::broadcast(ch, futures::stream::iter(vec![second])).await.unwrap();
+    let ch = connect(&node.grpc_addr.to_string(), None).await.unwrap();
+    let mut r = broadcast(ch, futures::stream::iter(vec![second])).await.unwrap();
     assert_eq!(r.next().await.unwrap().unwrap().status, Status::Success as i32);
     let ids = wait_for_txs(&node, 2).await;
     assert_eq!(ids, vec![first_id, second_id]);
@@ -268,8 +268,8 @@ async fn deliver_error_statuses() {
     let status_of = |request: Bytes| {
         let addr = addr.clone();
         async move {
-            let ch = client::connect(&addr, None).await.unwrap();
-            let mut s = client::deliver(ch, futures::stream::iter(vec![request])).await.unwrap();
+            let ch = connect(&addr, None).await.unwrap();
+            let mut s = deliver(ch, futures::stream::iter(vec![request])).await.unwrap();
             let mut blocks = 0;
             loop {
                 match tokio::time::timeout(Duration::from_secs(20), s.next()).await.unwrap() {
@@ -280,25 +280,25 @@ async fn deliver_error_statuses() {
             }
         }
     };
-    let seek = |start: u64, stop: u64| client::seek_range(start, Some(stop), SeekBehavior::BlockUntilReady);
+    let seek = |start: u64, stop: u64| seek_range(start, Some(stop), SeekBehavior::BlockUntilReady);
 
-    let ok = client::seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek(0, 0));
+    let ok = seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek(0, 0));
     assert_eq!(status_of(ok).await, (1, Status::Success as i32));
-    let unknown = client::seek_envelope("nosuch", user.serialized(), |m| user.sign(m), &seek(0, 0));
+    let unknown = seek_envelope("nosuch", user.serialized(), |m| user.sign(m), &seek(0, 0));
     assert_eq!(status_of(unknown).await, (0, Status::NotFound as i32));
-    let forbidden = client::seek_envelope("mychannel", stranger.serialized(), |m| stranger.sign(m), &seek(0, 0));
+    let forbidden = seek_envelope("mychannel", stranger.serialized(), |m| stranger.sign(m), &seek(0, 0));
     assert_eq!(status_of(forbidden).await, (0, Status::Forbidden as i32));
-    let forged = client::seek_envelope("mychannel", user.serialized(), |m| stranger.sign(m), &seek(0, 0));
+    let forged = seek_envelope("mychannel", user.serialized(), |m| stranger.sign(m), &seek(0, 0));
     assert_eq!(status_of(forged).await, (0, Status::Forbidden as i32));
     // Start at the height (would wait for block 1) but stop before it.
-    let backwards = client::seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek(1, 0));
+    let backwards = seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek(1, 0));
     assert_eq!(status_of(backwards).await, (0, Status::BadRequest as i32));
-    let beyond = client::seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek(7, 9));
+    let beyond = seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek(7, 9));
     assert_eq!(status_of(beyond).await, (0, Status::NotFound as i32));
     let garbage = Bytes::from_static(b"\x0a\x03abc");
     assert_eq!(status_of(garbage).await, (0, Status::BadRequest as i32));
     let no_stop = SeekInfo { start: seek(0, 0).start, stop: None, ..SeekInfo::default() };
-    let no_stop = client::seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &no_stop);
+    let no_stop = seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &no_stop);
     assert_eq!(status_of(no_stop).await, (0, Status::BadRequest as i32));
     node.shutdown().await;
 }

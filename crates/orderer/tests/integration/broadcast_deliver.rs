@@ -17,12 +17,11 @@ use std::time::Duration;
 
 use crate::support::*;
 use bytes::Bytes;
-use ferrofabric_comm::client::{self, ClientTls, DeliverItem};
+use ferrofabric_comm::{broadcast, connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem, TlsConfig};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::config::TlsConfig;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::{Network, TxBuilder};
 use ferrofabric_validator::{TxValidationCode, Validator, ValidatorOptions};
 use futures::StreamExt;
@@ -35,7 +34,7 @@ const TOTAL: usize = CLIENTS * PER_CLIENT as usize;
 /// The fixture's `User1@org<org+1>` (keys kept in the fixture).
 fn fixture_client(org: usize) -> SigningIdentity {
     let domain = format!("org{}.example.com", org + 1);
-    let dir = fixtures::fabric(format!("crypto/peerOrganizations/{domain}/users/User1@{domain}/msp"));
+    let dir = fabric_fixture(format!("crypto/peerOrganizations/{domain}/users/User1@{domain}/msp"));
     SigningIdentity::from_msp_dir(&format!("Org{}MSP", org + 1), &dir).unwrap()
 }
 
@@ -67,7 +66,7 @@ async fn ten_thousand_tls_transactions_ordered_once_in_client_order_and_blocks_p
     })
     .await
     .unwrap();
-    let genesis = Bytes::from(std::fs::read(fixtures::fabric("genesis.block")).unwrap());
+    let genesis = Bytes::from(std::fs::read(fabric_fixture("genesis.block")).unwrap());
 
     let crypto = tempfile::tempdir().unwrap();
     net.write_msp_dirs(crypto.path()).unwrap();
@@ -82,7 +81,7 @@ async fn ten_thousand_tls_transactions_ordered_once_in_client_order_and_blocks_p
     };
     // The fixture genesis names its etcdraft consenter by this TLS certificate: that is who this node is.
     config.general.cluster.client_certificate =
-        Some(fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
+        Some(fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
     let node = start_node(config).await;
     let r = join(node.admin_addr.unwrap(), &genesis).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -98,14 +97,12 @@ async fn ten_thousand_tls_transactions_ordered_once_in_client_order_and_blocks_p
     let reader = {
         let (addr, tls) = (addr.clone(), tls.clone());
         let user = fixture_client(0);
-        let seek = client::seek_range(0, None, SeekBehavior::BlockUntilReady);
-        let request = client::seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek);
+        let seek = seek_range(0, None, SeekBehavior::BlockUntilReady);
+        let request = seek_envelope("mychannel", user.serialized(), |m| user.sign(m), &seek);
         tokio::spawn(async move {
-            let ch = client::connect(&addr, Some(&tls)).await.unwrap();
+            let ch = connect(&addr, Some(&tls)).await.unwrap();
             let mut stream =
-                client::deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending()))
-                    .await
-                    .unwrap();
+                deliver(ch, futures::stream::iter(vec![request]).chain(futures::stream::pending())).await.unwrap();
             let mut blocks = Vec::new();
             let mut seen = 0usize;
             while seen < TOTAL + 1 {
@@ -127,8 +124,8 @@ async fn ten_thousand_tls_transactions_ordered_once_in_client_order_and_blocks_p
         let envelopes: Vec<Bytes> = client_txs.iter().map(|(_, e)| e.clone()).collect();
         let (addr, tls) = (addr.clone(), tls.clone());
         senders.push(tokio::spawn(async move {
-            let ch = client::connect(&addr, Some(&tls)).await.unwrap();
-            let mut responses = client::broadcast(ch, futures::stream::iter(envelopes)).await.unwrap();
+            let ch = connect(&addr, Some(&tls)).await.unwrap();
+            let mut responses = broadcast(ch, futures::stream::iter(envelopes)).await.unwrap();
             let mut n = 0u64;
             while let Some(r) = responses.next().await {
                 let r = r.unwrap();

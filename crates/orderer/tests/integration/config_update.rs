@@ -22,10 +22,10 @@ use std::sync::Arc;
 use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_channelconfig::{AnchorPeer, ChannelConfig};
-use ferrofabric_comm::client;
+use ferrofabric_comm::{broadcast, connect};
 use ferrofabric_configtx::{anchor_peer_update, config_update_envelope, ConfigTxValidator};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::server::RunningOrderer;
+use ferrofabric_orderer::RunningOrderer;
 use ferrofabric_protos::common::{
     Block, BlockMetadataIndex, ChannelHeader, ConfigEnvelope, Envelope, HeaderType, LastConfig, Metadata, Payload,
     SignatureHeader, Status,
@@ -33,7 +33,7 @@ use ferrofabric_protos::common::{
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_protos::orderer::BroadcastResponse;
 use ferrofabric_protoutil::last_config_index;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::{Network, TxBuilder};
 use ferrofabric_validator::{Validator, ValidatorOptions};
 use futures::StreamExt;
@@ -44,8 +44,8 @@ const CHANNEL: &str = "mychannel";
 /// Sends `envelopes` on one Broadcast stream and returns the responses (one per message, in order).
 async fn broadcast_all(node: &RunningOrderer, envelopes: Vec<Bytes>) -> Vec<BroadcastResponse> {
     let n = envelopes.len();
-    let ch = client::connect(&node.grpc_addr.to_string(), None).await.unwrap();
-    let responses = client::broadcast(ch, futures::stream::iter(envelopes)).await.unwrap();
+    let ch = connect(&node.grpc_addr.to_string(), None).await.unwrap();
+    let responses = broadcast(ch, futures::stream::iter(envelopes)).await.unwrap();
     let all: Vec<BroadcastResponse> =
         tokio::time::timeout(std::time::Duration::from_secs(30), responses.map(|r| r.unwrap()).collect())
             .await
@@ -56,7 +56,7 @@ async fn broadcast_all(node: &RunningOrderer, envelopes: Vec<Bytes>) -> Vec<Broa
 
 /// Blocks `0..=stop`, read over Deliver as `reader`.
 async fn read_blocks(node: &RunningOrderer, reader: &SigningIdentity, stop: u64) -> Vec<Block> {
-    let ch = client::connect(&node.grpc_addr.to_string(), None).await.unwrap();
+    let ch = connect(&node.grpc_addr.to_string(), None).await.unwrap();
     let (raw, status) =
         deliver_range(ch, CHANNEL, reader.serialized(), |m| reader.sign(m), 0, stop, SeekBehavior::BlockUntilReady)
             .await;
@@ -102,7 +102,7 @@ async fn org1_admin_anchor_peer_update_is_ordered_alone_as_an_orderer_signed_con
     let mut config = loopback_config(data.path(), &net_dirs(crypto.path()).orderer_msp, "OrdererMSP");
     // The testkit genesis keeps the fixture's consenter certificate: that is who this node is.
     config.general.cluster.client_certificate =
-        Some(fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
+        Some(fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
     let node = start_node(config).await;
     let r = join(node.admin_addr.unwrap(), &genesis).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -202,11 +202,11 @@ async fn org1_admin_anchor_peer_update_is_ordered_alone_as_an_orderer_signed_con
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_updates_without_org1_admin_signature_are_refused_and_change_nothing() {
-    let genesis = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
+    let genesis = std::fs::read(fabric_fixture("genesis.block")).unwrap();
     let data = tempfile::tempdir().unwrap();
     let mut config = loopback_config(data.path(), &fixture_orderer_msp(), "OrdererMSP");
     config.general.cluster.client_certificate =
-        Some(fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
+        Some(fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
     let node = start_node(config).await;
     let r = join(node.admin_addr.unwrap(), &genesis).await;
     assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
@@ -214,7 +214,7 @@ async fn fixture_updates_without_org1_admin_signature_are_refused_and_change_not
     let user1 = SigningIdentity::from_msp_dir("Org1MSP", &fixture_user1_msp()).unwrap();
     let org2_user1 = SigningIdentity::from_msp_dir(
         "Org2MSP",
-        &fixtures::fabric("crypto/peerOrganizations/org2.example.com/users/User1@org2.example.com/msp"),
+        &fabric_fixture("crypto/peerOrganizations/org2.example.com/users/User1@org2.example.com/msp"),
     )
     .unwrap();
     let current = ChannelConfig::from_config_block(&Block::decode(Bytes::from(genesis.clone())).unwrap()).unwrap();

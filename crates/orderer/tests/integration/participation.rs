@@ -4,20 +4,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::support::*;
-use ferrofabric_comm::client;
+use ferrofabric_comm::connect;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn join_fixture_genesis_then_deliver_block_0_byte_identical() {
-    let genesis = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
+    let genesis = std::fs::read(fabric_fixture("genesis.block")).unwrap();
     let data = tempfile::tempdir().unwrap();
     let mut config = loopback_config(data.path(), &fixture_orderer_msp(), "OrdererMSP");
     // The fixture keeps the orderer's TLS certificate (not its key): it names this node as the consenter.
     config.general.cluster.client_certificate =
-        Some(fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
+        Some(fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt"));
     let node = start_node(config).await;
     let admin = node.admin_addr.unwrap();
 
@@ -51,7 +51,7 @@ async fn join_fixture_genesis_then_deliver_block_0_byte_identical() {
 
     // Deliver block 0, signed by the fixture's User1@org1 (a /Channel/Readers member).
     let user = SigningIdentity::from_msp_dir("Org1MSP", &fixture_user1_msp()).unwrap();
-    let ch = client::connect(&node.grpc_addr.to_string(), None).await.unwrap();
+    let ch = connect(&node.grpc_addr.to_string(), None).await.unwrap();
     let (blocks, status) = deliver_range(
         ch.clone(),
         "mychannel",
@@ -83,7 +83,7 @@ async fn join_fixture_genesis_then_deliver_block_0_byte_identical() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn participation_api_errors_and_removal() {
-    let genesis = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
+    let genesis = std::fs::read(fabric_fixture("genesis.block")).unwrap();
     let data = tempfile::tempdir().unwrap();
     let node = start_node(loopback_config(data.path(), &fixture_orderer_msp(), "OrdererMSP")).await;
     let admin = node.admin_addr.unwrap();
@@ -93,9 +93,8 @@ async fn participation_api_errors_and_removal() {
     assert_eq!(r.status, 400);
     assert!(r.json()["error"].as_str().unwrap().starts_with("invalid join block"), "{:?}", r.json());
     // A block that is not a config block: the fixture's block 1 (an endorser transaction).
-    let blocks = std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap();
-    let records: Vec<_> =
-        ferrofabric_protoutil::records::records(bytes::Bytes::from(blocks)).map(|r| r.unwrap().1).collect();
+    let blocks = std::fs::read(fabric_fixture("orderer-blocks.bin")).unwrap();
+    let records: Vec<_> = ferrofabric_protoutil::records(bytes::Bytes::from(blocks)).map(|r| r.unwrap().1).collect();
     let r = join(admin, &records[1]).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"], "invalid join block: block is not a config block");
@@ -138,7 +137,7 @@ async fn participation_api_errors_and_removal() {
 
     // Deliver on a removed channel: NOT_FOUND.
     let user = SigningIdentity::from_msp_dir("Org1MSP", &fixture_user1_msp()).unwrap();
-    let ch = client::connect(&node.grpc_addr.to_string(), None).await.unwrap();
+    let ch = connect(&node.grpc_addr.to_string(), None).await.unwrap();
     let (_, status) =
         deliver_range(ch, "mychannel", user.serialized(), |m| user.sign(m), 0, 0, SeekBehavior::BlockUntilReady).await;
     assert_eq!(status, Some(Status::NotFound as i32));

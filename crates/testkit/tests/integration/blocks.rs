@@ -7,7 +7,7 @@ use bytes::Bytes;
 use ferrofabric_protos::common::{Block, BlockHeader, Metadata, OrdererBlockMetadata, SignatureHeader};
 use ferrofabric_protos::msp::SerializedIdentity;
 use ferrofabric_protoutil::{block_header_bytes, block_header_hash};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::{block_data_hash, BlockBuilder, Chain, SigningIdentity, Workload, SIGNATURES};
 use p256::ecdsa::signature::Verifier;
 use prost::Message;
@@ -17,7 +17,7 @@ fn expected() -> serde_json::Value {
 }
 
 fn fixture_orderer() -> SigningIdentity {
-    let msp = fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp");
+    let msp = fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp");
     let cert = std::fs::read(msp.join("signcerts/orderer.example.com-cert.pem")).unwrap();
     let key = std::fs::read(msp.join("keystore/priv_sk")).unwrap();
     SigningIdentity::from_pem("OrdererMSP", &cert, &key).unwrap()

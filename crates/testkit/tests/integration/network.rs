@@ -11,7 +11,7 @@ use bytes::Bytes;
 use der::DecodePem;
 use ferrofabric_protos::common::{Block, ConfigGroup};
 use ferrofabric_protos::msp::{FabricMspConfig, MspConfig, SerializedIdentity};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::{Network, ORDERER_ORG};
 use prost::Message;
 use sha2::{Digest, Sha256};
@@ -173,7 +173,7 @@ fn msp_dirs_mirror_cryptogen_layout() {
     let net = network();
     let dir = unique_tmp("mspdirs");
     net.write_msp_dirs(&dir).unwrap();
-    let fixture_root = fixtures::fabric("crypto");
+    let fixture_root = fabric_fixture("crypto");
     let fixture: BTreeSet<String> =
         files_under(&fixture_root).into_iter().filter(|p| !p.contains("peer1.org1.example.com")).collect();
     let ours = files_under(&dir);

@@ -14,7 +14,7 @@ use ferrofabric_protos::peer::{
     ProposalResponsePayload, Transaction,
 };
 use ferrofabric_protos::rwset::TxReadWriteSet;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::{
     channel_policy_reference, commit_definition, define_chaincode, ChaincodeDefinition, SigningIdentity, TxBuilder,
     DEFAULT_ENDORSEMENT_POLICY,
@@ -60,7 +60,7 @@ fn verify(identity: &Bytes, msg: &[u8], sig: &[u8]) -> bool {
 }
 
 fn fixture_user1() -> SigningIdentity {
-    let msp = fixtures::fabric("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
+    let msp = fabric_fixture("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
     let cert = std::fs::read(msp.join("signcerts/User1@org1.example.com-cert.pem")).unwrap();
     let key = std::fs::read(msp.join("keystore/priv_sk")).unwrap();
     SigningIdentity::from_pem("Org1MSP", &cert, &key).unwrap()

@@ -8,15 +8,15 @@ use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
 use ferrofabric_protoutil::block_header_hash;
 use ferrofabric_state::{Update, UpdateBatch, WorldState};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_validator::{ResumePoint, Validator, ValidatorOptions};
 
 fn fixture(name: &str) -> Bytes {
-    Bytes::from(std::fs::read(fixtures::fabric(name)).unwrap())
+    Bytes::from(std::fs::read(fabric_fixture(name)).unwrap())
 }
 
 fn records(name: &str) -> Vec<Bytes> {
-    ferrofabric_protoutil::records::records(fixture(name)).map(|r| r.unwrap().1).collect()
+    ferrofabric_protoutil::records(fixture(name)).map(|r| r.unwrap().1).collect()
 }
 
 /// A copy of the validator's state, as a checkpoint file would restore it.

@@ -10,21 +10,21 @@ use ferrofabric_protos::common::{
     MspPrincipal, MspRole, Payload, SignatureHeader, SignaturePolicy, SignaturePolicyEnvelope,
 };
 use ferrofabric_protos::peer::{ChaincodeActionPayload, Transaction};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use prost::Message;
 
-pub fn genesis_block() -> Block {
-    let bytes = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
+pub(crate) fn genesis_block() -> Block {
+    let bytes = std::fs::read(fabric_fixture("genesis.block")).unwrap();
     Block::decode(Bytes::from(bytes)).unwrap()
 }
 
-pub fn channel_config() -> ChannelConfig {
+pub(crate) fn channel_config() -> ChannelConfig {
     ChannelConfig::from_config_block(&genesis_block()).unwrap()
 }
 
 /// Records of `[8-byte LE length][marshaled common.Block]`.
-pub fn orderer_blocks() -> Vec<Block> {
-    let raw = Bytes::from(std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap());
+pub(crate) fn orderer_blocks() -> Vec<Block> {
+    let raw = Bytes::from(std::fs::read(fabric_fixture("orderer-blocks.bin")).unwrap());
     let mut blocks = Vec::new();
     let mut off = 0usize;
     while off < raw.len() {
@@ -36,8 +36,8 @@ pub fn orderer_blocks() -> Vec<Block> {
     blocks
 }
 
-pub fn expected() -> serde_json::Value {
-    let text = std::fs::read_to_string(fixtures::fabric("expected.json")).unwrap();
+pub(crate) fn expected() -> serde_json::Value {
+    let text = std::fs::read_to_string(fabric_fixture("expected.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
 
@@ -60,7 +60,7 @@ fn der_tlv(out: &mut Vec<u8>, tag: u8, content: &[u8]) {
 
 /// ASN.1 DER of SEQUENCE { INTEGER number, OCTET STRING previous_hash, OCTET STRING data_hash }, the
 /// bytes Fabric hashes and signs for a block header (protoutil.BlockHeaderBytes).
-pub fn block_header_der(header: &BlockHeader) -> Vec<u8> {
+pub(crate) fn block_header_der(header: &BlockHeader) -> Vec<u8> {
     // Minimal two's-complement encoding of a non-negative integer.
     let be = header.number.to_be_bytes();
     let skip = be.iter().take_while(|b| **b == 0).count().min(7);
@@ -79,7 +79,7 @@ pub fn block_header_der(header: &BlockHeader) -> Vec<u8> {
 
 /// The SignedData Fabric's block verifier builds from the SIGNATURES metadata (index 0) of a block:
 /// data = metadata.value ‖ signature_header ‖ DER(header), identity = signature header creator.
-pub fn block_signatures(block: &Block) -> Vec<SignedData> {
+pub(crate) fn block_signatures(block: &Block) -> Vec<SignedData> {
     let md_bytes = &block.metadata.as_ref().unwrap().metadata[0];
     let md = Metadata::decode(md_bytes.clone()).unwrap();
     let header_der = block_header_der(block.header.as_ref().unwrap());
@@ -95,12 +95,12 @@ pub fn block_signatures(block: &Block) -> Vec<SignedData> {
         .collect()
 }
 
-pub fn envelope(block: &Block, tx: usize) -> Envelope {
+pub(crate) fn envelope(block: &Block, tx: usize) -> Envelope {
     Envelope::decode(block.data.as_ref().unwrap().data[tx].clone()).unwrap()
 }
 
 /// The creator's signature over the envelope payload, as SignedData.
-pub fn creator_signature(block: &Block, tx: usize) -> SignedData {
+pub(crate) fn creator_signature(block: &Block, tx: usize) -> SignedData {
     let env = envelope(block, tx);
     let payload = Payload::decode(env.payload.clone()).unwrap();
     let shdr = SignatureHeader::decode(payload.header.unwrap().signature_header).unwrap();
@@ -108,7 +108,7 @@ pub fn creator_signature(block: &Block, tx: usize) -> SignedData {
 }
 
 /// Endorsements of the first action of an endorser transaction: data = prp ‖ endorser.
-pub fn endorsements(block: &Block, tx: usize) -> Vec<SignedData> {
+pub(crate) fn endorsements(block: &Block, tx: usize) -> Vec<SignedData> {
     let env = envelope(block, tx);
     let payload = Payload::decode(env.payload).unwrap();
     let transaction = Transaction::decode(payload.data).unwrap();
@@ -127,56 +127,56 @@ pub fn endorsements(block: &Block, tx: usize) -> Vec<SignedData> {
 
 /// Load a signing identity (certificate + key) from the fixture crypto tree, e.g.
 /// `peerOrganizations/org1.example.com/users/User1@org1.example.com/msp`.
-pub fn signer(mspid: &str, msp_dir: &str) -> SigningIdentity {
-    SigningIdentity::from_msp_dir(mspid, &fixtures::fabric("crypto").join(msp_dir)).unwrap()
+pub(crate) fn signer(mspid: &str, msp_dir: &str) -> SigningIdentity {
+    SigningIdentity::from_msp_dir(mspid, &fabric_fixture("crypto").join(msp_dir)).unwrap()
 }
 
-pub fn org1_user() -> SigningIdentity {
+pub(crate) fn org1_user() -> SigningIdentity {
     signer("Org1MSP", "peerOrganizations/org1.example.com/users/User1@org1.example.com/msp")
 }
 
-pub fn org2_user() -> SigningIdentity {
+pub(crate) fn org2_user() -> SigningIdentity {
     signer("Org2MSP", "peerOrganizations/org2.example.com/users/User1@org2.example.com/msp")
 }
 
-pub fn orderer_signer() -> SigningIdentity {
+pub(crate) fn orderer_signer() -> SigningIdentity {
     signer("OrdererMSP", "ordererOrganizations/example.com/orderers/orderer.example.com/msp")
 }
 
 /// A SignedData item signed by `id` over `msg`.
-pub fn signed(id: &SigningIdentity, msg: &[u8]) -> SignedData {
+pub(crate) fn signed(id: &SigningIdentity, msg: &[u8]) -> SignedData {
     SignedData { data: Bytes::copy_from_slice(msg), identity: id.serialized().clone(), signature: id.sign(msg).into() }
 }
 
 /// The same item with its data altered, so the signature no longer verifies.
-pub fn corrupted(item: &SignedData) -> SignedData {
+pub(crate) fn corrupted(item: &SignedData) -> SignedData {
     let mut data = item.data.to_vec();
     data.push(0x42);
     SignedData { data: data.into(), ..item.clone() }
 }
 
 /// ROLE principal `<mspid>.<role>`.
-pub fn role(mspid: &str, role: MspRoleType) -> MspPrincipal {
+pub(crate) fn role(mspid: &str, role: MspRoleType) -> MspPrincipal {
     MspPrincipal {
         principal_classification: Classification::Role as i32,
         principal: MspRole { msp_identifier: mspid.to_owned(), role: role as i32 }.encode_to_vec().into(),
     }
 }
 
-pub fn signed_by(i: i32) -> SignaturePolicy {
+pub(crate) fn signed_by(i: i32) -> SignaturePolicy {
     SignaturePolicy { r#type: Some(signature_policy::Type::SignedBy(i)) }
 }
 
-pub fn n_out_of(n: i32, rules: Vec<SignaturePolicy>) -> SignaturePolicy {
+pub(crate) fn n_out_of(n: i32, rules: Vec<SignaturePolicy>) -> SignaturePolicy {
     SignaturePolicy { r#type: Some(signature_policy::Type::NOutOf(signature_policy::NOutOf { n, rules })) }
 }
 
-pub fn envelope_policy(rule: SignaturePolicy, identities: Vec<MspPrincipal>) -> SignaturePolicyEnvelope {
+pub(crate) fn envelope_policy(rule: SignaturePolicy, identities: Vec<MspPrincipal>) -> SignaturePolicyEnvelope {
     SignaturePolicyEnvelope { version: 0, rule: Some(rule), identities }
 }
 
 /// Index of the first transaction in the fixture whose validation code and endorser MSP list match.
-pub fn find_tx(code: &str, endorsers: &[&str]) -> (usize, usize) {
+pub(crate) fn find_tx(code: &str, endorsers: &[&str]) -> (usize, usize) {
     let expected = expected();
     for block in expected["blocks"].as_array().unwrap() {
         for tx in block["txs"].as_array().unwrap() {

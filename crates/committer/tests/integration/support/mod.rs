@@ -8,47 +8,47 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
-use ferrofabric_committer::config::CommitterConfig;
-use ferrofabric_deliver::follower::{self as client, seek_envelope, DeliverApi, DeliverItem, FollowConfig};
+use ferrofabric_comm::{open_deliver, DeliverApi, DeliverItem};
+use ferrofabric_committer::CommitterConfig;
+use ferrofabric_deliver::{connect, seek_envelope, FollowConfig};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::config::OrdererConfig;
-use ferrofabric_orderer::server::{start, Plugins, RunningOrderer};
+use ferrofabric_orderer::{start, OrdererConfig, Plugins, RunningOrderer};
 use ferrofabric_protos::common::{Envelope, Status};
 use ferrofabric_protos::orderer::{seek_info, seek_position, SeekInfo, SeekPosition, SeekSpecified};
 use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as PeerResponse;
 use ferrofabric_protos::peer::FilteredBlock;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::{fabric_fixture, fabric_fixtures_dir, fixture};
 use prost::Message;
 
-pub fn orderer_msp() -> PathBuf {
-    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
+pub(crate) fn orderer_msp() -> PathBuf {
+    fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
 }
 
-pub fn orderer_tls_cert() -> PathBuf {
-    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt")
+pub(crate) fn orderer_tls_cert() -> PathBuf {
+    fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt")
 }
 
-pub fn user1_msp(org: u32) -> PathBuf {
-    fixtures::fabric(format!("crypto/peerOrganizations/org{org}.example.com/users/User1@org{org}.example.com/msp"))
+pub(crate) fn user1_msp(org: u32) -> PathBuf {
+    fabric_fixture(format!("crypto/peerOrganizations/org{org}.example.com/users/User1@org{org}.example.com/msp"))
 }
 
-pub fn user1(org: u32) -> SigningIdentity {
+pub(crate) fn user1(org: u32) -> SigningIdentity {
     SigningIdentity::from_msp_dir(&format!("Org{org}MSP"), &user1_msp(org)).unwrap()
 }
 
-pub fn orderer_identity() -> SigningIdentity {
+pub(crate) fn orderer_identity() -> SigningIdentity {
     SigningIdentity::from_msp_dir("OrdererMSP", &orderer_msp()).unwrap()
 }
 
 /// `[u64 LE length][block]` records.
-pub fn records(data: &[u8]) -> Vec<Bytes> {
-    ferrofabric_protoutil::records::records(Bytes::copy_from_slice(data)).map(|r| r.unwrap().1).collect()
+pub(crate) fn records(data: &[u8]) -> Vec<Bytes> {
+    ferrofabric_protoutil::records(Bytes::copy_from_slice(data)).map(|r| r.unwrap().1).collect()
 }
 
 /// The 29-block fixture ledger as the orderer delivered it and as Fabric's peer stored it.
-pub fn fixture_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
-    let d = fixtures::fabric_dir();
+pub(crate) fn fixture_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
+    let d = fabric_fixtures_dir();
     (
         records(&std::fs::read(d.join("orderer-blocks.bin")).unwrap()),
         records(&std::fs::read(d.join("peer-blocks.bin")).unwrap()),
@@ -56,8 +56,8 @@ pub fn fixture_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
 }
 
 /// The 129-block, 10,735-transaction bench ledger: (orderer blocks, Fabric peer blocks).
-pub fn bench_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
-    let d = fixtures::fixture("fabric-2.5-bench");
+pub(crate) fn bench_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
+    let d = fixture("fabric-2.5-bench");
     let read = |name: &str| {
         let file = ferrofabric_protoutil::read_ledger_file(d.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         records(&file)
@@ -65,12 +65,12 @@ pub fn bench_ledger() -> (Vec<Bytes>, Vec<Bytes>) {
     (read("fabric-2.5-smallbank-10k.bin.zst"), read("fabric-2.5-smallbank-10k.peer.bin.zst"))
 }
 
-pub fn genesis_path() -> PathBuf {
-    fixtures::fabric("genesis.block")
+pub(crate) fn genesis_path() -> PathBuf {
+    fabric_fixture("genesis.block")
 }
 
 /// A real orderer whose ledger of `mychannel` holds `blocks`, with its data directory.
-pub struct TestOrderer {
+pub(crate) struct TestOrderer {
     pub node: Option<RunningOrderer>,
     pub addr: String,
     pub dir: tempfile::TempDir,
@@ -78,7 +78,7 @@ pub struct TestOrderer {
 
 impl TestOrderer {
     /// Writes `blocks` into `<dir>/chains/mychannel` and starts the orderer as the fixture's orderer.example.com.
-    pub async fn start(blocks: &[Bytes]) -> TestOrderer {
+    pub(crate) async fn start(blocks: &[Bytes]) -> TestOrderer {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = BlockStore::open(
@@ -96,14 +96,14 @@ impl TestOrderer {
         TestOrderer { node: Some(node), addr, dir }
     }
 
-    pub async fn stop(&mut self) {
+    pub(crate) async fn stop(&mut self) {
         if let Some(n) = self.node.take() {
             n.shutdown().await;
         }
     }
 }
 
-pub async fn start_orderer(data: &Path, listen: &str) -> RunningOrderer {
+pub(crate) async fn start_orderer(data: &Path, listen: &str) -> RunningOrderer {
     let mut c = OrdererConfig::defaults();
     let addr: std::net::SocketAddr = listen.parse().unwrap();
     c.general.listen_address = addr.ip().to_string();
@@ -121,7 +121,7 @@ pub async fn start_orderer(data: &Path, listen: &str) -> RunningOrderer {
 }
 
 /// A committer configuration: User1@org1 signs, loopback listeners on free ports, the fixture genesis block.
-pub fn committer_config(data: &Path, orderers: Vec<String>) -> CommitterConfig {
+pub(crate) fn committer_config(data: &Path, orderers: Vec<String>) -> CommitterConfig {
     CommitterConfig {
         channel: Some("mychannel".into()),
         genesis_block: Some(genesis_path()),
@@ -137,7 +137,7 @@ pub fn committer_config(data: &Path, orderers: Vec<String>) -> CommitterConfig {
 }
 
 /// Writes `config` as a YAML file the CLI reads.
-pub fn write_config_yaml(path: &Path, c: &CommitterConfig) {
+pub(crate) fn write_config_yaml(path: &Path, c: &CommitterConfig) {
     let mut y = String::new();
     y.push_str(&format!("Channel: {}\n", c.channel.clone().unwrap()));
     y.push_str(&format!("GenesisBlock: {}\n", c.genesis_block.as_ref().unwrap().display()));
@@ -160,12 +160,12 @@ pub fn write_config_yaml(path: &Path, c: &CommitterConfig) {
 }
 
 /// A `SeekInfo` from `start` to `stop` (inclusive).
-pub fn seek(start: u64, stop: u64, behavior: seek_info::SeekBehavior) -> SeekInfo {
+pub(crate) fn seek(start: u64, stop: u64, behavior: seek_info::SeekBehavior) -> SeekInfo {
     let at = |n| SeekPosition { r#type: Some(seek_position::Type::Specified(SeekSpecified { number: n })) };
     SeekInfo { start: Some(at(start)), stop: Some(at(stop)), behavior: behavior as i32, ..SeekInfo::default() }
 }
 
-pub fn follow_config(addr: &str) -> FollowConfig {
+pub(crate) fn follow_config(addr: &str) -> FollowConfig {
     FollowConfig {
         endpoints: vec![addr.to_string()],
         api: DeliverApi::Peer,
@@ -179,10 +179,10 @@ pub fn follow_config(addr: &str) -> FollowConfig {
 }
 
 /// Sends one request envelope on `/protos.Deliver/Deliver` of `addr`; returns the blocks and the final status.
-pub async fn peer_deliver_raw(addr: &str, request: Bytes) -> (Vec<Bytes>, Option<i32>) {
+pub(crate) async fn peer_deliver_raw(addr: &str, request: Bytes) -> (Vec<Bytes>, Option<i32>) {
     let fut = async {
-        let ch = client::connect(addr, &follow_config(addr)).await.unwrap();
-        let mut stream = client::open_deliver(ch, DeliverApi::Peer, request).await.unwrap();
+        let ch = connect(addr, &follow_config(addr)).await.unwrap();
+        let mut stream = open_deliver(ch, DeliverApi::Peer, request).await.unwrap();
         let mut blocks = Vec::new();
         loop {
             match stream.message().await {
@@ -196,13 +196,18 @@ pub async fn peer_deliver_raw(addr: &str, request: Bytes) -> (Vec<Bytes>, Option
 }
 
 /// Blocks `start..=stop` over the peer `Deliver` RPC, signed by `signer`.
-pub async fn peer_deliver(addr: &str, signer: &SigningIdentity, start: u64, stop: u64) -> (Vec<Bytes>, Option<i32>) {
+pub(crate) async fn peer_deliver(
+    addr: &str,
+    signer: &SigningIdentity,
+    start: u64,
+    stop: u64,
+) -> (Vec<Bytes>, Option<i32>) {
     let req = seek_envelope("mychannel", signer, &seek(start, stop, seek_info::SeekBehavior::BlockUntilReady));
     peer_deliver_raw(addr, req).await
 }
 
 /// Filtered blocks `start..=stop` over `DeliverFiltered` with Fabric's generated client.
-pub async fn peer_deliver_filtered(
+pub(crate) async fn peer_deliver_filtered(
     addr: &str,
     signer: &SigningIdentity,
     start: u64,
@@ -226,10 +231,10 @@ pub async fn peer_deliver_filtered(
     tokio::time::timeout(Duration::from_secs(60), fut).await.expect("DeliverFiltered timed out")
 }
 
-pub const SUCCESS: Option<i32> = Some(Status::Success as i32);
+pub(crate) const SUCCESS: Option<i32> = Some(Status::Success as i32);
 
 /// The node's plugins with the solo backend (which also serves single-consenter etcdraft channels).
-pub fn solo_plugins() -> Plugins {
+pub(crate) fn solo_plugins() -> Plugins {
     let mut plugins = Plugins::default();
     ferrofabric_consensus_solo::register(&mut plugins.registry);
     plugins

@@ -8,28 +8,28 @@ use bytes::Bytes;
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Block;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use ferrofabric_testkit::Network;
 use prost::Message;
 
 /// The fixture's configtxgen block 0 of `mychannel`.
-pub fn fixture_genesis() -> Block {
-    Block::decode(Bytes::from(std::fs::read(fixtures::fabric("genesis.block")).unwrap())).unwrap()
+pub(crate) fn fixture_genesis() -> Block {
+    Block::decode(Bytes::from(std::fs::read(fabric_fixture("genesis.block")).unwrap())).unwrap()
 }
 
 /// A signing identity of the fixture whose key was kept (User1 of each peer org, the orderer).
-pub fn fixture_identity(mspid: &str, msp_dir: &str) -> SigningIdentity {
-    SigningIdentity::from_msp_dir(mspid, &fixtures::fabric("crypto").join(msp_dir)).unwrap()
+pub(crate) fn fixture_identity(mspid: &str, msp_dir: &str) -> SigningIdentity {
+    SigningIdentity::from_msp_dir(mspid, &fabric_fixture("crypto").join(msp_dir)).unwrap()
 }
 
 /// The generated network (all private keys known) and its MSP directories on disk.
-pub struct Net {
+pub(crate) struct Net {
     pub network: Network,
     dir: tempfile::TempDir,
 }
 
 /// One network per test binary: generation signs ~30 certificates.
-pub fn net() -> &'static Net {
+pub(crate) fn net() -> &'static Net {
     static NET: OnceLock<Net> = OnceLock::new();
     NET.get_or_init(|| {
         let network = Network::generate(11).unwrap();
@@ -41,7 +41,7 @@ pub fn net() -> &'static Net {
 
 impl Net {
     /// The genesis config of the generated network.
-    pub fn genesis_config(&self) -> Arc<ChannelConfig> {
+    pub(crate) fn genesis_config(&self) -> Arc<ChannelConfig> {
         let block = Block::decode(self.network.genesis_block()).unwrap();
         Arc::new(ChannelConfig::from_config_block(&block).unwrap())
     }
@@ -51,19 +51,19 @@ impl Net {
     }
 
     /// `Admin@org<n>.example.com` of peer org index `org` (0 or 1).
-    pub fn admin(&self, org: usize) -> SigningIdentity {
+    pub(crate) fn admin(&self, org: usize) -> SigningIdentity {
         let domain = format!("org{}.example.com", org + 1);
         self.load(self.network.mspid(org), &format!("peerOrganizations/{domain}/users/Admin@{domain}/msp"))
     }
 
     /// `User1@org<n>.example.com` (a client) of peer org index `org`.
-    pub fn client(&self, org: usize) -> SigningIdentity {
+    pub(crate) fn client(&self, org: usize) -> SigningIdentity {
         let domain = format!("org{}.example.com", org + 1);
         self.load(self.network.mspid(org), &format!("peerOrganizations/{domain}/users/User1@{domain}/msp"))
     }
 
     /// `orderer.example.com`.
-    pub fn orderer(&self) -> SigningIdentity {
+    pub(crate) fn orderer(&self) -> SigningIdentity {
         self.load("OrdererMSP", "ordererOrganizations/example.com/orderers/orderer.example.com/msp")
     }
 }

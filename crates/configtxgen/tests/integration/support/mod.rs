@@ -9,7 +9,7 @@ use ferrofabric_configtxgen::{genesis_block, ConfigTx, ConfigtxgenError};
 use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
 use ferrofabric_protos::common::Block;
 
-pub const CONFIGTX: &str = r#"
+pub(crate) const CONFIGTX: &str = r#"
 Organizations:
   - &Orderer
     Name: OrdererOrg
@@ -113,7 +113,7 @@ Profiles:
 "#;
 
 /// A directory with generated crypto in `crypto/` and the configtx.yaml above.
-pub fn network() -> (tempfile::TempDir, Crypto) {
+pub(crate) fn network() -> (tempfile::TempDir, Crypto) {
     let tmp = tempfile::tempdir().unwrap();
     let crypto =
         Crypto::generate(&CryptoConfig::from_yaml(DEFAULT_CRYPTO_CONFIG).unwrap(), &GenerateOptions::deterministic(5))
@@ -124,7 +124,7 @@ pub fn network() -> (tempfile::TempDir, Crypto) {
 }
 
 /// The genesis block of `profile` from the configtx.yaml in `dir`, for channel `testchannel`.
-pub fn block_for(dir: &Path, profile: &str) -> Result<Block, ConfigtxgenError> {
+pub(crate) fn block_for(dir: &Path, profile: &str) -> Result<Block, ConfigtxgenError> {
     let config = ConfigTx::load(&dir.join("configtx.yaml"))?;
     genesis_block(&config.profile(profile)?, "testchannel")
 }

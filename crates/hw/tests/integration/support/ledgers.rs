@@ -19,13 +19,13 @@ use ferrofabric_validator::{Validator, ValidatorOptions};
 use prost::Message;
 
 /// One network per test binary.
-pub fn network() -> &'static Network {
+pub(crate) fn network() -> &'static Network {
     static NET: OnceLock<Network> = OnceLock::new();
     NET.get_or_init(|| Network::generate(7).unwrap())
 }
 
 /// A ledger: the genesis block and the following blocks, marshaled.
-pub struct Ledger {
+pub(crate) struct Ledger {
     pub genesis: Bytes,
     pub blocks: Vec<Bytes>,
 }
@@ -35,7 +35,7 @@ fn bytes_of(b: &Block) -> Bytes {
 }
 
 /// `OR('Org1MSP.peer', 'Org2MSP.peer')` as an ApplicationPolicy.
-pub fn any_peer_policy(net: &Network) -> ApplicationPolicy {
+pub(crate) fn any_peer_policy(net: &Network) -> ApplicationPolicy {
     let role = |org: usize| MspPrincipal {
         principal_classification: msp_principal::Classification::Role as i32,
         principal: Bytes::from(
@@ -65,7 +65,7 @@ fn tx<'a>(net: &'a Network, cc: &str) -> TxBuilder<'a> {
 }
 
 /// The mixed-defects ledger (see the module docs); block numbers and the expected codes are in the comments.
-pub fn mixed_ledger() -> &'static Ledger {
+pub(crate) fn mixed_ledger() -> &'static Ledger {
     static L: OnceLock<Ledger> = OnceLock::new();
     L.get_or_init(|| {
         let net = network();
@@ -183,7 +183,7 @@ pub fn mixed_ledger() -> &'static Ledger {
 /// `n_blocks` blocks of `size` transfers, each reading two random accounts at their version before the block
 /// (so transfers that share an account conflict), with about 1 in 12 creator and 1 in 10 endorsement
 /// signatures corrupted. Versions come from a software validator run alongside.
-pub fn random_ledger(seed: u64, n_keys: usize, n_blocks: usize, size: usize) -> Ledger {
+pub(crate) fn random_ledger(seed: u64, n_keys: usize, n_blocks: usize, size: usize) -> Ledger {
     let net = network();
     let mut chain = Chain::with_seed(net, seed).unwrap();
     chain

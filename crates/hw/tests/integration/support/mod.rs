@@ -2,16 +2,16 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-pub mod ledgers;
+pub(crate) mod ledgers;
 
 use bytes::Bytes;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 
-pub fn read_fixture(name: &str) -> Bytes {
-    Bytes::from(std::fs::read(fixtures::fabric(name)).unwrap())
+pub(crate) fn read_fixture(name: &str) -> Bytes {
+    Bytes::from(std::fs::read(fabric_fixture(name)).unwrap())
 }
 
 /// The fixture ledger's blocks (block 0 included).
-pub fn fixture_blocks() -> Vec<Bytes> {
-    ferrofabric_protoutil::records::records(read_fixture("orderer-blocks.bin")).map(|r| r.unwrap().1).collect()
+pub(crate) fn fixture_blocks() -> Vec<Bytes> {
+    ferrofabric_protoutil::records(read_fixture("orderer-blocks.bin")).map(|r| r.unwrap().1).collect()
 }

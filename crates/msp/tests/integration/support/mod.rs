@@ -8,41 +8,41 @@ use bytes::Bytes;
 use ferrofabric_msp::{Msp, MspManager};
 use ferrofabric_protos::common::{Block, ConfigEnvelope, Envelope, Payload};
 use ferrofabric_protos::msp::{FabricMspConfig, FabricNodeOUs, FabricOuIdentifier, MspConfig, SerializedIdentity};
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use p256::ecdsa::signature::Signer;
 use p256::ecdsa::{Signature, SigningKey};
 use prost::Message;
 
-pub fn crypto() -> PathBuf {
-    fixtures::fabric("crypto")
+pub(crate) fn crypto() -> PathBuf {
+    fabric_fixture("crypto")
 }
 
-pub fn org1_dir() -> PathBuf {
+pub(crate) fn org1_dir() -> PathBuf {
     crypto().join("peerOrganizations/org1.example.com")
 }
 
-pub fn org2_dir() -> PathBuf {
+pub(crate) fn org2_dir() -> PathBuf {
     crypto().join("peerOrganizations/org2.example.com")
 }
 
-pub fn orderer_org_dir() -> PathBuf {
+pub(crate) fn orderer_org_dir() -> PathBuf {
     crypto().join("ordererOrganizations/example.com")
 }
 
 /// The signcert PEM of an MSP directory.
-pub fn signcert(msp_dir: &Path) -> Vec<u8> {
+pub(crate) fn signcert(msp_dir: &Path) -> Vec<u8> {
     let dir = msp_dir.join("signcerts");
     let file = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
     std::fs::read(file).unwrap()
 }
 
-pub fn serialized(mspid: &str, pem: &[u8]) -> Vec<u8> {
+pub(crate) fn serialized(mspid: &str, pem: &[u8]) -> Vec<u8> {
     SerializedIdentity { mspid: mspid.into(), id_bytes: Bytes::copy_from_slice(pem) }.encode_to_vec()
 }
 
 /// All blocks of `orderer-blocks.bin`.
-pub fn orderer_blocks() -> Vec<Block> {
-    let data = std::fs::read(fixtures::fabric("orderer-blocks.bin")).unwrap();
+pub(crate) fn orderer_blocks() -> Vec<Block> {
+    let data = std::fs::read(fabric_fixture("orderer-blocks.bin")).unwrap();
     let mut blocks = Vec::new();
     let mut off = 0;
     while off < data.len() {
@@ -56,8 +56,8 @@ pub fn orderer_blocks() -> Vec<Block> {
 
 /// The `MSP` values of every organisation in the genesis config block:
 /// `(group path, MSPConfig)`.
-pub fn genesis_msp_configs() -> Vec<(String, MspConfig)> {
-    let raw = std::fs::read(fixtures::fabric("genesis.block")).unwrap();
+pub(crate) fn genesis_msp_configs() -> Vec<(String, MspConfig)> {
+    let raw = std::fs::read(fabric_fixture("genesis.block")).unwrap();
     let block = Block::decode(Bytes::from(raw)).unwrap();
     let env = Envelope::decode(block.data.unwrap().data[0].clone()).unwrap();
     let payload = Payload::decode(env.payload).unwrap();
@@ -76,12 +76,12 @@ pub fn genesis_msp_configs() -> Vec<(String, MspConfig)> {
 }
 
 /// An `MspManager` over the MSPs of the genesis block.
-pub fn genesis_manager() -> MspManager {
+pub(crate) fn genesis_manager() -> MspManager {
     MspManager::new(genesis_msp_configs().iter().map(|(_, c)| Msp::from_config(c).unwrap()).collect())
 }
 
 /// An `MspManager` over the three fixture MSP folders.
-pub fn dir_manager() -> MspManager {
+pub(crate) fn dir_manager() -> MspManager {
     MspManager::new(vec![
         Msp::from_msp_dir("Org1MSP", &org1_dir().join("msp")).unwrap(),
         Msp::from_msp_dir("Org2MSP", &org2_dir().join("msp")).unwrap(),
@@ -91,7 +91,7 @@ pub fn dir_manager() -> MspManager {
 
 // ---------------------------------------------------------------- DER ---
 
-pub fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
+pub(crate) fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     let mut out = vec![tag];
     let len = content.len();
     if len < 0x80 {
@@ -105,12 +105,12 @@ pub fn tlv(tag: u8, content: &[u8]) -> Vec<u8> {
     out
 }
 
-pub fn seq(parts: &[&[u8]]) -> Vec<u8> {
+pub(crate) fn seq(parts: &[&[u8]]) -> Vec<u8> {
     tlv(0x30, &parts.concat())
 }
 
 /// Reads one TLV: (tag, header length, content length).
-pub fn read_tlv(b: &[u8]) -> (u8, usize, usize) {
+pub(crate) fn read_tlv(b: &[u8]) -> (u8, usize, usize) {
     let tag = b[0];
     if b[1] < 0x80 {
         (tag, 2, b[1] as usize)
@@ -125,7 +125,7 @@ pub fn read_tlv(b: &[u8]) -> (u8, usize, usize) {
 }
 
 /// The elements inside a constructed TLV.
-pub fn children(b: &[u8]) -> Vec<Vec<u8>> {
+pub(crate) fn children(b: &[u8]) -> Vec<Vec<u8>> {
     let (_, h, l) = read_tlv(b);
     let mut rest = &b[h..h + l];
     let mut out = Vec::new();
@@ -147,12 +147,12 @@ fn unsigned_int(mag: &[u8]) -> Vec<u8> {
 }
 
 /// DER ECDSA signature from magnitudes.
-pub fn ecdsa_der(r: &[u8], s: &[u8]) -> Vec<u8> {
+pub(crate) fn ecdsa_der(r: &[u8], s: &[u8]) -> Vec<u8> {
     seq(&[&unsigned_int(r), &unsigned_int(s)])
 }
 
 /// (r, s) magnitudes of a DER ECDSA signature.
-pub fn ecdsa_parts(der: &[u8]) -> (Vec<u8>, Vec<u8>) {
+pub(crate) fn ecdsa_parts(der: &[u8]) -> (Vec<u8>, Vec<u8>) {
     let parts = children(der);
     let strip = |t: &Vec<u8>| {
         let (_, h, _) = read_tlv(t);
@@ -162,13 +162,13 @@ pub fn ecdsa_parts(der: &[u8]) -> (Vec<u8>, Vec<u8>) {
     (strip(&parts[0]), strip(&parts[1]))
 }
 
-pub const P256_N: [u8; 32] = [
+pub(crate) const P256_N: [u8; 32] = [
     0xff, 0xff, 0xff, 0xff, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xbc, 0xe6, 0xfa,
     0xad, 0xa7, 0x17, 0x9e, 0x84, 0xf3, 0xb9, 0xca, 0xc2, 0xfc, 0x63, 0x25, 0x51,
 ];
 
 /// n - s for P-256 (s given as a magnitude <= 32 bytes).
-pub fn n_minus(s: &[u8]) -> Vec<u8> {
+pub(crate) fn n_minus(s: &[u8]) -> Vec<u8> {
     let mut padded = [0u8; 32];
     padded[32 - s.len()..].copy_from_slice(s);
     let mut out = [0u8; 32];
@@ -185,7 +185,7 @@ pub fn n_minus(s: &[u8]) -> Vec<u8> {
     out.to_vec()
 }
 
-pub fn is_high_s(s: &[u8]) -> bool {
+pub(crate) fn is_high_s(s: &[u8]) -> bool {
     let mut padded = [0u8; 32];
     padded[32 - s.len()..].copy_from_slice(s);
     // n/2 < s  <=>  2s > n
@@ -203,7 +203,7 @@ pub fn is_high_s(s: &[u8]) -> bool {
 }
 
 /// Standard base64 PEM.
-pub fn pem(label: &str, der: &[u8]) -> Vec<u8> {
+pub(crate) fn pem(label: &str, der: &[u8]) -> Vec<u8> {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut b64 = Vec::new();
     for c in der.chunks(3) {
@@ -223,7 +223,7 @@ pub fn pem(label: &str, der: &[u8]) -> Vec<u8> {
 }
 
 /// Raw base64 body of the first PEM block (test-side decoder).
-pub fn pem_der(pem_text: &[u8]) -> Vec<u8> {
+pub(crate) fn pem_der(pem_text: &[u8]) -> Vec<u8> {
     let text = std::str::from_utf8(pem_text).unwrap();
     let body: String = text
         .lines()
@@ -260,19 +260,19 @@ const OID_EC_PUBKEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
 const OID_P256: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
 
 /// A deterministic test key.
-pub fn key(seed: u8) -> SigningKey {
+pub(crate) fn key(seed: u8) -> SigningKey {
     let mut bytes = [0x11u8; 32];
     bytes[31] = seed;
     SigningKey::from_bytes(&bytes.into()).unwrap()
 }
 
-pub fn sign_der(key: &SigningKey, msg: &[u8]) -> Vec<u8> {
+pub(crate) fn sign_der(key: &SigningKey, msg: &[u8]) -> Vec<u8> {
     let sig: Signature = key.sign(msg);
     let sig = sig.normalize_s().unwrap_or(sig);
     sig.to_der().as_bytes().to_vec()
 }
 
-pub fn name(cn: &str, ous: &[&str]) -> Vec<u8> {
+pub(crate) fn name(cn: &str, ous: &[&str]) -> Vec<u8> {
     let mut rdns = Vec::new();
     rdns.extend(tlv(0x31, &seq(&[&tlv(0x06, &[0x55, 0x04, 0x0a]), &tlv(0x13, b"example.com")])));
     for ou in ous {
@@ -291,13 +291,13 @@ fn ext(oid: &[u8], critical: bool, value: &[u8]) -> Vec<u8> {
     tlv(0x30, &parts.concat())
 }
 
-pub fn ski_of(key: &SigningKey) -> Vec<u8> {
+pub(crate) fn ski_of(key: &SigningKey) -> Vec<u8> {
     use sha2::Digest;
     sha2::Sha256::digest(key.verifying_key().to_encoded_point(false).as_bytes()).to_vec()
 }
 
 /// What a synthetic certificate looks like.
-pub struct CertSpec<'a> {
+pub(crate) struct CertSpec<'a> {
     pub subject: Vec<u8>,
     pub issuer: Vec<u8>,
     pub serial: u64,
@@ -310,11 +310,11 @@ pub struct CertSpec<'a> {
     pub eku: Option<Vec<Vec<u8>>>,
 }
 
-pub const EKU_CLIENT_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02];
-pub const EKU_SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
+pub(crate) const EKU_CLIENT_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x02];
+pub(crate) const EKU_SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
 
 /// A DER certificate signed (low-S) by `issuer_key`.
-pub fn make_cert(spec: &CertSpec<'_>) -> Vec<u8> {
+pub(crate) fn make_cert(spec: &CertSpec<'_>) -> Vec<u8> {
     let alg = seq(&[&tlv(0x06, OID_ECDSA_SHA256)]);
     let point = spec.key.verifying_key().to_encoded_point(false);
     let mut bits = vec![0u8];
@@ -350,7 +350,7 @@ pub fn make_cert(spec: &CertSpec<'_>) -> Vec<u8> {
 }
 
 /// Replaces the signature of a certificate DER.
-pub fn with_signature(cert_der: &[u8], sig: &[u8]) -> Vec<u8> {
+pub(crate) fn with_signature(cert_der: &[u8], sig: &[u8]) -> Vec<u8> {
     let parts = children(cert_der);
     let mut bits = vec![0u8];
     bits.extend_from_slice(sig);
@@ -358,14 +358,14 @@ pub fn with_signature(cert_der: &[u8], sig: &[u8]) -> Vec<u8> {
 }
 
 /// The signature DER of a certificate.
-pub fn signature_of(cert_der: &[u8]) -> Vec<u8> {
+pub(crate) fn signature_of(cert_der: &[u8]) -> Vec<u8> {
     let parts = children(cert_der);
     let (_, h, _) = read_tlv(&parts[2]);
     parts[2][h + 1..].to_vec()
 }
 
 /// A DER CRL issued by `key`, revoking `serials`, with an AKI of `aki`.
-pub fn make_crl(issuer: &[u8], key: &SigningKey, aki: Option<&[u8]>, serials: &[u64]) -> Vec<u8> {
+pub(crate) fn make_crl(issuer: &[u8], key: &SigningKey, aki: Option<&[u8]>, serials: &[u64]) -> Vec<u8> {
     let alg = seq(&[&tlv(0x06, OID_ECDSA_SHA256)]);
     let revoked: Vec<u8> =
         serials.iter().flat_map(|s| seq(&[&unsigned_int(&s.to_be_bytes()), &tlv(0x17, b"300101000000Z")])).collect();
@@ -388,7 +388,7 @@ pub fn make_crl(issuer: &[u8], key: &SigningKey, aki: Option<&[u8]>, serials: &[
 
 /// A FABRIC `MSPConfig` with NodeOUs (client/peer/admin/orderer, no
 /// certifier restriction) unless `node_ous` is false.
-pub fn msp_config(
+pub(crate) fn msp_config(
     name: &str,
     roots: &[Vec<u8>],
     intermediates: &[Vec<u8>],

@@ -8,24 +8,23 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_comm::client::{self, DeliverItem};
-use ferrofabric_orderer::config::OrdererConfig;
-use ferrofabric_orderer::server::{start, Plugins, RunningOrderer};
+use ferrofabric_comm::{deliver, seek_envelope, seek_range, DeliverItem};
+use ferrofabric_orderer::{start, OrdererConfig, Plugins, RunningOrderer};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use futures::StreamExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-pub fn fixture_orderer_msp() -> PathBuf {
-    fixtures::fabric("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
+pub(crate) fn fixture_orderer_msp() -> PathBuf {
+    fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
 }
 
-pub fn fixture_user1_msp() -> PathBuf {
-    fixtures::fabric("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp")
+pub(crate) fn fixture_user1_msp() -> PathBuf {
+    fabric_fixture("crypto/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp")
 }
 
 /// A node configuration on 127.0.0.1 with ephemeral ports, ledger under `data`.
-pub fn loopback_config(data: &Path, msp_dir: &Path, msp_id: &str) -> OrdererConfig {
+pub(crate) fn loopback_config(data: &Path, msp_dir: &Path, msp_id: &str) -> OrdererConfig {
     let mut c = OrdererConfig::defaults();
     c.general.listen_address = "127.0.0.1".into();
     c.general.listen_port = 0;
@@ -38,30 +37,36 @@ pub fn loopback_config(data: &Path, msp_dir: &Path, msp_id: &str) -> OrdererConf
     c
 }
 
-pub async fn start_node(config: OrdererConfig) -> RunningOrderer {
+pub(crate) async fn start_node(config: OrdererConfig) -> RunningOrderer {
     tokio::time::timeout(Duration::from_secs(30), start(config, solo_plugins())).await.unwrap().unwrap()
 }
 
 /// A parsed HTTP response.
 #[derive(Debug)]
-pub struct HttpResponse {
+pub(crate) struct HttpResponse {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
 impl HttpResponse {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
     }
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
     }
 }
 
 /// One HTTP/1.1 request with `Connection: close` over plain TCP; reads the whole response.
-pub async fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> HttpResponse {
+pub(crate) async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> HttpResponse {
     let fut = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
@@ -104,7 +109,7 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 }
 
 /// A multipart/form-data body with one file part `field` holding `content` (as osnadmin sends it).
-pub fn multipart(field: &str, content: &[u8]) -> (String, Vec<u8>) {
+pub(crate) fn multipart(field: &str, content: &[u8]) -> (String, Vec<u8>) {
     let boundary = "ferrofabric-test-boundary-7MA4YWxkTrZu0gW";
     let mut body = Vec::new();
     body.extend_from_slice(
@@ -120,14 +125,14 @@ pub fn multipart(field: &str, content: &[u8]) -> (String, Vec<u8>) {
 }
 
 /// POSTs a join request with `block` over the participation API.
-pub async fn join(admin: SocketAddr, block: &[u8]) -> HttpResponse {
+pub(crate) async fn join(admin: SocketAddr, block: &[u8]) -> HttpResponse {
     let (ct, body) = multipart("config-block", block);
     http(admin, "POST", "/participation/v1/channels", &[("Content-Type", ct)], &body).await
 }
 
 /// Reads blocks `start..=stop` of `channel_id` over Deliver with `behavior`, signed by `sign`; returns the raw
 /// block bytes and the closing status (within 20 s).
-pub async fn deliver_range(
+pub(crate) async fn deliver_range(
     ch: tonic::transport::Channel,
     channel_id: &str,
     creator: &Bytes,
@@ -136,11 +141,10 @@ pub async fn deliver_range(
     stop: u64,
     behavior: SeekBehavior,
 ) -> (Vec<Bytes>, Option<i32>) {
-    let seek = client::seek_range(start, Some(stop), behavior);
-    let env = client::seek_envelope(channel_id, creator, sign, &seek);
+    let seek = seek_range(start, Some(stop), behavior);
+    let env = seek_envelope(channel_id, creator, sign, &seek);
     let fut = async {
-        let mut stream =
-            client::deliver(ch, futures::stream::iter(vec![env]).chain(futures::stream::pending())).await.unwrap();
+        let mut stream = deliver(ch, futures::stream::iter(vec![env]).chain(futures::stream::pending())).await.unwrap();
         let mut blocks = Vec::new();
         while let Some(item) = stream.next().await {
             match item.unwrap() {
@@ -155,7 +159,7 @@ pub async fn deliver_range(
 
 /// `genesis` with the orderer's BatchSize and BatchTimeout replaced (header data hash recomputed; the block is
 /// re-marshaled, so it is no longer byte-identical to the input).
-pub fn with_batch(genesis: &[u8], max_count: u32, absolute: u32, preferred: u32, timeout: &str) -> Bytes {
+pub(crate) fn with_batch(genesis: &[u8], max_count: u32, absolute: u32, preferred: u32, timeout: &str) -> Bytes {
     use ferrofabric_protos::common::{Block, ConfigEnvelope, Envelope, Payload};
     use ferrofabric_protos::orderer::{BatchSize, BatchTimeout};
     use prost::Message;
@@ -180,7 +184,7 @@ pub fn with_batch(genesis: &[u8], max_count: u32, absolute: u32, preferred: u32,
 }
 
 /// Transaction IDs of the envelopes of a marshaled block, in order.
-pub fn block_tx_ids(raw: &Bytes) -> Vec<String> {
+pub(crate) fn block_tx_ids(raw: &Bytes) -> Vec<String> {
     use ferrofabric_protos::common::{Block, ChannelHeader, Envelope, Payload};
     use prost::Message;
     let block = Block::decode(raw.clone()).unwrap();
@@ -198,18 +202,18 @@ pub fn block_tx_ids(raw: &Bytes) -> Vec<String> {
 }
 
 /// Paths of a testkit network written with `write_msp_dirs` under `dir`.
-pub struct NetDirs {
+pub(crate) struct NetDirs {
     pub orderer_msp: PathBuf,
     pub orderer_tls: PathBuf,
 }
 
-pub fn net_dirs(dir: &Path) -> NetDirs {
+pub(crate) fn net_dirs(dir: &Path) -> NetDirs {
     let base = dir.join("ordererOrganizations/example.com/orderers/orderer.example.com");
     NetDirs { orderer_msp: base.join("msp"), orderer_tls: base.join("tls") }
 }
 
 /// The node's plugins with the solo backend (which also serves single-consenter etcdraft channels).
-pub fn solo_plugins() -> Plugins {
+pub(crate) fn solo_plugins() -> Plugins {
     let mut plugins = Plugins::default();
     ferrofabric_consensus_solo::register(&mut plugins.registry);
     plugins

@@ -5,19 +5,19 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use bytes::Bytes;
-use ferrofabric_testkit::fixtures;
+use ferrofabric_testkit::fabric_fixture;
 use prost::Message;
 
 /// Reads a fixture file into one `Bytes` buffer.
-pub fn read_fixture(name: &str) -> Bytes {
-    let path = fixtures::fabric(name);
+pub(crate) fn read_fixture(name: &str) -> Bytes {
+    let path = fabric_fixture(name);
     let data = std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     Bytes::from(data)
 }
 
 /// Splits a ledger file made of `[u64 LE length][marshaled common.Block]`
 /// records into zero-copy slices of `file`. Panics on a truncated record.
-pub fn split_ledger(file: &Bytes) -> Vec<Bytes> {
+pub(crate) fn split_ledger(file: &Bytes) -> Vec<Bytes> {
     let mut records = Vec::new();
     let mut pos = 0usize;
     while pos < file.len() {
@@ -33,7 +33,7 @@ pub fn split_ledger(file: &Bytes) -> Vec<Bytes> {
 }
 
 /// The parsed `expected.json` summary written by the fixture generator.
-pub fn expected() -> serde_json::Value {
+pub(crate) fn expected() -> serde_json::Value {
     let raw = read_fixture("expected.json");
     serde_json::from_slice(&raw).expect("expected.json is valid JSON")
 }
@@ -41,7 +41,7 @@ pub fn expected() -> serde_json::Value {
 /// Decodes `raw` as `M` and asserts that re-encoding reproduces `raw`
 /// byte for byte. Only valid for messages without map fields (map order is
 /// not canonical in Go's marshaller).
-pub fn decode_exact<M: Message + Default>(raw: &Bytes, what: &str) -> M {
+pub(crate) fn decode_exact<M: Message + Default>(raw: &Bytes, what: &str) -> M {
     let msg = M::decode(raw.clone()).unwrap_or_else(|e| panic!("{what}: decode failed: {e}"));
     let again = msg.encode_to_vec();
     assert!(again == raw[..], "{what}: re-encoding differs from the original ({} vs {} bytes)", again.len(), raw.len());
@@ -50,18 +50,18 @@ pub fn decode_exact<M: Message + Default>(raw: &Bytes, what: &str) -> M {
 
 /// Decodes `raw` as `M` without the round-trip check (for messages that
 /// contain map fields).
-pub fn decode<M: Message + Default>(raw: &Bytes, what: &str) -> M {
+pub(crate) fn decode<M: Message + Default>(raw: &Bytes, what: &str) -> M {
     M::decode(raw.clone()).unwrap_or_else(|e| panic!("{what}: decode failed: {e}"))
 }
 
 /// Hex encoding of a byte string, as used throughout expected.json.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     ::hex::encode(bytes)
 }
 
 /// Formats a protobuf timestamp as RFC 3339 UTC with nine fractional digits
 /// (the form expected.json uses).
-pub fn rfc3339_nanos(ts: &prost_types::Timestamp) -> String {
+pub(crate) fn rfc3339_nanos(ts: &prost_types::Timestamp) -> String {
     let days = ts.seconds.div_euclid(86_400);
     let secs_of_day = ts.seconds.rem_euclid(86_400);
     // Civil-from-days (proleptic Gregorian), Howard Hinnant's algorithm.

@@ -29,25 +29,25 @@ use sha2::{Digest, Sha256};
 
 /// Chaincode defined with the channel's `/Channel/Application/Endorsement` (MAJORITY of the orgs' `Endorsement`
 /// policies, i.e. both peers).
-pub const CC: &str = "transfer";
+pub(crate) const CC: &str = "transfer";
 /// Chaincode defined with `OR(Org1MSP.peer, Org2MSP.peer)` and two static collections.
-pub const PRIVATE: &str = "private";
+pub(crate) const PRIVATE: &str = "private";
 /// Collection of [`PRIVATE`] whose own endorsement policy is `Org2MSP.peer`.
-pub const ORG2_ONLY: &str = "org2only";
+pub(crate) const ORG2_ONLY: &str = "org2only";
 /// Collection of [`PRIVATE`] without an endorsement policy of its own (the chaincode's applies).
-pub const SHARED: &str = "shared";
+pub(crate) const SHARED: &str = "shared";
 /// Versions of the two definitions committed in block 1.
-pub const CC_DEFINITION: (u64, u64) = (1, 0);
-pub const PRIVATE_DEFINITION: (u64, u64) = (1, 1);
+pub(crate) const CC_DEFINITION: (u64, u64) = (1, 0);
+pub(crate) const PRIVATE_DEFINITION: (u64, u64) = (1, 1);
 
 /// One network per test binary (certificate generation is the slow part).
-pub fn network() -> &'static Network {
+pub(crate) fn network() -> &'static Network {
     static NET: OnceLock<Network> = OnceLock::new();
     NET.get_or_init(|| Network::generate(7).unwrap())
 }
 
 /// `MSPRole{mspid, role}` as a principal.
-pub fn role(mspid: &str, role: msp_role::MspRoleType) -> MspPrincipal {
+pub(crate) fn role(mspid: &str, role: msp_role::MspRoleType) -> MspPrincipal {
     MspPrincipal {
         principal_classification: msp_principal::Classification::Role as i32,
         principal: Bytes::from(MspRole { msp_identifier: mspid.to_owned(), role: role as i32 }.encode_to_vec()),
@@ -56,7 +56,7 @@ pub fn role(mspid: &str, role: msp_role::MspRoleType) -> MspPrincipal {
 
 /// `n` out of the peers of `mspids`, as a SignaturePolicyEnvelope (what `policydsl` builds and what a key's
 /// `VALIDATION_PARAMETER` holds).
-pub fn peers_policy(n: i32, mspids: &[&str]) -> SignaturePolicyEnvelope {
+pub(crate) fn peers_policy(n: i32, mspids: &[&str]) -> SignaturePolicyEnvelope {
     SignaturePolicyEnvelope {
         version: 0,
         rule: Some(SignaturePolicy {
@@ -72,7 +72,7 @@ pub fn peers_policy(n: i32, mspids: &[&str]) -> SignaturePolicyEnvelope {
 }
 
 /// A signature policy as a chaincode / collection endorsement policy.
-pub fn application_policy(env: SignaturePolicyEnvelope) -> ApplicationPolicy {
+pub(crate) fn application_policy(env: SignaturePolicyEnvelope) -> ApplicationPolicy {
     ApplicationPolicy { r#type: Some(application_policy::Type::SignaturePolicy(env)) }
 }
 
@@ -95,7 +95,7 @@ fn static_collection(name: &str, endorsement: Option<ApplicationPolicy>) -> Coll
 }
 
 /// The two `_lifecycle` commits of block 1: [`CC`] and [`PRIVATE`].
-pub fn definitions(net: &Network) -> Vec<Bytes> {
+pub(crate) fn definitions(net: &Network) -> Vec<Bytes> {
     let transfer = ChaincodeDefinition::new(CC, 1, channel_policy_reference(DEFAULT_ENDORSEMENT_POLICY));
     let mut private =
         ChaincodeDefinition::new(PRIVATE, 1, application_policy(peers_policy(1, &["Org1MSP", "Org2MSP"])));
@@ -109,7 +109,7 @@ pub fn definitions(net: &Network) -> Vec<Bytes> {
 }
 
 /// A validator following a chain of orderer-signed blocks.
-pub struct Harness {
+pub(crate) struct Harness {
     pub net: &'static Network,
     pub validator: Validator,
     /// Header of the last block the validator accepted: the next block chains to it.
@@ -118,12 +118,12 @@ pub struct Harness {
 
 impl Harness {
     /// Genesis, then block 1 with the [`definitions`] (checked VALID).
-    pub fn new() -> Harness {
+    pub(crate) fn new() -> Harness {
         Harness::with_threads(2)
     }
 
     /// [`Harness::new`] with a given validation pool size.
-    pub fn with_threads(threads: usize) -> Harness {
+    pub(crate) fn with_threads(threads: usize) -> Harness {
         let net = network();
         let validator = Validator::new(net.genesis_block(), ValidatorOptions { threads }).unwrap();
         let last = Block::decode(net.genesis_block()).unwrap().header.unwrap();
@@ -134,17 +134,17 @@ impl Harness {
     }
 
     /// Number of the next block.
-    pub fn next_block(&self) -> u64 {
+    pub(crate) fn next_block(&self) -> u64 {
         self.validator.last_block_number() + 1
     }
 
     /// Cuts the next orderer-signed block from `envelopes` (marshaled `common.Block`), without committing it.
-    pub fn cut(&self, envelopes: &[Bytes]) -> Bytes {
+    pub(crate) fn cut(&self, envelopes: &[Bytes]) -> Bytes {
         BlockBuilder::new(self.net.orderer(), Some(&self.last)).build_bytes(envelopes)
     }
 
     /// Commits a block cut by [`Harness::cut`]; the chain advances only if the validator accepts it.
-    pub fn commit_raw(&mut self, raw: Bytes) -> Result<BlockResult, ValidatorError> {
+    pub(crate) fn commit_raw(&mut self, raw: Bytes) -> Result<BlockResult, ValidatorError> {
         let header = Block::decode(raw.clone()).unwrap().header.unwrap();
         let result = self.validator.commit_block(raw)?;
         self.last = header;
@@ -154,7 +154,7 @@ impl Harness {
     /// Cuts and commits the next block; the block must be accepted. Checks, for every block, that only VALID
     /// transactions changed the state: every key whose value, metadata or version changed (or that disappeared)
     /// was updated by a transaction of this block whose code is VALID.
-    pub fn commit(&mut self, envelopes: &[Bytes]) -> BlockResult {
+    pub(crate) fn commit(&mut self, envelopes: &[Bytes]) -> BlockResult {
         let raw = self.cut(envelopes);
         let before = self.snapshot();
         let result = self.commit_raw(raw).unwrap();
@@ -181,7 +181,7 @@ impl Harness {
     }
 
     /// Cuts the next block and returns what the validator says, without the state checks of [`Harness::commit`].
-    pub fn try_commit(&mut self, envelopes: &[Bytes]) -> Result<BlockResult, ValidatorError> {
+    pub(crate) fn try_commit(&mut self, envelopes: &[Bytes]) -> Result<BlockResult, ValidatorError> {
         let raw = self.cut(envelopes);
         self.commit_raw(raw)
     }
@@ -191,17 +191,17 @@ impl Harness {
     }
 
     /// The committed public value of `key` in `ns`.
-    pub fn get(&self, ns: &str, key: &str) -> Option<VersionedValue> {
+    pub(crate) fn get(&self, ns: &str, key: &str) -> Option<VersionedValue> {
         self.validator.state().view().get(&StateKey::public(ns, key.to_owned()))
     }
 
     /// The committed version `(block, tx)` of public `key` in `ns`.
-    pub fn version(&self, ns: &str, key: &str) -> Option<(u64, u64)> {
+    pub(crate) fn version(&self, ns: &str, key: &str) -> Option<(u64, u64)> {
         self.get(ns, key).map(|v| (v.version.block_num, v.version.tx_num))
     }
 
     /// The committed version of private `key` of `coll` (hashed state).
-    pub fn hashed_version(&self, ns: &str, coll: &str, key: &str) -> Option<(u64, u64)> {
+    pub(crate) fn hashed_version(&self, ns: &str, coll: &str, key: &str) -> Option<(u64, u64)> {
         let kh = Bytes::copy_from_slice(&Sha256::digest(key.as_bytes()));
         self.validator
             .state()
@@ -211,17 +211,17 @@ impl Harness {
     }
 
     /// A [`CC`] invocation by User1@org1, endorsed by both peers, with the `_lifecycle` definition read.
-    pub fn tx(&self) -> TxBuilder<'static> {
+    pub(crate) fn tx(&self) -> TxBuilder<'static> {
         TxBuilder::new(self.net).chaincode(CC, "1.0").lifecycle_read(Some(CC_DEFINITION))
     }
 
     /// A [`PRIVATE`] invocation, endorsed by both peers.
-    pub fn private_tx(&self) -> TxBuilder<'static> {
+    pub(crate) fn private_tx(&self) -> TxBuilder<'static> {
         TxBuilder::new(self.net).chaincode(PRIVATE, "1.0").lifecycle_read(Some(PRIVATE_DEFINITION))
     }
 
     /// Commits one VALID transaction writing `value-of-<key>` to each of `keys` in [`CC`].
-    pub fn seed(&mut self, keys: &[&str]) {
+    pub(crate) fn seed(&mut self, keys: &[&str]) {
         let mut b = self.tx();
         for k in keys {
             b = b.write(CC, k, format!("value-of-{k}"));
@@ -235,7 +235,7 @@ impl Harness {
 /// the way `protoutil.CreateSignedTx` does: proposal hash over (channel header ‖ signature header ‖ proposal
 /// payload), fresh endorsements over the response payload, creator signature over the payload.
 #[derive(Clone, Debug)]
-pub struct Parts {
+pub(crate) struct Parts {
     pub channel_header: ChannelHeader,
     pub signature_header: SignatureHeader,
     pub proposal_payload: Bytes,
@@ -246,7 +246,7 @@ pub struct Parts {
 
 impl Parts {
     /// Splits a well-formed testkit envelope.
-    pub fn of(envelope: &Bytes) -> Parts {
+    pub(crate) fn of(envelope: &Bytes) -> Parts {
         let env = Envelope::decode(envelope.clone()).unwrap();
         let payload = Payload::decode(env.payload).unwrap();
         let header = payload.header.unwrap();
@@ -263,7 +263,7 @@ impl Parts {
     }
 
     /// Re-assembles and re-signs the transaction.
-    pub fn assemble(&self, creator: &SigningIdentity, endorsers: &[&SigningIdentity]) -> Bytes {
+    pub(crate) fn assemble(&self, creator: &SigningIdentity, endorsers: &[&SigningIdentity]) -> Bytes {
         let ch = Bytes::from(self.channel_header.encode_to_vec());
         let sh = Bytes::from(self.signature_header.encode_to_vec());
         let mut hash = Sha256::new();
@@ -298,13 +298,13 @@ impl Parts {
 }
 
 /// `Envelope{payload, signature = creator's signature over payload}`, marshaled.
-pub fn sign_payload(creator: &SigningIdentity, payload: Bytes) -> Bytes {
+pub(crate) fn sign_payload(creator: &SigningIdentity, payload: Bytes) -> Bytes {
     let signature = Bytes::from(creator.sign(&payload));
     Bytes::from(Envelope { payload, signature }.encode_to_vec())
 }
 
 /// Decodes the envelope's `Payload`, lets `f` change it, and has `creator` sign the result.
-pub fn resign_payload(envelope: &Bytes, creator: &SigningIdentity, f: impl FnOnce(&mut Payload)) -> Bytes {
+pub(crate) fn resign_payload(envelope: &Bytes, creator: &SigningIdentity, f: impl FnOnce(&mut Payload)) -> Bytes {
     let env = Envelope::decode(envelope.clone()).unwrap();
     let mut payload = Payload::decode(env.payload).unwrap();
     f(&mut payload);
@@ -313,11 +313,11 @@ pub fn resign_payload(envelope: &Bytes, creator: &SigningIdentity, f: impl FnOnc
 
 /// Bytes that neither Go's protobuf nor prost decode as any message: field 1 (length-delimited) announcing five
 /// bytes with only one present.
-pub const TRUNCATED: &[u8] = &[0x0a, 0x05, 0x01];
+pub(crate) const TRUNCATED: &[u8] = &[0x0a, 0x05, 0x01];
 
 /// User1@org1 of another generated network, presented under MSP ID `mspid` (loaded from the MSP directory that
 /// network writes, as a client would).
-pub fn foreign_client(mspid: &str) -> SigningIdentity {
+pub(crate) fn foreign_client(mspid: &str) -> SigningIdentity {
     let other = Network::generate(99).unwrap();
     let dir = tempfile::tempdir().unwrap();
     other.write_msp_dirs(dir.path()).unwrap();

@@ -132,8 +132,9 @@ pub(crate) struct Checked {
 
 /// Verifies that `raw` is the block that extends `tip`: it decodes, its number is `tip.height`, its previous_hash is
 /// the last header hash (empty for block 0), and its data_hash matches the envelopes
-/// (Fabric: `blockfile_mgr.go` `addBlock` and `protoutil.ComputeBlockDataHash`).
-pub(crate) fn check_next(raw: &Bytes, tip: &Tip) -> Result<Checked, StoreError> {
+/// (Fabric: `blockfile_mgr.go` `addBlock` and `protoutil.ComputeBlockDataHash`). The txids are extracted only
+/// `with_txids`.
+pub(crate) fn check_next(raw: &Bytes, tip: &Tip, with_txids: bool) -> Result<Checked, StoreError> {
     if raw.len() as u64 > ferrofabric_protoutil::MAX_RECORD {
         return Err(StoreError::InvalidBlock(format!(
             "{} bytes exceeds the {} byte record limit",
@@ -165,7 +166,7 @@ pub(crate) fn check_next(raw: &Bytes, tip: &Tip) -> Result<Checked, StoreError> 
             computed: hex::encode(computed),
         });
     }
-    let txids = arena.txs().iter().map(txid_of).collect();
+    let txids = if with_txids { arena.txs().iter().map(txid_of).collect() } else { Vec::new() };
     Ok(Checked { number: header.number, header_hash: block_header_hash(header), txids })
 }
 

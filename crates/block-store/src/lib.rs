@@ -94,11 +94,15 @@ pub struct StoreOptions {
     /// How many of the most recently appended blocks are kept in memory for reads (0 disables). Deliver streams at
     /// the tip read these without touching the files.
     pub cache_blocks: usize,
+    /// Index every transaction ID (for [`BlockStore::tx_location`]), as a peer's block store does. An orderer's
+    /// ledger indexes block numbers only (Fabric's `fileledger` asks `blkstorage` for `IndexableAttrBlockNum`
+    /// alone): turning this off spares it a key-value write per transaction.
+    pub index_txids: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { sync: SyncPolicy::EveryBlock, max_file_size: 64 << 20, cache_blocks: 32 }
+        StoreOptions { sync: SyncPolicy::EveryBlock, max_file_size: 64 << 20, cache_blocks: 32, index_txids: true }
     }
 }
 
@@ -196,7 +200,7 @@ impl BlockStore {
                 (Tip::EMPTY, (0, 0))
             }
         };
-        let (num, end) = scan_tail(&db, &blocks_dir, &mut tip, start, &mut report)?;
+        let (num, end) = scan_tail(&db, &blocks_dir, &mut tip, start, options.index_txids, &mut report)?;
         db.flush().map_err(|e| StoreError::index("flushing after open", e))?;
         if report != RecoveryReport::default() {
             tracing::info!(dir = %dir.display(), ?report, "block store repaired on open");
@@ -248,7 +252,7 @@ impl BlockStore {
             return Err(StoreError::Broken(reason.clone()));
         }
         let tip = *read(&self.tip);
-        let checked = index::check_next(&block_bytes, &tip)?;
+        let checked = index::check_next(&block_bytes, &tip, self.options.index_txids)?;
         let len = block_bytes.len() as u64;
         if w.end > 0 && w.end + 8 + len > self.options.max_file_size {
             self.roll(&mut w)?;
@@ -448,7 +452,8 @@ impl BlockStore {
     }
 
     /// Where the transaction `txid` is: `(block number, index in the block)` of its first occurrence in the chain
-    /// (Fabric's txid index; later duplicates, which the committer marks DUPLICATE_TXID, do not move it).
+    /// (Fabric's txid index; later duplicates, which the committer marks DUPLICATE_TXID, do not move it). `None`
+    /// also for the transactions of blocks appended while [`StoreOptions::index_txids`] was off.
     ///
     /// Errors: [`StoreError::Index`], [`StoreError::CorruptIndex`].
     pub fn tx_location(&self, txid: &str) -> Result<Option<(u64, u32)>, StoreError> {
@@ -617,6 +622,7 @@ fn scan_tail(
     blocks_dir: &Path,
     tip: &mut Tip,
     start: (u32, u64),
+    index_txids: bool,
     report: &mut RecoveryReport,
 ) -> Result<(u32, u64), StoreError> {
     let present = files::list(blocks_dir)?;
@@ -648,7 +654,7 @@ fn scan_tail(
             match rec {
                 Ok((rel, body)) => {
                     let at = offset + rel;
-                    match index::check_next(&body, tip) {
+                    match index::check_next(&body, tip, index_txids) {
                         Ok(checked) => {
                             let loc = Loc { file: num, offset: at, len: body.len() as u64 };
                             *tip = index::index_block(db, &checked, &loc)?;

@@ -163,6 +163,8 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
         signing_window: tuning.signing_window,
         store_options: StoreOptions {
             sync: if tuning.sync_every_block { SyncPolicy::EveryBlock } else { SyncPolicy::None },
+            // Fabric's orderer ledger indexes block numbers only.
+            index_txids: false,
             ..StoreOptions::default()
         },
         node_certificate,

@@ -105,6 +105,27 @@ fn txid_lookups_match_the_fixture_first_occurrence_wins() {
 }
 
 #[test]
+fn a_block_number_only_index_serves_blocks_but_no_txids() {
+    let blocks = orderer_blocks();
+    let exp = expected();
+    let tx1 = exp["blocks"][1]["txs"][0]["txid"].as_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let options = StoreOptions { index_txids: false, ..Default::default() };
+    let store = BlockStore::open(tmp.path(), options.clone()).unwrap();
+    for b in &blocks {
+        store.append(b.clone()).unwrap();
+    }
+    assert_eq!(store.tx_location(tx1).unwrap(), None);
+    drop(store);
+    let store = BlockStore::open(tmp.path(), options).unwrap();
+    assert_eq!(store.height(), blocks.len() as u64);
+    for (i, b) in blocks.iter().enumerate() {
+        assert_eq!(store.block(i as u64).unwrap().as_ref(), Some(b));
+    }
+    assert_eq!(store.tx_location(tx1).unwrap(), None);
+}
+
+#[test]
 fn out_of_order_blocks_are_refused_and_nothing_is_written() {
     let blocks = orderer_blocks();
     let tmp = tempfile::tempdir().unwrap();

@@ -162,11 +162,7 @@ impl PublicKey {
     /// Errors: [`MspError::MalformedSignature`], [`MspError::HighS`],
     /// [`MspError::InvalidSignature`].
     pub fn verify(&self, msg: &[u8], der_signature: &[u8]) -> Result<(), MspError> {
-        let (r, s) = asn1::parse_ecdsa_signature(der_signature).map_err(MspError::MalformedSignature)?;
-        if cmp_be(s, &P256_HALF_N) == Ordering::Greater {
-            return Err(MspError::HighS);
-        }
-        let sig = ferrofabric_ecdsa::Signature::from_scalars(r, s).ok_or(MspError::InvalidSignature)?;
+        let sig = fabric_signature(der_signature)?;
         if self.key.verify(msg, &sig) {
             Ok(())
         } else {
@@ -175,21 +171,23 @@ impl PublicKey {
     }
 }
 
+/// Fabric's decoding of a signature before the curve check (bccsp/sw/ecdsa.go `verifyECDSA`): Go-ASN.1 decoding
+/// (r, s > 0), the low-S rule, then Go's `ecdsa.Verify` range check (r, s < n).
+fn fabric_signature(der_signature: &[u8]) -> Result<ferrofabric_ecdsa::Signature, MspError> {
+    let (r, s) = asn1::parse_ecdsa_signature(der_signature).map_err(MspError::MalformedSignature)?;
+    if cmp_be(s, &P256_HALF_N) == Ordering::Greater {
+        return Err(MspError::HighS);
+    }
+    ferrofabric_ecdsa::Signature::from_scalars(r, s).ok_or(MspError::InvalidSignature)
+}
+
 /// Fabric's signature checks for many `(key, msg, der_signature)` triples at once, e.g. every creator signature of a
 /// block: the verdicts, in order, are those of [`PublicKey::verify`] one by one (`true` = `Ok`), but the
 /// signatures that pass the DER and low-S checks share one scalar inversion
 /// ([`ferrofabric_ecdsa::verify_batch`]).
 pub fn verify_batch(items: &[(&PublicKey, &[u8], &[u8])]) -> Vec<bool> {
-    let parsed: Vec<Option<ferrofabric_ecdsa::Signature>> = items
-        .iter()
-        .map(|(_, _, der)| {
-            let (r, s) = asn1::parse_ecdsa_signature(der).ok()?;
-            if cmp_be(s, &P256_HALF_N) == Ordering::Greater {
-                return None;
-            }
-            ferrofabric_ecdsa::Signature::from_scalars(r, s)
-        })
-        .collect();
+    let parsed: Vec<Option<ferrofabric_ecdsa::Signature>> =
+        items.iter().map(|(_, _, der)| fabric_signature(der).ok()).collect();
     let batch: Vec<ferrofabric_ecdsa::BatchItem<'_>> = items
         .iter()
         .zip(&parsed)

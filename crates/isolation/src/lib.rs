@@ -1,0 +1,24 @@
+//! Performance isolation on shared hosts, after QiOi (Kim et al., "QiOi: Performance Isolation for Hyperledger
+//! Fabric", Applied Sciences 11(9), 2021): Ferrofabric's components in their own CPU-share cgroups, and a
+//! controller that raises the share of the bottleneck component when the committed throughput falls under an
+//! operator's isolation threshold, and lets it decay when the neighbours leave.
+//!
+//! * [`CpuHierarchy::detect`] finds a writable cgroup v2 (`cpu.weight`) or v1 (`cpu.shares`) hierarchy;
+//!   [`Cgroup`] is one cgroup (create, move a process in, set the share). Shares are in v1 units everywhere.
+//! * [`SchedTimes`]: a process's CPU and run-queue wait time from `/proc` — how the bottleneck is found.
+//! * [`Controller`]: the decision rule, pure and testable against a simulated host (its module documentation
+//!   describes the design: thresholds, hysteresis, bounds).
+//! * [`run_controller`]: the loop that feeds it once a second from the committer's operations endpoint and
+//!   applies its shares, with `qioi_cpu_share{component}` and `qioi_decisions_total{action}` metrics.
+
+mod cgroup;
+mod control_loop;
+mod controller;
+mod sched;
+
+pub use cgroup::{
+    share_to_weight, Cgroup, CgroupError, CgroupVersion, CpuHierarchy, DEFAULT_SHARE, MAX_SHARE, MIN_SHARE,
+};
+pub use control_loop::{committed_transactions, run_controller, Component, RunningController, TracePoint, PERIOD};
+pub use controller::{ComponentLoad, Controller, ControllerConfig, Decision, Observation};
+pub use sched::SchedTimes;

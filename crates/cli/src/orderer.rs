@@ -35,6 +35,10 @@ pub(crate) struct OrdererArgs {
     /// listener and mutual TLS on the admin listener, and names this node among consenters by `server.crt`.
     #[arg(long, value_name = "DIR")]
     pub tls_dir: Option<PathBuf>,
+    /// A channel's genesis block to join at start unless the channel is already served, as `osnadmin channel
+    /// join` would (a convenience for scripts and `ferrofabric node --processes`).
+    #[arg(long, value_name = "FILE")]
+    pub join: Option<PathBuf>,
 }
 
 impl OrdererArgs {
@@ -97,6 +101,9 @@ pub(crate) fn run(args: OrdererArgs) -> anyhow::Result<()> {
     let runtime = crate::daemon_runtime("orderer")?;
     runtime.block_on(async move {
         let node = start(config, plugins).await?;
+        if let Some(path) = &args.join {
+            join_unless_served(&node, path).await?;
+        }
         println!(
             "orderer listening: grpc {} admin {} operations {}",
             node.grpc_addr,
@@ -108,6 +115,29 @@ pub(crate) fn run(args: OrdererArgs) -> anyhow::Result<()> {
         node.shutdown().await;
         Ok(())
     })
+}
+
+/// Joins the channel of the genesis block at `path` unless `node` serves it already.
+///
+/// Errors: the file cannot be read or is not a channel's config block, or the join fails (Fabric's
+/// `JoinChannel` reasons).
+async fn join_unless_served(node: &ferrofabric_orderer::RunningOrderer, path: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let block = bytes::Bytes::from(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?);
+    let channel = ferrofabric_channelconfig::ChannelConfig::from_config_block(
+        &<ferrofabric_protos::common::Block as prost::Message>::decode(block.clone())
+            .with_context(|| format!("{} is not a block", path.display()))?,
+    )
+    .with_context(|| format!("{} is not a config block", path.display()))?
+    .channel_id()
+    .to_owned();
+    if node.registrar.channel(&channel).is_some() {
+        return Ok(());
+    }
+    let registrar = node.registrar.clone();
+    let state = tokio::task::spawn_blocking(move || registrar.join(block)).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
+    tracing::info!(channel = %state.name, "joined the channel of {}", path.display());
+    Ok(())
 }
 
 #[cfg(test)]
@@ -127,6 +157,7 @@ mod tests {
             msp_id: Some("OtherMSP".into()),
             data_dir: Some("/tmp/data".into()),
             tls_dir: Some("/tmp/tls".into()),
+            join: None,
         };
         let c = args.to_config().unwrap();
         assert_eq!(c.listen_addr().unwrap(), "127.0.0.1:17050".parse().unwrap());

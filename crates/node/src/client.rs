@@ -35,6 +35,8 @@ pub struct NetworkClient {
     pub channel: String,
     /// Peer addresses in the order of the client's peer connections (MSP ID, `host:port`), Org1 first.
     pub peer_addrs: Vec<(String, String)>,
+    /// The committer's address when the peers do not serve commit events themselves (`NodeInfo::events`).
+    pub events: Option<String>,
     peers: Vec<EndorserClient<Channel>>,
     orderer: Channel,
 }
@@ -57,7 +59,7 @@ impl NetworkClient {
         let orderer = ferrofabric_comm::connect(&info.orderer, None)
             .await
             .with_context(|| format!("connecting to the orderer {}", info.orderer))?;
-        Ok(NetworkClient { channel: info.channel.clone(), peer_addrs, peers, orderer })
+        Ok(NetworkClient { channel: info.channel.clone(), peer_addrs, events: info.events.clone(), peers, orderer })
     }
 
     /// Number of peers.
@@ -132,12 +134,14 @@ impl NetworkClient {
         Ok(())
     }
 
-    /// Starts listening to commit events on peer `peer`'s `DeliverFiltered`, from its newest block on, signed by
-    /// `signer`. Start it before submitting the transactions to wait for.
+    /// Starts listening to commit events on peer `peer`'s `DeliverFiltered` (or the committer's, when the node
+    /// names one in `events`), from its newest block on, signed by `signer`. Start it before submitting the
+    /// transactions to wait for.
     ///
     /// Errors: the stream could not be opened.
     pub async fn commit_events(&self, peer: usize, signer: &SigningIdentity) -> anyhow::Result<CommitEvents> {
         let (_, addr) = self.peer_addrs.get(peer).ok_or_else(|| anyhow!("no peer {peer}"))?;
+        let addr = self.events.as_ref().unwrap_or(addr);
         let ch = ferrofabric_comm::connect(addr, None).await?;
         let seek = SeekInfo {
             start: Some(seek_newest()),

@@ -17,15 +17,20 @@
 //!   with crypto material and the channel generated on the first run (the node directory: [`Layout`]) and the
 //!   built-in chaincodes defined through `_lifecycle`; it writes `node.json` ([`NodeInfo`]) and a Fabric
 //!   connection profile. [`orderer_plugins`] are the consensus backends of its orderer.
+//! * [`start_processes`] (`--processes`) runs the same components as supervised child processes, each in its own
+//!   CPU cgroup, optionally under the QiOi share controller ([`RunningProcesses`], `DIR/processes.json`:
+//!   [`ProcessesInfo`]).
 //! * [`NetworkClient`]: the client side of the network (endorse, assemble, broadcast, commit events), also used by
 //!   `ferrofabric bench e2e` (in the CLI crate).
 
 mod client;
 mod layout;
 mod network;
+mod processes;
 mod profile;
 
 pub use client::{require_valid, CommitEvents, NetworkClient};
 pub use layout::{Layout, PEER_MSPIDS};
 pub use network::{orderer_plugins, run, start, NodeArgs, RunningNode};
+pub use processes::{start_processes, ComponentInfo, ProcessesInfo, RunningProcesses};
 pub use profile::NodeInfo;

@@ -15,8 +15,8 @@ use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE}
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::{OrdererConfig, Plugins, RunningOrderer};
 use ferrofabric_protos::lifecycle::{
-    chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource, CommitChaincodeDefinitionArgs,
-    QueryChaincodeDefinitionArgs,
+    chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource, CheckCommitReadinessArgs,
+    CheckCommitReadinessResult, CommitChaincodeDefinitionArgs, QueryChaincodeDefinitionArgs,
 };
 use ferrofabric_protos::peer::endorser_server::{Endorser as EndorserApi, EndorserServer};
 use ferrofabric_protos::peer::{application_policy, ApplicationPolicy, ProposalResponse, SignedProposal};
@@ -100,6 +100,15 @@ pub struct NodeArgs {
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Runs orderer, committer, each endorser and the block store as supervised child processes, each in its own
+    /// CPU cgroup under a node cgroup when the host lets us write one (cgroup v2 `cpu.weight` or v1
+    /// `cpu.shares`). The committer serves commit events on its own address (`events` in node.json).
+    #[arg(long)]
+    pub processes: bool,
+    /// With --processes: runs the QiOi controller, which raises the CPU share of the bottleneck component while
+    /// the committed throughput is below this many tx/s and another workload competes for the CPU.
+    #[arg(long, value_name = "TX_PER_S", requires = "processes")]
+    pub isolation_threshold: Option<f64>,
 }
 
 impl Default for NodeArgs {
@@ -115,6 +124,8 @@ impl Default for NodeArgs {
             batch_size: 100,
             batch_timeout: "1s".into(),
             quiet: false,
+            processes: false,
+            isolation_threshold: None,
         }
     }
 }
@@ -133,7 +144,7 @@ impl NodeArgs {
         }
     }
 
-    fn progress(&self, msg: &str) {
+    pub(crate) fn progress(&self, msg: &str) {
         if !self.quiet {
             eprintln!("ferrofabric node: {msg}");
         }
@@ -208,7 +219,7 @@ impl RunningNode {
     }
 }
 
-fn addr(host: &str, port: u16) -> String {
+pub(crate) fn addr(host: &str, port: u16) -> String {
     if host.contains(':') {
         format!("[{host}]:{port}")
     } else {
@@ -329,11 +340,14 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         orderer: orderer.grpc_addr.to_string(),
         peers,
         blockstore: blockstore.listen_addr.to_string(),
+        events: None,
         crypto: absolute(&layout.crypto()),
         connection_profile: absolute(&layout.connection_profile()),
     };
     let node = RunningNode { info, layout, committer, endorsers, orderer, blockstore, shutdown, tasks };
-    if let Err(e) = define_chaincodes(&node, args).await {
+    if let Err(e) =
+        define_chaincodes(&node.info, &node.layout, &|m| args.progress(m), Barrier::Replicas(&node)).await
+    {
         let _ = node.shutdown().await;
         return Err(e.context("defining the chaincodes"));
     }
@@ -361,13 +375,104 @@ fn validation_parameter(rule: &str) -> anyhow::Result<Bytes> {
     Ok(Bytes::from(policy.encode_to_vec()))
 }
 
+/// How [`define_chaincodes`] knows that every endorser has applied the blocks of a step before the next.
+pub(crate) enum Barrier<'a> {
+    /// The endorsers' replicas are in this process: wait for their heights.
+    Replicas(&'a RunningNode),
+    /// The endorsers are other processes: ask them, as a Fabric admin does (`CheckCommitReadiness` after the
+    /// approvals, `QueryChaincodeDefinition` after the commit), until they answer so.
+    Queries,
+}
+
+impl Barrier<'_> {
+    async fn after_approvals(
+        &self,
+        client: &NetworkClient,
+        admin: &SigningIdentity,
+        missing: &[(&str, Bytes)],
+    ) -> anyhow::Result<()> {
+        if let Barrier::Replicas(node) = self {
+            return node.wait_for_replicas(STEP_TIMEOUT).await;
+        }
+        for (name, vp) in missing {
+            let check = CheckCommitReadinessArgs {
+                sequence: 1,
+                name: (*name).into(),
+                version: "1.0".into(),
+                validation_parameter: vp.clone(),
+                ..Default::default()
+            }
+            .encode_to_vec();
+            poll_peers(client, admin, &[b"CheckCommitReadiness", &check], |payload| {
+                CheckCommitReadinessResult::decode(payload)
+                    .map(|r| r.approvals.len() == PEER_MSPIDS.len() && r.approvals.values().all(|a| *a))
+                    .unwrap_or(false)
+            })
+            .await
+            .with_context(|| format!("waiting for the approvals of {name}"))?;
+        }
+        Ok(())
+    }
+
+    async fn after_commits(
+        &self,
+        client: &NetworkClient,
+        admin: &SigningIdentity,
+        missing: &[(&str, Bytes)],
+    ) -> anyhow::Result<()> {
+        if let Barrier::Replicas(node) = self {
+            return node.wait_for_replicas(STEP_TIMEOUT).await;
+        }
+        for (name, _) in missing {
+            let q = QueryChaincodeDefinitionArgs { name: (*name).into() }.encode_to_vec();
+            poll_peers(client, admin, &[b"QueryChaincodeDefinition", &q], |_| true)
+                .await
+                .with_context(|| format!("waiting for the definition of {name}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Sends the `_lifecycle` query `args` to every peer until each answers 200 with a payload `ok` accepts.
+///
+/// Errors: not so within [`STEP_TIMEOUT`].
+async fn poll_peers(
+    client: &NetworkClient,
+    admin: &SigningIdentity,
+    args: &[&[u8]],
+    ok: impl Fn(&[u8]) -> bool,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    for peer in 0..client.peer_count() {
+        loop {
+            let p = client.proposal(admin, "_lifecycle", args);
+            let answer = client.propose(peer, &p).await.ok().and_then(|r| r.response);
+            if answer.as_ref().is_some_and(|r| r.status == 200 && ok(&r.payload)) {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("peer {peer} did not catch up within {STEP_TIMEOUT:?}");
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Ok(())
+}
+
 /// Defines every chaincode of [`CHAINCODES`] not yet defined, the Fabric way: each organisation's admin approves
 /// the definition (endorsed by its own peer), then Org1's admin commits it (endorsed by both peers); each step is
-/// ordered and must commit VALID.
-async fn define_chaincodes(node: &RunningNode, args: &NodeArgs) -> anyhow::Result<()> {
-    node.wait_for_replicas(STEP_TIMEOUT).await?;
-    let client = NetworkClient::connect(&node.info).await?;
-    let admins = [0, 1].map(|org| SigningIdentity::from_msp_dir(PEER_MSPIDS[org], &node.layout.user_msp(org, "Admin")));
+/// ordered and must commit VALID, and `barrier` holds the next step until every endorser has applied it.
+pub(crate) async fn define_chaincodes(
+    info: &NodeInfo,
+    layout: &Layout,
+    progress: &dyn Fn(&str),
+    barrier: Barrier<'_>,
+) -> anyhow::Result<()> {
+    if let Barrier::Replicas(node) = &barrier {
+        node.wait_for_replicas(STEP_TIMEOUT).await?;
+    }
+    let client = NetworkClient::connect(info).await?;
+    let admins = [0, 1].map(|org| SigningIdentity::from_msp_dir(PEER_MSPIDS[org], &layout.user_msp(org, "Admin")));
     let [admin1, admin2] = admins;
     let (admin1, admin2) = (admin1?, admin2?);
     let mut missing = Vec::new();
@@ -383,7 +488,7 @@ async fn define_chaincodes(node: &RunningNode, args: &NodeArgs) -> anyhow::Resul
         return Ok(());
     }
     let names: Vec<&str> = missing.iter().map(|(n, _)| *n).collect();
-    args.progress(&format!("defining chaincodes {} through _lifecycle", names.join(", ")));
+    progress(&format!("defining chaincodes {} through _lifecycle", names.join(", ")));
     let mut events = client.commit_events(0, &admin1).await?;
 
     let mut approvals = Vec::new();
@@ -410,7 +515,7 @@ async fn define_chaincodes(node: &RunningNode, args: &NodeArgs) -> anyhow::Resul
         }
     }
     submit_and_wait(&client, &mut events, approvals).await.context("approving")?;
-    node.wait_for_replicas(STEP_TIMEOUT).await?;
+    barrier.after_approvals(&client, &admin1, &missing).await?;
 
     let mut commits = Vec::new();
     for (name, vp) in &missing {
@@ -426,7 +531,7 @@ async fn define_chaincodes(node: &RunningNode, args: &NodeArgs) -> anyhow::Resul
             .push(client.endorsed_tx(&admin1, "_lifecycle", &[b"CommitChaincodeDefinition", &commit], &[0, 1]).await?);
     }
     submit_and_wait(&client, &mut events, commits).await.context("committing the definitions")?;
-    node.wait_for_replicas(STEP_TIMEOUT).await?;
+    barrier.after_commits(&client, &admin1, &missing).await?;
     Ok(())
 }
 
@@ -451,6 +556,9 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         .thread_name("node")
         .build()
         .context("starting the async runtime")?;
+    if args.processes {
+        return runtime.block_on(run_processes(args));
+    }
     runtime.block_on(async move {
         let started = Instant::now();
         let node = start(&args).await?;
@@ -472,6 +580,27 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         args.progress("shutting down");
         node.shutdown().await
     })
+}
+
+/// `run` with `--processes`: the children are processes of this executable.
+async fn run_processes(args: NodeArgs) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("locating the ferrofabric executable")?;
+    let started = Instant::now();
+    let node = crate::processes::start_processes(&args, &exe).await?;
+    args.progress(&format!(
+        "orderer {}, peers {}, committer (events) {}, block store {}, channel {} (started in {:.1} s)",
+        node.info.orderer,
+        node.info.peers.iter().map(|(m, a)| format!("{m}={a}")).collect::<Vec<_>>().join(" "),
+        node.info.events.as_deref().unwrap_or("-"),
+        node.info.blockstore,
+        node.info.channel,
+        started.elapsed().as_secs_f64()
+    ));
+    println!("ferrofabric node ready: {}", node.layout.node_json().display());
+    ferrofabric_comm::wait_for_signal().await;
+    args.progress("shutting down");
+    node.shutdown().await;
+    Ok(())
 }
 
 /// The consensus backends an ordering node runs, for a node configured by `config`: solo (`solo`, and `etcdraft`

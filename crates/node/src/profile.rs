@@ -19,8 +19,13 @@ pub struct NodeInfo {
     pub channel: String,
     /// The orderer's AtomicBroadcast address.
     pub orderer: String,
-    /// Peer addresses (protos.Endorser and protos.Deliver) by MSP ID (`Org1MSP`, `Org2MSP`).
+    /// Peer addresses (protos.Endorser, and protos.Deliver unless `events` is set) by MSP ID (`Org1MSP`,
+    /// `Org2MSP`).
     pub peers: BTreeMap<String, String>,
+    /// Where commit events (protos.Deliver) come from when the peer addresses serve only protos.Endorser: the
+    /// committer's own address, when the node runs its components as separate processes (`--processes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<String>,
     /// The block-store service's address.
     pub blockstore: String,
     /// The crypto material directory (cryptogen's layout).
@@ -46,7 +51,8 @@ impl NodeInfo {
     }
 
     /// The Fabric connection profile of this node: client organisation Org1, the channel with both peers as
-    /// endorsing peers and event sources, the orderer, `grpc://` URLs, no certificate authorities.
+    /// endorsing peers and event sources (or, with `events`, the committer as Org1's event source and the peers
+    /// as endorsing peers only), the orderer, `grpc://` URLs, no certificate authorities.
     pub fn connection_profile(&self) -> serde_json::Value {
         let mut peers = serde_json::Map::new();
         let mut channel_peers = serde_json::Map::new();
@@ -58,11 +64,25 @@ impl NodeInfo {
                 name.clone(),
                 json!({"url": format!("grpc://{addr}"), "grpcOptions": {"ssl-target-name-override": name}}),
             );
+            let events_here = self.events.is_none();
             channel_peers.insert(
                 name.clone(),
-                json!({"endorsingPeer": true, "chaincodeQuery": true, "ledgerQuery": true, "eventSource": true}),
+                json!({"endorsingPeer": true, "chaincodeQuery": true, "ledgerQuery": true, "eventSource": events_here}),
             );
-            organizations.insert(org.to_owned(), json!({"mspid": mspid, "peers": [name]}));
+            let mut names = vec![name];
+            if let (Some(events), "Org1") = (&self.events, org) {
+                let committer = "committer.org1.example.com".to_owned();
+                peers.insert(
+                    committer.clone(),
+                    json!({"url": format!("grpc://{events}"), "grpcOptions": {"ssl-target-name-override": committer}}),
+                );
+                channel_peers.insert(
+                    committer.clone(),
+                    json!({"endorsingPeer": false, "chaincodeQuery": false, "ledgerQuery": true, "eventSource": true}),
+                );
+                names.push(committer);
+            }
+            organizations.insert(org.to_owned(), json!({"mspid": mspid, "peers": names}));
         }
         json!({
             "name": "ferrofabric-node",
@@ -110,6 +130,7 @@ mod tests {
             peers: [("Org1MSP".to_owned(), "127.0.0.1:7051".to_owned()), ("Org2MSP".into(), "127.0.0.1:9051".into())]
                 .into(),
             blockstore: "127.0.0.1:7060".into(),
+            events: None,
             crypto: "/n/crypto".into(),
             connection_profile: "/n/connection-profile.json".into(),
         };
@@ -120,5 +141,12 @@ mod tests {
         assert_eq!(p["channels"]["mychannel"]["peers"]["peer0.org1.example.com"]["eventSource"], true);
         assert_eq!(p["orderers"]["orderer.example.com"]["url"], "grpc://127.0.0.1:7050");
         assert!(p.get("certificateAuthorities").is_none());
+
+        let split = NodeInfo { events: Some("127.0.0.1:7070".into()), ..info };
+        let p = split.connection_profile();
+        assert_eq!(p["channels"]["mychannel"]["peers"]["peer0.org1.example.com"]["eventSource"], false);
+        assert_eq!(p["channels"]["mychannel"]["peers"]["committer.org1.example.com"]["eventSource"], true);
+        assert_eq!(p["peers"]["committer.org1.example.com"]["url"], "grpc://127.0.0.1:7070");
+        assert_eq!(p["organizations"]["Org1"]["peers"][1], "committer.org1.example.com");
     }
 }

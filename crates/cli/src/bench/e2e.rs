@@ -229,6 +229,7 @@ async fn target(args: &E2eBenchArgs) -> anyhow::Result<Target> {
             orderer: orderer.clone(),
             peers,
             blockstore: String::new(),
+            events: None,
             crypto: crypto.clone(),
             connection_profile: PathBuf::new(),
         };

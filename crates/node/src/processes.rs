@@ -1,0 +1,515 @@
+//! `ferrofabric node --processes`: the same network as [`crate::start`], each component its own process
+//! (FastFabric's separation of orderer, committer, endorsers and block storage), supervised, each in its own CPU
+//! cgroup under one node cgroup, optionally steered by the QiOi controller ([`start_processes`]).
+//!
+//! ```text
+//!  node cgroup (share = the largest component share)
+//!   ├─ orderer        ferrofabric orderer    --listen ORDERER --join genesis.block
+//!   ├─ committer      ferrofabric committer  --config DIR/processes/committer.yaml  (Deliver = node.json "events")
+//!   ├─ endorser-org1  ferrofabric endorser   --listen PEER1 --committer http://COMMITTER
+//!   ├─ endorser-org2  ferrofabric endorser   --listen PEER2 --committer http://COMMITTER
+//!   └─ blockstore     ferrofabric blockstore --config DIR/processes/blockstore.yaml
+//! ```
+//! A child that exits unexpectedly is logged and started again (after 0.5 s, doubling up to 8 s while it keeps
+//! failing within a minute). Its output is appended to `DIR/logs/NAME.log`. `DIR/processes.json`
+//! ([`ProcessesInfo`]) says where each component's cgroup and the committer's operations endpoint are, for
+//! `ferrofabric qioi`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use ferrofabric_comm::{Shutdown, ShutdownTrigger};
+use ferrofabric_isolation::{Cgroup, CgroupVersion, Component, Controller, ControllerConfig, CpuHierarchy};
+use serde::{Deserialize, Serialize};
+use tokio::task::JoinHandle;
+
+use crate::layout::{ChannelParams, Layout, PEER_MSPIDS};
+use crate::network::{define_chaincodes, Barrier, NodeArgs};
+use crate::profile::NodeInfo;
+
+/// How long a child may take to open its port.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a child may take to stop after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// `DIR/processes.json`: where the components of a `--processes` node live.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProcessesInfo {
+    /// The cgroup interface, or `None` when isolation is off (no writable cgroup hierarchy).
+    pub cgroup_version: Option<CgroupVersion>,
+    /// The node cgroup's directory.
+    pub node_cgroup: Option<PathBuf>,
+    /// Each component: name, cgroup directory (if any), log file.
+    pub components: Vec<ComponentInfo>,
+    /// The committer's operations endpoint (`host:port`: `/metrics`, `/healthz`).
+    pub committer_operations: String,
+}
+
+/// One component of [`ProcessesInfo`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentInfo {
+    /// `orderer`, `committer`, `endorser-org1`, `endorser-org2` or `blockstore`.
+    pub name: String,
+    /// Its cgroup's directory.
+    pub cgroup: Option<PathBuf>,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+impl ProcessesInfo {
+    /// Reads `DIR/processes.json`.
+    ///
+    /// Errors: unreadable file or JSON not of this shape.
+    pub fn read(path: &Path) -> anyhow::Result<ProcessesInfo> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+
+    /// The components with cgroups, as the controller takes them, and the node cgroup.
+    ///
+    /// Errors: isolation is off in this node.
+    pub fn controlled(&self) -> anyhow::Result<(Vec<Component>, Cgroup)> {
+        let (Some(version), Some(node)) = (self.cgroup_version, &self.node_cgroup) else {
+            anyhow::bail!("the node runs without cgroups (isolation is off)");
+        };
+        let components = self
+            .components
+            .iter()
+            .filter_map(|c| {
+                c.cgroup.as_ref().map(|p| Component { name: c.name.clone(), cgroup: Cgroup::at(version, p.clone()) })
+            })
+            .collect();
+        Ok((components, Cgroup::at(version, node.clone())))
+    }
+}
+
+/// A child process under supervision.
+struct Child {
+    name: String,
+    pid: Arc<AtomicU32>,
+    restarts: Arc<AtomicU32>,
+    task: JoinHandle<()>,
+}
+
+/// A running `--processes` node. Dropping it does not stop it; call [`RunningProcesses::shutdown`].
+pub struct RunningProcesses {
+    /// What `node.json` says.
+    pub info: NodeInfo,
+    /// What `processes.json` says.
+    pub processes: ProcessesInfo,
+    /// The node directory.
+    pub layout: Layout,
+    /// The controller, when `--isolation-threshold` is given and cgroups are writable.
+    pub controller: Option<ferrofabric_isolation::RunningController>,
+    children: Vec<Child>,
+    trigger: ShutdownTrigger,
+    node_cgroup: Option<Cgroup>,
+    cgroups: Vec<Cgroup>,
+}
+
+impl std::fmt::Debug for RunningProcesses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningProcesses").field("info", &self.info).finish_non_exhaustive()
+    }
+}
+
+impl RunningProcesses {
+    /// The process ID of component `name` now (0 while it is being restarted, `None` for an unknown name).
+    pub fn pid(&self, name: &str) -> Option<u32> {
+        self.children.iter().find(|c| c.name == name).map(|c| c.pid.load(Ordering::Relaxed))
+    }
+
+    /// How often component `name` was restarted.
+    pub fn restarts(&self, name: &str) -> Option<u32> {
+        self.children.iter().find(|c| c.name == name).map(|c| c.restarts.load(Ordering::Relaxed))
+    }
+
+    /// Stops the controller, sends SIGTERM to every child (a child still running after 15 s is killed), waits
+    /// for them and removes the cgroups.
+    pub async fn shutdown(self) {
+        self.trigger.fire();
+        if let Some(c) = self.controller {
+            let _ = c.task.await;
+        }
+        for child in self.children {
+            let _ = child.task.await;
+        }
+        for g in self.cgroups.iter().rev() {
+            g.remove();
+        }
+        if let Some(g) = &self.node_cgroup {
+            g.remove();
+        }
+    }
+}
+
+/// A free TCP port on `host` (bound and released; the child binds it a moment later).
+fn free_port(host: &str) -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind((host, 0)).with_context(|| format!("binding a free port on {host}"))?;
+    Ok(l.local_addr()?.port())
+}
+
+fn port_or_free(host: &str, port: u16) -> anyhow::Result<u16> {
+    if port == 0 {
+        free_port(host)
+    } else {
+        Ok(port)
+    }
+}
+
+async fn wait_for_port(name: &str, addr: &str, child: &Child) -> anyhow::Result<()> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Ok(());
+        }
+        if child.task.is_finished() || Instant::now() > deadline {
+            return Err(anyhow!("{name} did not open {addr} within {READY_TIMEOUT:?}; see its log"));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Starts component `name` as `exe args…` under supervision, in `cgroup` if given.
+fn supervise(
+    name: &str,
+    exe: PathBuf,
+    args: Vec<String>,
+    log: PathBuf,
+    cgroup: Option<Cgroup>,
+    mut shutdown: Shutdown,
+) -> Child {
+    let pid = Arc::new(AtomicU32::new(0));
+    let restarts = Arc::new(AtomicU32::new(0));
+    let (pid2, restarts2, name2) = (pid.clone(), restarts.clone(), name.to_owned());
+    let task = tokio::spawn(async move {
+        let name = name2;
+        let mut backoff = Duration::from_millis(500);
+        loop {
+            let started = Instant::now();
+            let child = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .and_then(|out| Ok((out.try_clone()?, out)))
+                .and_then(|(out, err)| {
+                    tokio::process::Command::new(&exe).args(&args).stdout(out).stderr(err).kill_on_drop(true).spawn()
+                });
+            let mut child = match child {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(component = %name, error = %e, "cannot start {}", exe.display());
+                    return;
+                }
+            };
+            let id = child.id().unwrap_or(0);
+            pid2.store(id, Ordering::Relaxed);
+            if let Some(g) = &cgroup {
+                if let Err(e) = g.add_process(id) {
+                    tracing::warn!(component = %name, error = %e, "cannot move the process into its cgroup");
+                }
+            }
+            tracing::info!(component = %name, pid = id, "started");
+            tokio::select! {
+                status = child.wait() => {
+                    pid2.store(0, Ordering::Relaxed);
+                    let status = status.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                    if started.elapsed() > Duration::from_secs(60) {
+                        backoff = Duration::from_millis(500);
+                    }
+                    restarts2.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(component = %name, %status, "exited; restarting in {backoff:?}");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = shutdown.recv() => return,
+                    }
+                    backoff = (backoff * 2).min(Duration::from_secs(8));
+                }
+                _ = shutdown.recv() => {
+                    terminate(&mut child, id).await;
+                    pid2.store(0, Ordering::Relaxed);
+                    tracing::info!(component = %name, "stopped");
+                    return;
+                }
+            }
+        }
+    });
+    Child { name: name.to_owned(), pid, restarts, task }
+}
+
+/// SIGTERM (the daemons' clean shutdown: the committer leaves a checkpoint), then SIGKILL after
+/// [`STOP_TIMEOUT`].
+async fn terminate(child: &mut tokio::process::Child, pid: u32) {
+    if let Ok(raw) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), nix::sys::signal::Signal::SIGTERM);
+    }
+    if tokio::time::timeout(STOP_TIMEOUT, child.wait()).await.is_err() {
+        let _ = child.kill().await;
+    }
+}
+
+/// The node's cgroups: the node cgroup `ferrofabric-node-PID` under this process's own cgroup and one child per
+/// component, or `None` (with a warning saying why) when no hierarchy is writable: then isolation is off and
+/// everything else runs as usual.
+fn cgroups(names: &[&str], progress: &dyn Fn(&str)) -> Option<(Cgroup, Vec<Cgroup>)> {
+    let made = CpuHierarchy::detect().map_err(anyhow::Error::from).and_then(|h| {
+        let node = h.cgroup(&format!("ferrofabric-node-{}", std::process::id()))?;
+        let children = names.iter().map(|n| node.child(n)).collect::<Result<Vec<_>, _>>()?;
+        Ok((node, children))
+    });
+    match made {
+        Ok(m) => {
+            progress(&format!("components in cgroups under {} ({:?})", m.0.path().display(), m.0.version()));
+            Some(m)
+        }
+        Err(e) => {
+            progress(&format!("isolation is off: {e}"));
+            tracing::warn!(error = %e, "isolation is off");
+            None
+        }
+    }
+}
+
+/// Starts the node as processes of `exe` (the `ferrofabric` binary): first-run generation as [`crate::start`],
+/// then orderer, committer, endorsers and block store in that order, each waited for until it listens; the
+/// built-in chaincodes are defined on the first run; `node.json` (with `events` = the committer),
+/// `connection-profile.json` and `processes.json` are written; with `args.isolation_threshold` the controller
+/// starts. Must be called within a multi-threaded Tokio runtime.
+///
+/// Errors: generation, a child that does not start listening, or the chaincode definitions; the children
+/// started so far are stopped.
+pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<RunningProcesses> {
+    let layout = Layout::new(&args.dir);
+    let host = args.host.as_str();
+    let addr = |port: u16| crate::network::addr(host, port);
+    let orderer_port = port_or_free(host, args.orderer_port)?;
+    let params = ChannelParams {
+        channel: args.channel.clone(),
+        batch_size: args.batch_size,
+        batch_timeout: args.batch_timeout.clone(),
+        orderer_endpoint: addr(if args.orderer_port == 0 { 7050 } else { orderer_port }),
+    };
+    let previously_defined = layout.node_json().exists();
+    let genesis = {
+        let (layout, args2) = (layout.clone(), args.clone());
+        tokio::task::spawn_blocking(move || crate::layout::ensure(&layout, &params, &|m| args2.progress(m))).await??
+    };
+    let channel_id = ferrofabric_endorser::Replica::from_genesis(genesis)
+        .map_err(|e| anyhow!("the genesis block: {e}"))?
+        .channel_id()
+        .to_owned();
+
+    let ports = Ports {
+        orderer: orderer_port,
+        committer: free_port(host)?,
+        committer_operations: free_port(host)?,
+        peers: [port_or_free(host, args.peer_port)?, port_or_free(host, args.peer2_port)?],
+        blockstore: port_or_free(host, args.blockstore_port)?,
+    };
+    let procs = layout.dir.join("processes");
+    let logs = layout.dir.join("logs");
+    std::fs::create_dir_all(&procs).context("creating DIR/processes")?;
+    std::fs::create_dir_all(&logs).context("creating DIR/logs")?;
+    let specs = child_specs(&layout, &channel_id, &ports, host, &procs)?;
+
+    let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
+    let groups = cgroups(&names, &|m| args.progress(m));
+    let (trigger, shutdown) = Shutdown::new();
+    let mut running = RunningProcesses {
+        info: NodeInfo {
+            channel: channel_id,
+            orderer: addr(ports.orderer),
+            peers: PEER_MSPIDS.iter().zip(ports.peers).map(|(m, p)| ((*m).to_owned(), addr(p))).collect(),
+            blockstore: addr(ports.blockstore),
+            events: Some(addr(ports.committer)),
+            crypto: absolute(&layout.crypto()),
+            connection_profile: absolute(&layout.connection_profile()),
+        },
+        processes: ProcessesInfo {
+            cgroup_version: groups.as_ref().map(|g| g.0.version()),
+            node_cgroup: groups.as_ref().map(|g| g.0.path().to_path_buf()),
+            components: Vec::new(),
+            committer_operations: addr(ports.committer_operations),
+        },
+        layout,
+        controller: None,
+        children: Vec::new(),
+        trigger,
+        node_cgroup: groups.as_ref().map(|g| g.0.clone()),
+        cgroups: groups.as_ref().map(|g| g.1.clone()).unwrap_or_default(),
+    };
+    for (i, spec) in specs.into_iter().enumerate() {
+        args.progress(&format!("starting {}", spec.name));
+        let cgroup = groups.as_ref().and_then(|g| g.1.get(i).cloned());
+        let log = logs.join(format!("{}.log", spec.name));
+        running.processes.components.push(ComponentInfo {
+            name: spec.name.to_owned(),
+            cgroup: cgroup.as_ref().map(|g| g.path().to_path_buf()),
+            log: log.clone(),
+        });
+        let child = supervise(spec.name, exe.to_path_buf(), spec.args, log, cgroup, shutdown.clone());
+        let ready = wait_for_port(spec.name, &spec.ready, &child).await;
+        running.children.push(child);
+        if let Err(e) = ready {
+            running.shutdown().await;
+            return Err(e);
+        }
+    }
+
+    if !previously_defined {
+        let defined = define_chaincodes(&running.info, &running.layout, &|m| args.progress(m), Barrier::Queries).await;
+        if let Err(e) = defined {
+            running.shutdown().await;
+            return Err(e.context("defining the chaincodes"));
+        }
+    }
+    let l = &running.layout;
+    crate::profile::write_atomically(
+        &l.connection_profile(),
+        &serde_json::to_vec_pretty(&running.info.connection_profile())?,
+    )?;
+    crate::profile::write_atomically(
+        &l.dir.join("processes.json"),
+        &serde_json::to_vec_pretty(&running.processes)?,
+    )?;
+    running.info.write(&l.node_json())?;
+
+    if let Some(threshold) = args.isolation_threshold {
+        match running.processes.controlled() {
+            Ok((components, node)) => {
+                let n = components.len();
+                let registry = prometheus::Registry::new();
+                let c = ferrofabric_isolation::run_controller(
+                    Controller::new(ControllerConfig::new(threshold), n),
+                    components,
+                    node,
+                    running.processes.committer_operations.clone(),
+                    &registry,
+                    running.trigger.subscribe(),
+                )?;
+                args.progress(&format!("QiOi controller on, isolation threshold {threshold} tx/s"));
+                running.controller = Some(c);
+            }
+            Err(e) => args.progress(&format!("no controller: {e}")),
+        }
+    }
+    Ok(running)
+}
+
+/// The ports of a `--processes` node.
+struct Ports {
+    orderer: u16,
+    committer: u16,
+    committer_operations: u16,
+    peers: [u16; 2],
+    blockstore: u16,
+}
+
+/// A child's command line and the address that tells it is up.
+struct ChildSpec {
+    name: &'static str,
+    args: Vec<String>,
+    ready: String,
+}
+
+fn path(p: &Path) -> String {
+    absolute(p).to_string_lossy().into_owned()
+}
+
+fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
+/// The five children's command lines; writes the committer's and block store's configuration files (JSON, which
+/// their YAML loaders read) into `procs`.
+fn child_specs(
+    layout: &Layout,
+    channel: &str,
+    ports: &Ports,
+    host: &str,
+    procs: &Path,
+) -> anyhow::Result<Vec<ChildSpec>> {
+    let addr = |port: u16| crate::network::addr(host, port);
+    let peer_msp = |org: usize| layout.peer_node(org).join("msp");
+    let committer_yaml = procs.join("committer.yaml");
+    let committer = serde_json::json!({
+        "Channel": channel,
+        "GenesisBlock": path(&layout.genesis()),
+        "DataDir": path(&layout.dir.join("committer")),
+        "LocalMSPDir": path(&peer_msp(0)),
+        "LocalMSPID": PEER_MSPIDS[0],
+        "Orderers": [addr(ports.orderer)],
+        "ListenAddress": addr(ports.committer),
+        "OperationsListenAddress": addr(ports.committer_operations),
+    });
+    crate::profile::write_atomically(&committer_yaml, &serde_json::to_vec_pretty(&committer)?)?;
+    let blockstore_yaml = procs.join("blockstore.yaml");
+    let blockstore = serde_json::json!({
+        "Channel": channel,
+        "DataDir": path(&layout.dir.join("blockstore")),
+        "LocalMSPDir": path(&peer_msp(0)),
+        "LocalMSPID": PEER_MSPIDS[0],
+        "Committers": [addr(ports.committer)],
+        "ListenAddress": addr(ports.blockstore),
+        "OperationsListenAddress": "",
+    });
+    crate::profile::write_atomically(&blockstore_yaml, &serde_json::to_vec_pretty(&blockstore)?)?;
+
+    let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<String>>();
+    let mut specs = vec![
+        ChildSpec {
+            name: "orderer",
+            args: s(&[
+                "orderer",
+                "--listen",
+                &addr(ports.orderer),
+                "--admin-listen",
+                "",
+                "--operations-listen",
+                "",
+                "--msp-dir",
+                &path(&layout.orderer_node().join("msp")),
+                "--msp-id",
+                "OrdererMSP",
+                "--data-dir",
+                &path(&layout.dir.join("orderer")),
+                "--join",
+                &path(&layout.genesis()),
+            ]),
+            ready: addr(ports.orderer),
+        },
+        ChildSpec {
+            name: "committer",
+            args: s(&["committer", "--config", &path(&committer_yaml)]),
+            ready: addr(ports.committer),
+        },
+    ];
+    for (org, name) in [(0, "endorser-org1"), (1, "endorser-org2")] {
+        specs.push(ChildSpec {
+            name,
+            args: s(&[
+                "endorser",
+                "--listen",
+                &addr(ports.peers[org]),
+                "--msp-dir",
+                &path(&peer_msp(org)),
+                "--msp-id",
+                PEER_MSPIDS[org],
+                "--genesis",
+                &path(&layout.genesis()),
+                "--committer",
+                &format!("http://{}", addr(ports.committer)),
+            ]),
+            ready: addr(ports.peers[org]),
+        });
+    }
+    specs.push(ChildSpec {
+        name: "blockstore",
+        args: s(&["blockstore", "--config", &path(&blockstore_yaml)]),
+        ready: addr(ports.blockstore),
+    });
+    Ok(specs)
+}

@@ -9,6 +9,9 @@
 mod bench;
 
 pub use bench::e2e::{run as bench_e2e, E2eBenchArgs, E2eReport, Workload};
+pub use bench::isolation::{
+    hog as bench_hog, run as bench_isolation, IsolationBenchArgs, IsolationReport, PhaseResult as IsolationPhase,
+};
 pub use bench::orderer::{
     run as bench_orderer, BenchReport as OrdererBenchReport, OrdererBenchArgs, RunResult as OrdererBenchRun,
 };

@@ -77,6 +77,12 @@ enum BenchCommand {
     /// End-to-end committed tx/s and block latency of a node (transfer, smallbank), or of the committer alone on
     /// Fabric 2.5.16's 10,735-transaction ledger (ledger).
     E2e(ferrofabric::E2eBenchArgs),
+    /// Performance isolation (QiOi): the same end-to-end load alone, beside CPU hogs, and beside CPU hogs with the
+    /// share controller; needs a writable cgroup hierarchy.
+    Isolation(ferrofabric::IsolationBenchArgs),
+    /// A CPU hog (the co-located work of `bench isolation`): hashes until killed, printing its count.
+    #[command(hide = true)]
+    Hog,
 }
 
 #[derive(Subcommand)]
@@ -138,6 +144,11 @@ fn main() -> ExitCode {
         Command::Hw { command: HwCommand::Validate(args) } => hw::run(args),
         Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric::bench_orderer(args).map(|_| ()),
         Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric::bench_e2e(args).map(|_| ()),
+        Command::Bench { command: BenchCommand::Isolation(args) } => ferrofabric::bench_isolation(args).map(|_| ()),
+        Command::Bench { command: BenchCommand::Hog } => {
+            ferrofabric::bench_hog();
+            Ok(())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

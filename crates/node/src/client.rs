@@ -119,7 +119,20 @@ impl NetworkClient {
     /// Errors: the stream failed or an envelope was refused (status and info in the error).
     pub async fn broadcast(&self, envelopes: Vec<Bytes>) -> anyhow::Result<()> {
         let n = envelopes.len();
-        let mut responses = ferrofabric_comm::broadcast(self.orderer.clone(), futures::stream::iter(envelopes))
+        self.broadcast_stream(futures::stream::iter(envelopes), n).await
+    }
+
+    /// Broadcasts the `n` envelopes `envelopes` yields (at its own pace) on one stream and requires a SUCCESS
+    /// answer for each.
+    ///
+    /// Errors: the stream failed, an envelope was refused (status and info in the error), or fewer than `n`
+    /// answers came.
+    pub async fn broadcast_stream(
+        &self,
+        envelopes: impl futures::Stream<Item = Bytes> + Send + 'static,
+        n: usize,
+    ) -> anyhow::Result<()> {
+        let mut responses = ferrofabric_comm::broadcast(self.orderer.clone(), envelopes)
             .await
             .map_err(|s| anyhow!("broadcast: {}", s.message()))?;
         let mut ok = 0;

@@ -2,7 +2,10 @@
 //!
 //! * [`orderer`]: `ferrofabric bench orderer`, ordering throughput and block latency (solo or etcdraft);
 //! * [`e2e`]: `ferrofabric bench e2e`, end-to-end committed throughput of a node and the committer alone on
-//!   Fabric 2.5.16's bench ledger.
+//!   Fabric 2.5.16's bench ledger;
+//! * [`isolation`]: `ferrofabric bench isolation`, the same load alone, beside CPU hogs, and beside CPU hogs with
+//!   the QiOi controller.
 
 pub(crate) mod e2e;
+pub(crate) mod isolation;
 pub(crate) mod orderer;

@@ -8,12 +8,16 @@
 //! * `ferrofabric blockstore` — the block storage service (follows a committer; blocks by number, txs by txid).
 //! * `ferrofabric crypto generate` / `ferrofabric channel genesis` — cryptogen and configtxgen.
 //! * `ferrofabric node` — a whole network on one machine (orderer, committer, endorsers, block store), with
-//!   generated crypto and channel, the built-in chaincodes defined through `_lifecycle`.
+//!   generated crypto and channel, the built-in chaincodes defined through `_lifecycle`; `--processes` runs each
+//!   component as a supervised child process in its own CPU cgroup.
+//! * `ferrofabric qioi` — the QiOi CPU-share controller for a `--processes` node.
 //! * `ferrofabric bench orderer` — whole-system ordering benchmark.
 //! * `ferrofabric hw validate` — a ledger through the co-simulated BMac block processor (the RTL of `hw/rtl` under
 //!   Verilator), with per-block cycles.
 //! * `ferrofabric bench e2e` — end-to-end committed tx/s of a node (FastFabric IV-D), and the committer alone on
 //!   Fabric 2.5.16's bench ledger.
+//! * `ferrofabric bench isolation` — the same load alone, beside CPU hogs, and beside CPU hogs with the QiOi
+//!   controller.
 
 mod blockstore;
 mod channel;
@@ -22,6 +26,7 @@ mod crypto;
 mod endorser;
 mod hw;
 mod orderer;
+mod qioi;
 mod replay;
 
 use std::path::PathBuf;
@@ -54,6 +59,9 @@ enum Command {
     Blockstore(blockstore::BlockstoreArgs),
     /// Runs a whole network on this machine: solo orderer, committer, endorsers of Org1 and Org2, block store.
     Node(ferrofabric_node::NodeArgs),
+    /// The QiOi controller for a node run with `node --processes`: raises the CPU share of the bottleneck
+    /// component while the committed throughput is under a threshold and other work competes for the CPU.
+    Qioi(qioi::QiOiArgs),
     /// Generates crypto material in cryptogen's layout (MSP and TLS certificates, NodeOUs).
     Crypto(crypto::CryptoArgs),
     /// Channel tools: a channel's genesis block from a configtx.yaml profile, as configtxgen makes it.
@@ -121,7 +129,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Daemons log at info by default, tools only warnings; FERROFABRIC_LOG (an EnvFilter) overrides.
     let default_level = match cli.command {
-        Command::Orderer(_) | Command::Committer(_) | Command::Blockstore(_) | Command::Endorser(_) => "info",
+        Command::Orderer(_)
+        | Command::Committer(_)
+        | Command::Blockstore(_)
+        | Command::Endorser(_)
+        | Command::Qioi(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -141,6 +153,7 @@ fn main() -> ExitCode {
         Command::Crypto(args) => crypto::run(args),
         Command::Channel(args) => channel::run(args),
         Command::Node(args) => ferrofabric_node::run(args),
+        Command::Qioi(args) => qioi::run(args),
         Command::Hw { command: HwCommand::Validate(args) } => hw::run(args),
         Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric::bench_orderer(args).map(|_| ()),
         Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric::bench_e2e(args).map(|_| ()),

@@ -135,7 +135,8 @@ async fn join_unless_served(node: &ferrofabric_orderer::RunningOrderer, path: &s
         return Ok(());
     }
     let registrar = node.registrar.clone();
-    let state = tokio::task::spawn_blocking(move || registrar.join(block)).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
+    let state =
+        tokio::task::spawn_blocking(move || registrar.join(block)).await?.map_err(|e| anyhow::anyhow!("{e}"))?;
     tracing::info!(channel = %state.name, "joined the channel of {}", path.display());
     Ok(())
 }

@@ -254,6 +254,44 @@ struct StoreStage {
 impl StoreStage {
     fn run(self, jobs: std::sync::mpsc::Receiver<StoreJob>) -> anyhow::Result<()> {
         let mut meter = ThroughputMeter::default();
+        // Checkpoints are written on their own thread: a snapshot of a large state takes long enough (hundreds of
+        // ms, more on a busy host) to stall the blocks behind it. At most one waits while one is written.
+        let (checkpoints, pending) = std::sync::mpsc::sync_channel::<Checkpoint>(1);
+        let data_dir = self.data_dir.clone();
+        let writer = std::thread::Builder::new().name("committer-checkpoint".into()).spawn(move || {
+            for c in pending {
+                let started = Instant::now();
+                match c.write(&data_dir) {
+                    Ok(()) => tracing::debug!(
+                        number = c.number,
+                        keys = c.entries.len(),
+                        elapsed = ?started.elapsed(),
+                        "state checkpoint written"
+                    ),
+                    Err(e) => tracing::error!(
+                        error = format!("{e:#}"),
+                        number = c.number,
+                        "writing the state checkpoint failed"
+                    ),
+                }
+            }
+        })?;
+        let result = self.store_blocks(jobs, &mut meter, &checkpoints);
+        drop(checkpoints);
+        if writer.join().is_err() {
+            tracing::error!("the checkpoint writer panicked");
+        }
+        result?;
+        self.store.sync().context("syncing the block store")?;
+        Ok(())
+    }
+
+    fn store_blocks(
+        &self,
+        jobs: std::sync::mpsc::Receiver<StoreJob>,
+        meter: &mut ThroughputMeter,
+        checkpoints: &std::sync::mpsc::SyncSender<Checkpoint>,
+    ) -> anyhow::Result<()> {
         for job in jobs {
             match job {
                 StoreJob::Block { fetched, filter, commit_hash, config_updated } => {
@@ -276,31 +314,34 @@ impl StoreStage {
                     });
                 }
                 StoreJob::Checkpoint { number, commit_hash, entries } => {
-                    if let Err(e) = self.checkpoint(number, commit_hash, entries) {
-                        tracing::error!(error = format!("{e:#}"), number, "writing the state checkpoint failed");
+                    match self.checkpoint(number, commit_hash, entries) {
+                        Ok(c) => {
+                            if checkpoints.send(c).is_err() {
+                                tracing::error!(number, "the checkpoint writer has stopped");
+                            }
+                        }
+                        Err(e) => {
+                            tracing::error!(error = format!("{e:#}"), number, "preparing the state checkpoint failed")
+                        }
                     }
                 }
             }
         }
-        self.store.sync().context("syncing the block store")?;
         Ok(())
     }
 
+    /// The checkpoint of the state after block `number`, once the chain up to it is durable.
     fn checkpoint(
         &self,
         number: u64,
         commit_hash: Option<[u8; 32]>,
         entries: Vec<(StateKey, VersionedValue)>,
-    ) -> anyhow::Result<()> {
+    ) -> anyhow::Result<Checkpoint> {
         // The checkpoint must never be ahead of the durable chain.
         self.store.sync()?;
         let block = self.store.block(number)?.ok_or_else(|| anyhow!("block {number} is not stored"))?;
         let header = Block::decode(block).map_err(|e| anyhow!("block {number}: {e}"))?.header.unwrap_or_default();
-        let started = Instant::now();
-        let c = Checkpoint { number, commit_hash, header_hash: block_header_hash(&header), entries };
-        c.write(&self.data_dir)?;
-        tracing::debug!(number, keys = c.entries.len(), elapsed = ?started.elapsed(), "state checkpoint written");
-        Ok(())
+        Ok(Checkpoint { number, commit_hash, header_hash: block_header_hash(&header), entries })
     }
 }
 

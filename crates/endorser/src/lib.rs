@@ -64,7 +64,9 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), tonic::transport::Error> {
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // TCP_NODELAY: a proposal's response is one small write; without it Nagle's algorithm and the client's
+    // delayed ACK hold it for up to 40 ms, which bounds a client with a few proposals in flight.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     tonic::transport::Server::builder()
         .add_service(grpc_service(endorser))
         .serve_with_incoming_shutdown(incoming, shutdown)

@@ -127,7 +127,8 @@ pub fn run_controller(
                 .map(|c| SchedTimes::of_processes(&c.cgroup.processes().unwrap_or_default()))
                 .collect();
             let host = HostTimes::read();
-            let Some((then, then_committed, then_times, then_host)) = last.replace((now, committed, times.clone(), host))
+            let Some((then, then_committed, then_times, then_host)) =
+                last.replace((now, committed, times.clone(), host))
             else {
                 continue;
             };

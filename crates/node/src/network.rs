@@ -345,9 +345,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         connection_profile: absolute(&layout.connection_profile()),
     };
     let node = RunningNode { info, layout, committer, endorsers, orderer, blockstore, shutdown, tasks };
-    if let Err(e) =
-        define_chaincodes(&node.info, &node.layout, &|m| args.progress(m), Barrier::Replicas(&node)).await
-    {
+    if let Err(e) = define_chaincodes(&node.info, &node.layout, &|m| args.progress(m), Barrier::Replicas(&node)).await {
         let _ = node.shutdown().await;
         return Err(e.context("defining the chaincodes"));
     }

@@ -46,6 +46,9 @@ pub struct ProcessesInfo {
     pub components: Vec<ComponentInfo>,
     /// The committer's operations endpoint (`host:port`: `/metrics`, `/healthz`).
     pub committer_operations: String,
+    /// The controller's operations endpoint (`qioi_*` metrics), when `--isolation-threshold` runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller_operations: Option<String>,
 }
 
 /// One component of [`ProcessesInfo`].
@@ -57,6 +60,8 @@ pub struct ComponentInfo {
     pub cgroup: Option<PathBuf>,
     /// Its log file.
     pub log: PathBuf,
+    /// The file holding its current process ID (rewritten at each restart).
+    pub pid_file: PathBuf,
 }
 
 impl ProcessesInfo {
@@ -173,15 +178,22 @@ async fn wait_for_port(name: &str, addr: &str, child: &Child) -> anyhow::Result<
     }
 }
 
+/// Where a child's output goes and where its process ID is kept.
+struct ChildFiles {
+    log: PathBuf,
+    pid_file: PathBuf,
+}
+
 /// Starts component `name` as `exe args…` under supervision, in `cgroup` if given.
 fn supervise(
     name: &str,
     exe: PathBuf,
     args: Vec<String>,
-    log: PathBuf,
+    files: ChildFiles,
     cgroup: Option<Cgroup>,
     mut shutdown: Shutdown,
 ) -> Child {
+    let ChildFiles { log, pid_file } = files;
     let pid = Arc::new(AtomicU32::new(0));
     let restarts = Arc::new(AtomicU32::new(0));
     let (pid2, restarts2, name2) = (pid.clone(), restarts.clone(), name.to_owned());
@@ -196,7 +208,13 @@ fn supervise(
                 .open(&log)
                 .and_then(|out| Ok((out.try_clone()?, out)))
                 .and_then(|(out, err)| {
-                    tokio::process::Command::new(&exe).args(&args).stdout(out).stderr(err).kill_on_drop(true).spawn()
+                    tokio::process::Command::new(&exe)
+                        .args(&args)
+                        .env("NO_COLOR", "1")
+                        .stdout(out)
+                        .stderr(err)
+                        .kill_on_drop(true)
+                        .spawn()
                 });
             let mut child = match child {
                 Ok(c) => c,
@@ -207,6 +225,9 @@ fn supervise(
             };
             let id = child.id().unwrap_or(0);
             pid2.store(id, Ordering::Relaxed);
+            if let Err(e) = crate::profile::write_atomically(&pid_file, id.to_string().as_bytes()) {
+                tracing::warn!(component = %name, error = %e, "cannot write the pid file");
+            }
             if let Some(g) = &cgroup {
                 if let Err(e) = g.add_process(id) {
                     tracing::warn!(component = %name, error = %e, "cannot move the process into its cgroup");
@@ -333,6 +354,7 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
             node_cgroup: groups.as_ref().map(|g| g.0.path().to_path_buf()),
             components: Vec::new(),
             committer_operations: addr(ports.committer_operations),
+            controller_operations: None,
         },
         layout,
         controller: None,
@@ -345,12 +367,15 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
         args.progress(&format!("starting {}", spec.name));
         let cgroup = groups.as_ref().and_then(|g| g.1.get(i).cloned());
         let log = logs.join(format!("{}.log", spec.name));
+        let pid_file = procs.join(format!("{}.pid", spec.name));
         running.processes.components.push(ComponentInfo {
             name: spec.name.to_owned(),
             cgroup: cgroup.as_ref().map(|g| g.path().to_path_buf()),
             log: log.clone(),
+            pid_file: pid_file.clone(),
         });
-        let child = supervise(spec.name, exe.to_path_buf(), spec.args, log, cgroup, shutdown.clone());
+        let files = ChildFiles { log, pid_file };
+        let child = supervise(spec.name, exe.to_path_buf(), spec.args, files, cgroup, shutdown.clone());
         let ready = wait_for_port(spec.name, &spec.ready, &child).await;
         running.children.push(child);
         if let Err(e) = ready {
@@ -371,17 +396,13 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
         &l.connection_profile(),
         &serde_json::to_vec_pretty(&running.info.connection_profile())?,
     )?;
-    crate::profile::write_atomically(
-        &l.dir.join("processes.json"),
-        &serde_json::to_vec_pretty(&running.processes)?,
-    )?;
     running.info.write(&l.node_json())?;
 
     if let Some(threshold) = args.isolation_threshold {
         match running.processes.controlled() {
             Ok((components, node)) => {
                 let n = components.len();
-                let registry = prometheus::Registry::new();
+                let registry = Arc::new(prometheus::Registry::new());
                 let c = ferrofabric_isolation::run_controller(
                     Controller::new(ControllerConfig::new(threshold), n),
                     components,
@@ -390,12 +411,24 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
                     &registry,
                     running.trigger.subscribe(),
                 )?;
-                args.progress(&format!("QiOi controller on, isolation threshold {threshold} tx/s"));
+                let (_, health) = tokio::sync::watch::channel(None);
+                let router = ferrofabric_comm::operations_router(registry, health, "qioi");
+                let listen = crate::network::addr(host, 0).parse()?;
+                let (bound, _) =
+                    ferrofabric_comm::serve_operations(listen, router, running.trigger.subscribe()).await?;
+                args.progress(&format!(
+                    "QiOi controller on, isolation threshold {threshold} tx/s, metrics on http://{bound}/metrics"
+                ));
+                running.processes.controller_operations = Some(bound.to_string());
                 running.controller = Some(c);
             }
             Err(e) => args.progress(&format!("no controller: {e}")),
         }
     }
+    crate::profile::write_atomically(
+        &running.layout.dir.join("processes.json"),
+        &serde_json::to_vec_pretty(&running.processes)?,
+    )?;
     Ok(running)
 }
 

@@ -30,10 +30,14 @@ pub struct IsolationBenchArgs {
     /// Offered load: transactions broadcast per second (paced) in each phase.
     #[arg(long, default_value_t = 6_000.0)]
     pub rate: f64,
-    /// Seconds of load per phase.
+    /// Measured seconds of load per phase.
     #[arg(long, default_value_t = 20.0)]
     pub seconds: f64,
-    /// The controller's isolation threshold in committed tx/s (default: 90% of --rate).
+    /// Seconds of the same load before the measured ones in each phase (not measured: the controller converges,
+    /// queues reach their steady state).
+    #[arg(long, default_value_t = 10.0)]
+    pub warmup: f64,
+    /// The controller's isolation threshold in committed tx/s (default: 95% of --rate).
     #[arg(long)]
     pub threshold: Option<f64>,
     /// CPU hogs (default: one per core).
@@ -58,6 +62,7 @@ impl Default for IsolationBenchArgs {
         IsolationBenchArgs {
             rate: 6_000.0,
             seconds: 20.0,
+            warmup: 10.0,
             threshold: None,
             hogs: None,
             clients: 4,
@@ -81,9 +86,10 @@ impl IsolationBenchArgs {
 pub struct PhaseResult {
     /// `alone`, `hogs` or `hogs+controller`.
     pub phase: String,
-    /// Transactions committed / (last commit − first send).
+    /// Measured transactions committed / (their last commit − their first send).
     pub committed_tx_per_s: f64,
-    /// Block latency p50 (send of a block's earliest transaction → block on DeliverFiltered), ms.
+    /// Block latency p50 over the blocks of measured transactions (send of a block's earliest transaction →
+    /// block on DeliverFiltered), ms.
     pub block_latency_ms_p50: f64,
     /// Block latency p99, ms.
     pub block_latency_ms_p99: f64,
@@ -91,8 +97,10 @@ pub struct PhaseResult {
     pub valid: usize,
     /// The hogs' work rate during the load (SHA-256 blocks per second, all hogs), when they ran.
     pub hog_rate: Option<f64>,
-    /// Committed transactions in each second since the phase's first send.
+    /// Committed transactions in each second since the phase's first send (warm-up included).
     pub per_second: Vec<usize>,
+    /// CPU the node's components used during the phase (warm-up included), in cores.
+    pub node_cores: f64,
 }
 
 /// The result (`--json` prints it).
@@ -116,6 +124,8 @@ pub struct IsolationReport {
     pub hogs_kept: f64,
     /// The components in the controller's order (the trace's share columns).
     pub components: Vec<String>,
+    /// The largest share the controller gave each component during the third phase.
+    pub largest_shares: BTreeMap<String, u64>,
     /// The controller's trace during the third phase.
     pub controller: Vec<TracePoint>,
 }
@@ -125,12 +135,13 @@ pub struct IsolationReport {
 ///
 /// 1. A node with `--processes` in a temporary directory (components in cgroups under a node cgroup); this
 ///    process (the load generator) moves to a cgroup of share 8192, so that what is measured is the node.
-/// 2. `3 × rate × seconds` `kv put` transactions (blind writes to distinct keys, one endorsement each, alternately
-///    at Org1's and Org2's endorser) are endorsed beforehand.
-/// 3. Each phase broadcasts `rate × seconds` of them paced at `rate` over `clients` streams and waits until all
-///    are committed: alone; then with one hog process per core (a SHA-256 loop; a sibling cgroup of the node's with
-///    the default share) started [`LEAD_IN`] before the load; then the same with the controller (threshold
-///    default 90% of `rate`) running from the hogs' start to the phase's end. Shares go back to the default after.
+/// 2. `3 × rate × (warmup + seconds)` `kv put` transactions (blind writes to distinct keys, one endorsement
+///    each, alternately at Org1's and Org2's endorser) are endorsed beforehand.
+/// 3. Each phase broadcasts `rate × (warmup + seconds)` of them paced at `rate` over `clients` streams and waits
+///    until all are committed; the transactions sent in the first `warmup` seconds are not measured. Alone;
+///    then with one hog process per core (a SHA-256 loop; a sibling cgroup of the node's with the default share)
+///    started 2 s before the load; then the same with the controller (threshold default 95% of `rate`)
+///    running from the hogs' start to the phase's end. Shares go back to the default after.
 ///
 /// Errors: no writable cgroup hierarchy, start-up, endorsement or commit failures.
 pub fn run(args: IsolationBenchArgs) -> anyhow::Result<IsolationReport> {
@@ -154,24 +165,22 @@ fn print(args: &IsolationBenchArgs, r: &IsolationReport) -> anyhow::Result<()> {
         return Ok(());
     }
     println!("offered {:.0} tx/s, threshold {:.0} tx/s, {} hogs", r.rate, r.threshold, r.hogs);
-    println!("{:<18} {:>12} {:>10} {:>10} {:>14}", "phase", "tx/s", "p50 ms", "p99 ms", "hog blocks/s");
+    println!(
+        "{:<18} {:>8} {:>9} {:>9} {:>11} {:>14}",
+        "phase", "tx/s", "p50 ms", "p99 ms", "node cores", "hog blocks/s"
+    );
     for p in &r.phases {
         let hog = p.hog_rate.map(|h| format!("{h:.0}")).unwrap_or_else(|| "-".into());
         println!(
-            "{:<18} {:>12.0} {:>10.1} {:>10.1} {:>14}",
-            p.phase, p.committed_tx_per_s, p.block_latency_ms_p50, p.block_latency_ms_p99, hog
+            "{:<18} {:>8.0} {:>9.1} {:>9.1} {:>11.2} {:>14}",
+            p.phase, p.committed_tx_per_s, p.block_latency_ms_p50, p.block_latency_ms_p99, p.node_cores, hog
         );
     }
     println!(
         "hogs+controller / alone: {:.2} tx/s, {:.2} p99; hogs / alone: {:.2} tx/s; hogs kept {:.2} of their rate",
         r.controlled_vs_alone, r.controlled_p99_vs_alone, r.hogs_vs_alone, r.hogs_kept
     );
-    let raised: Vec<String> = r
-        .components
-        .iter()
-        .enumerate()
-        .map(|(i, c)| format!("{c}={}", r.controller.iter().map(|p| p.shares.get(i).copied().unwrap_or(0)).max().unwrap_or(0)))
-        .collect();
+    let raised: Vec<String> = r.largest_shares.iter().map(|(c, s)| format!("{c}={s}")).collect();
     println!("largest shares the controller gave: {}", raised.join(" "));
     Ok(())
 }
@@ -219,9 +228,10 @@ async fn phases(
     groups: &BenchCgroups,
     exe: &std::path::Path,
 ) -> anyhow::Result<IsolationReport> {
-    let threshold = args.threshold.unwrap_or(0.9 * args.rate);
+    let threshold = args.threshold.unwrap_or(0.95 * args.rate);
     let hogs = args.hogs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
-    let per_phase = (args.rate * args.seconds).round().max(1.0) as usize;
+    let per_phase = (args.rate * (args.warmup + args.seconds)).round().max(1.0) as usize;
+    let warm = (args.rate * args.warmup).round() as usize;
     let client = NetworkClient::connect(&node.info).await?;
     let crypto = &node.info.crypto;
     let creator = SigningIdentity::from_msp_dir(
@@ -255,7 +265,9 @@ async fn phases(
             tokio::time::sleep(LEAD_IN).await;
         }
         args.progress(&format!("phase {phase}: {per_phase} transactions at {:.0} tx/s", args.rate));
-        let measured = measure(&client, &creator, batch, args.rate, args.clients).await;
+        let (cpu_before, started) = (node_cpu(&components), Instant::now());
+        let measured = measure(&client, &creator, batch, warm, args.rate, args.clients).await;
+        let node_cores = (node_cpu(&components) - cpu_before) / started.elapsed().as_secs_f64().max(1e-3);
         let hog_rate = match hog_set {
             Some(h) => {
                 let now = Instant::now();
@@ -278,7 +290,7 @@ async fn phases(
             m.result.block_latency_ms_p99,
             hog_rate.map(|h| format!(", hogs {h:.0} blocks/s")).unwrap_or_default()
         ));
-        results.push(PhaseResult { phase: phase.into(), hog_rate, ..m.result });
+        results.push(PhaseResult { phase: phase.into(), hog_rate, node_cores, ..m.result });
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let tp = |i: usize| results[i].committed_tx_per_s;
@@ -291,9 +303,26 @@ async fn phases(
         controlled_p99_vs_alone: results[2].block_latency_ms_p99 / results[0].block_latency_ms_p99.max(1e-9),
         hogs_kept: results[2].hog_rate.unwrap_or(0.0) / results[1].hog_rate.unwrap_or(0.0).max(1e-9),
         phases: results,
+        largest_shares: names
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let top = trace.iter().filter_map(|p| p.shares.get(i).copied()).max().unwrap_or(DEFAULT_SHARE);
+                (c.clone(), top)
+            })
+            .collect(),
         components: names,
         controller: trace,
     })
+}
+
+/// CPU seconds the components' processes have used so far (processes restarted meanwhile start again at 0).
+fn node_cpu(components: &[ferrofabric_isolation::Component]) -> f64 {
+    components
+        .iter()
+        .map(|c| ferrofabric_isolation::SchedTimes::of_processes(&c.cgroup.processes().unwrap_or_default()).cpu_ns)
+        .sum::<u64>() as f64
+        / 1e9
 }
 
 /// `n` blind writes to distinct keys, endorsed alternately at the two peers, assembled.
@@ -324,15 +353,17 @@ async fn endorse(client: &NetworkClient, creator: &SigningIdentity, n: usize) ->
 
 struct Measured {
     result: PhaseResult,
-    /// The load's window (first send, last commit), for the hogs' rate.
+    /// The measured window (first measured send, last commit), for the hogs' rate and the node's CPU.
     window: (Instant, Instant),
 }
 
-/// Broadcasts `txs` paced at `rate` tx/s over `clients` streams and follows commit events until all are in.
+/// Broadcasts `txs` paced at `rate` tx/s over `clients` streams and follows commit events until all are in; the
+/// first `warm` transactions are sent but not measured.
 async fn measure(
     client: &NetworkClient,
     signer: &SigningIdentity,
     txs: Vec<(String, Bytes)>,
+    warm: usize,
     rate: f64,
     clients: usize,
 ) -> anyhow::Result<Measured> {
@@ -360,7 +391,7 @@ async fn measure(
     }
     let timeout = Duration::from_secs_f64(n as f64 / rate * 5.0 + 60.0);
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut blocks: Vec<(u64, u64)> = Vec::new(); // (arrival ns, earliest send ns)
+    let mut blocks: Vec<(u64, u64)> = Vec::new(); // (arrival ns, earliest measured send ns)
     let mut per_second: Vec<usize> = Vec::new();
     let mut codes: BTreeMap<i32, usize> = BTreeMap::new();
     let mut seen = 0usize;
@@ -374,13 +405,17 @@ async fn measure(
         for t in &block.filtered_transactions {
             if let Some(&i) = index.get(&t.txid) {
                 ours += 1;
-                earliest = earliest.min(sent_at[i].load(Ordering::Relaxed));
                 *codes.entry(t.tx_validation_code).or_default() += 1;
+                if i >= warm {
+                    earliest = earliest.min(sent_at[i].load(Ordering::Relaxed));
+                }
             }
         }
         if ours > 0 {
             seen += ours;
-            blocks.push((arrival, earliest));
+            if earliest != u64::MAX {
+                blocks.push((arrival, earliest));
+            }
             let second = (arrival / 1_000_000_000) as usize;
             if per_second.len() <= second {
                 per_second.resize(second + 1, 0);
@@ -391,9 +426,9 @@ async fn measure(
     for s in senders {
         s.await.context("broadcast task")??;
     }
-    let end = t0 + Duration::from_nanos(blocks.last().map(|b| b.0).unwrap_or(0));
-    let first_send = sent_at.iter().map(|a| a.load(Ordering::Relaxed)).min().unwrap_or(0);
-    let last = blocks.last().map(|b| b.0).unwrap_or(0);
+    let measured = n - warm.min(n);
+    let first_send = sent_at.iter().skip(warm).map(|a| a.load(Ordering::Relaxed)).min().unwrap_or(0);
+    let last = blocks.iter().map(|b| b.0).max().unwrap_or(0);
     let mut latencies: Vec<f64> = blocks.iter().map(|b| b.0.saturating_sub(b.1) as f64 / 1e6).collect();
     latencies.sort_by(f64::total_cmp);
     let valid = codes.get(&0).copied().unwrap_or(0);
@@ -403,14 +438,15 @@ async fn measure(
     Ok(Measured {
         result: PhaseResult {
             phase: String::new(),
-            committed_tx_per_s: n as f64 / (last.saturating_sub(first_send) as f64 / 1e9).max(1e-9),
+            committed_tx_per_s: measured as f64 / (last.saturating_sub(first_send) as f64 / 1e9).max(1e-9),
             block_latency_ms_p50: percentile(&latencies, 50.0),
             block_latency_ms_p99: percentile(&latencies, 99.0),
             valid,
             hog_rate: None,
             per_second,
+            node_cores: 0.0,
         },
-        window: (t0, end),
+        window: (t0 + Duration::from_nanos(first_send), t0 + Duration::from_nanos(last)),
     })
 }
 
@@ -418,8 +454,11 @@ async fn measure(
 /// SHA-256 blocks every 100 ms.
 struct Hogs {
     children: Vec<tokio::process::Child>,
-    samples: Arc<Mutex<Vec<Vec<(Instant, u64)>>>>,
+    samples: Arc<Mutex<Vec<HogSamples>>>,
 }
+
+/// One hog's (time, cumulative count) lines.
+type HogSamples = Vec<(Instant, u64)>;
 
 impl Hogs {
     fn start(exe: &std::path::Path, n: usize, cgroup: &Cgroup) -> anyhow::Result<Hogs> {

@@ -18,4 +18,5 @@ mod crypto;
 mod daemon;
 mod deploy;
 mod fixture_replay;
+mod isolation;
 mod sdk;

@@ -1,0 +1,116 @@
+//! `ferrofabric node --processes` and the QiOi controller, with real child processes and real cgroups on this
+//! machine: a killed component is restarted and the node keeps serving; beside CPU hogs the controller raises
+//! the share of the component that is short of CPU and wins back throughput.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ferrofabric_isolation::CpuHierarchy;
+use ferrofabric_node::ProcessesInfo;
+
+fn ferrofabric() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_ferrofabric"));
+    c.env("FERROFABRIC_LOG", "warn");
+    c
+}
+
+/// The node under test: stopped with SIGTERM (its children with it) however the test ends.
+struct Node(std::process::Child);
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Ok(Some(_)) = self.0.try_wait() {
+            return;
+        }
+        let _ = Command::new("kill").args(["-TERM", &self.0.id().to_string()]).status();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+    }
+}
+
+fn read_pid(path: &std::path::Path) -> u32 {
+    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
+
+#[test]
+fn node_processes_restart_a_killed_component_and_keep_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = Node(
+        ferrofabric()
+            .args(["node", "--processes", "--quiet", "--dir"])
+            .arg(dir.path())
+            .args(["--orderer-port", "0", "--peer-port", "0", "--peer2-port", "0", "--blockstore-port", "0"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(node.0.stdout.take().unwrap()).lines();
+    let ready = lines.next().unwrap().unwrap();
+    assert!(ready.starts_with("ferrofabric node ready:"), "{ready}");
+
+    let info = ProcessesInfo::read(&dir.path().join("processes.json")).unwrap();
+    let names: Vec<&str> = info.components.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["orderer", "committer", "endorser-org1", "endorser-org2", "blockstore"]);
+    let committer = &info.components[1];
+    if CpuHierarchy::detect().is_ok() {
+        let cgroup = committer.cgroup.as_ref().expect("cgroups are writable here, so each component has one");
+        let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap();
+        assert!(procs.lines().any(|p| p.trim() == read_pid(&committer.pid_file).to_string()), "{procs}");
+    }
+
+    // kill -9 the committer: the supervisor starts it again and it recovers its ledger.
+    let old = read_pid(&committer.pid_file);
+    Command::new("kill").args(["-9", &old.to_string()]).status().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::fs::read_to_string(&committer.pid_file).unwrap_or_default().trim() == old.to_string() {
+        assert!(Instant::now() < deadline, "the committer was not restarted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The node serves a client end to end through the restarted committer.
+    let bench = ferrofabric()
+        .args(["bench", "e2e", "--quiet", "--json", "--txs", "300", "--node-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
+    assert_eq!(report["valid"], 300, "{report}");
+
+    Command::new("kill").args(["-TERM", &node.0.id().to_string()]).status().unwrap();
+    assert!(node.0.wait().unwrap().success());
+    if let Some(g) = &info.node_cgroup {
+        assert!(!g.exists(), "the node cgroup {} is removed at shutdown", g.display());
+    }
+}
+
+#[test]
+fn qioi_controller_raises_the_starved_component_beside_cpu_hogs() {
+    if let Err(e) = CpuHierarchy::detect() {
+        panic!("this test needs a writable cgroup hierarchy (as the CI machines have): {e}");
+    }
+    let out = ferrofabric()
+        .args(["bench", "isolation", "--quiet", "--json", "--rate", "5000", "--warmup", "8", "--seconds", "6"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tp = |i: usize| r["phases"][i]["committed_tx_per_s"].as_f64().unwrap();
+    let shares = &r["largest_shares"];
+    // The committer and the orderer do the work (signature checks); the endorsers are idle while the
+    // pre-endorsed load runs, so their shares must stay at the default.
+    let busiest = shares["committer"].as_u64().unwrap().max(shares["orderer"].as_u64().unwrap());
+    assert!(busiest > 1024, "neither the committer's nor the orderer's share was raised: {r}");
+    assert_eq!(shares["endorser-org1"], 1024, "{r}");
+    assert_eq!(shares["endorser-org2"], 1024, "{r}");
+    assert!(tp(2) > tp(1), "with the controller {} tx/s, without {} tx/s: {r}", tp(2), tp(1));
+}

@@ -28,7 +28,7 @@ const CLIENT_SHARE: u64 = 8 * DEFAULT_SHARE;
 #[derive(Debug, Clone, clap::Args)]
 pub struct IsolationBenchArgs {
     /// Offered load: transactions broadcast per second (paced) in each phase.
-    #[arg(long, default_value_t = 6_000.0)]
+    #[arg(long, default_value_t = 5_000.0)]
     pub rate: f64,
     /// Measured seconds of load per phase.
     #[arg(long, default_value_t = 20.0)]
@@ -60,7 +60,7 @@ pub struct IsolationBenchArgs {
 impl Default for IsolationBenchArgs {
     fn default() -> Self {
         IsolationBenchArgs {
-            rate: 6_000.0,
+            rate: 5_000.0,
             seconds: 20.0,
             warmup: 10.0,
             threshold: None,
@@ -135,8 +135,8 @@ pub struct IsolationReport {
 ///
 /// 1. A node with `--processes` in a temporary directory (components in cgroups under a node cgroup); this
 ///    process (the load generator) moves to a cgroup of share 8192, so that what is measured is the node.
-/// 2. `3 × rate × (warmup + seconds)` `kv put` transactions (blind writes to distinct keys, one endorsement
-///    each, alternately at Org1's and Org2's endorser) are endorsed beforehand.
+/// 2. `3 × rate × (warmup + seconds)` `kv put` transactions (blind writes, one endorsement each, alternately at
+///    Org1's and Org2's endorser; each phase writes the same keys) are endorsed beforehand.
 /// 3. Each phase broadcasts `rate × (warmup + seconds)` of them paced at `rate` over `clients` streams and waits
 ///    until all are committed; the transactions sent in the first `warmup` seconds are not measured. Alone;
 ///    then with one hog process per core (a SHA-256 loop; a sibling cgroup of the node's with the default share)
@@ -239,7 +239,7 @@ async fn phases(
         &crypto.join("peerOrganizations/org1.example.com/users/User1@org1.example.com/msp"),
     )?;
     args.progress(&format!("endorsing {} kv put transactions", 3 * per_phase));
-    let envs = endorse(&client, &creator, 3 * per_phase).await?;
+    let envs = endorse(&client, &creator, 3 * per_phase, per_phase).await?;
     let (components, node_cgroup) = node.processes.controlled()?;
     let names: Vec<String> = components.iter().map(|c| c.name.clone()).collect();
 
@@ -325,14 +325,21 @@ fn node_cpu(components: &[ferrofabric_isolation::Component]) -> f64 {
         / 1e9
 }
 
-/// `n` blind writes to distinct keys, endorsed alternately at the two peers, assembled.
-async fn endorse(client: &NetworkClient, creator: &SigningIdentity, n: usize) -> anyhow::Result<Vec<(String, Bytes)>> {
+/// `n` blind writes, endorsed alternately at the two peers, assembled; transaction `i` writes key `i mod keys`, so
+/// that every phase writes the same keys and the world state (and the cost of its checkpoints) is the same size in
+/// every phase. Blind writes have no read set: rewriting a key never conflicts.
+async fn endorse(
+    client: &NetworkClient,
+    creator: &SigningIdentity,
+    n: usize,
+    keys: usize,
+) -> anyhow::Result<Vec<(String, Bytes)>> {
     let run: u32 = rand::random();
     let peers = client.peer_count().max(1);
     let deadline = Instant::now() + Duration::from_secs(60);
     futures::stream::iter(0..n)
         .map(|i| async move {
-            let key = format!("iso{run:08x}-{i}");
+            let key = format!("iso{run:08x}-{}", i % keys.max(1));
             loop {
                 match client.endorsed_tx(creator, "kv", &[b"put", key.as_bytes(), b"1"], &[i % peers]).await {
                     Ok(t) => return Ok(t),

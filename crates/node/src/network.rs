@@ -382,9 +382,20 @@ pub(crate) enum Barrier<'a> {
     Queries,
 }
 
+/// The steps of a definition [`Barrier`] holds the next one after.
+#[derive(Clone, Copy)]
+enum Step {
+    /// Every organisation has approved.
+    Approved,
+    /// The definition is committed.
+    Committed,
+}
+
 impl Barrier<'_> {
-    async fn after_approvals(
+    /// Waits until every endorser has applied `step` for each chaincode of `missing`.
+    async fn after(
         &self,
+        step: Step,
         client: &NetworkClient,
         admin: &SigningIdentity,
         missing: &[(&str, Bytes)],
@@ -393,39 +404,29 @@ impl Barrier<'_> {
             return node.wait_for_replicas(STEP_TIMEOUT).await;
         }
         for (name, vp) in missing {
-            let check = CheckCommitReadinessArgs {
-                sequence: 1,
-                name: (*name).into(),
-                version: "1.0".into(),
-                validation_parameter: vp.clone(),
-                ..Default::default()
-            }
-            .encode_to_vec();
-            poll_peers(client, admin, &[b"CheckCommitReadiness", &check], |payload| {
-                CheckCommitReadinessResult::decode(payload)
-                    .map(|r| r.approvals.len() == PEER_MSPIDS.len() && r.approvals.values().all(|a| *a))
-                    .unwrap_or(false)
-            })
-            .await
-            .with_context(|| format!("waiting for the approvals of {name}"))?;
-        }
-        Ok(())
-    }
-
-    async fn after_commits(
-        &self,
-        client: &NetworkClient,
-        admin: &SigningIdentity,
-        missing: &[(&str, Bytes)],
-    ) -> anyhow::Result<()> {
-        if let Barrier::Replicas(node) = self {
-            return node.wait_for_replicas(STEP_TIMEOUT).await;
-        }
-        for (name, _) in missing {
-            let q = QueryChaincodeDefinitionArgs { name: (*name).into() }.encode_to_vec();
-            poll_peers(client, admin, &[b"QueryChaincodeDefinition", &q], |_| true)
-                .await
-                .with_context(|| format!("waiting for the definition of {name}"))?;
+            let waited = match step {
+                Step::Approved => {
+                    let check = CheckCommitReadinessArgs {
+                        sequence: 1,
+                        name: (*name).into(),
+                        version: "1.0".into(),
+                        validation_parameter: vp.clone(),
+                        ..Default::default()
+                    }
+                    .encode_to_vec();
+                    poll_peers(client, admin, &[b"CheckCommitReadiness", &check], |payload| {
+                        CheckCommitReadinessResult::decode(payload)
+                            .map(|r| r.approvals.len() == PEER_MSPIDS.len() && r.approvals.values().all(|a| *a))
+                            .unwrap_or(false)
+                    })
+                    .await
+                }
+                Step::Committed => {
+                    let q = QueryChaincodeDefinitionArgs { name: (*name).into() }.encode_to_vec();
+                    poll_peers(client, admin, &[b"QueryChaincodeDefinition", &q], |_| true).await
+                }
+            };
+            waited.with_context(|| format!("waiting for every peer to apply {name}'s definition step"))?;
         }
         Ok(())
     }
@@ -513,7 +514,7 @@ pub(crate) async fn define_chaincodes(
         }
     }
     submit_and_wait(&client, &mut events, approvals).await.context("approving")?;
-    barrier.after_approvals(&client, &admin1, &missing).await?;
+    barrier.after(Step::Approved, &client, &admin1, &missing).await?;
 
     let mut commits = Vec::new();
     for (name, vp) in &missing {
@@ -529,7 +530,7 @@ pub(crate) async fn define_chaincodes(
             .push(client.endorsed_tx(&admin1, "_lifecycle", &[b"CommitChaincodeDefinition", &commit], &[0, 1]).await?);
     }
     submit_and_wait(&client, &mut events, commits).await.context("committing the definitions")?;
-    barrier.after_commits(&client, &admin1, &missing).await?;
+    barrier.after(Step::Committed, &client, &admin1, &missing).await?;
     Ok(())
 }
 

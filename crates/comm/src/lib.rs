@@ -10,7 +10,8 @@
 //! * TLS settings of listeners ([`TlsConfig`], Fabric's `localconfig.TLS`) and of outgoing connections
 //!   ([`ClientTlsConfig`]), rustls server configurations ([`http_server_tls`]);
 //! * gRPC listeners bound, served and stopped by a [`Shutdown`] ([`grpc_listener`], or step by step
-//!   [`bind_grpc`], [`grpc_server_builder`], [`spawn_grpc_server`]);
+//!   [`bind_grpc`], [`grpc_server_builder`], [`spawn_grpc_server`]), and ports for listeners another process binds
+//!   ([`unused_port`]);
 //! * the one [`Shutdown`] signal every task holds, and `SIGINT`/`SIGTERM` handling ([`wait_for_signal`]);
 //! * `host:port` and Go duration values of configuration files ([`parse_addr`], [`parse_duration`]);
 //! * the operations HTTP server (`/healthz`, `/metrics`: [`operations_router`], [`serve_operations`]) and the
@@ -30,7 +31,7 @@ pub use client::{
 };
 pub use codec::{unimplemented_response, PairCodec, ProstDecoder, ProstEncoder, RawDecoder, RawEncoder};
 pub use listener::{
-    bind as bind_grpc, grpc_listener, server_builder as grpc_server_builder, spawn as spawn_grpc_server,
+    bind as bind_grpc, grpc_listener, server_builder as grpc_server_builder, spawn as spawn_grpc_server, unused_port,
 };
 pub use operations::{health_response, router as operations_router, serve as serve_operations, serve_http, Health};
 pub use parse::{parse_addr, parse_duration};

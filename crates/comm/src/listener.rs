@@ -67,3 +67,34 @@ pub fn grpc_listener(
     let router = add(&mut builder);
     Ok((bound, spawn(router, incoming, shutdown)))
 }
+
+/// Ports already handed out by [`unused_port`] in this process.
+static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A TCP port on `host` that nothing listens on, for a listener bound a moment later by another process (a
+/// supervised child, a node of a test cluster whose address must be written into a genesis block first).
+///
+/// The port is drawn at random below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`; 32768 when
+/// unreadable) and checked by binding it: an outgoing connection can then never take it between this call and the
+/// bind, which is the race of binding port 0 and releasing it. No port is handed out twice in one process.
+///
+/// Errors: no bindable port found in 10,000 draws.
+pub fn unused_port(host: &str) -> anyhow::Result<u16> {
+    use rand::Rng;
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768)
+        .max(10_100);
+    let mut rng = rand::thread_rng();
+    for _ in 0..10_000 {
+        let port = rng.gen_range(10_000..low);
+        let mut taken = HANDED_OUT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !taken.contains(&port) && std::net::TcpListener::bind((host, port)).is_ok() {
+            taken.insert(port);
+            return Ok(port);
+        }
+    }
+    Err(anyhow!("no unused TCP port on {host} below the ephemeral range"))
+}

@@ -151,15 +151,9 @@ impl RunningProcesses {
     }
 }
 
-/// A free TCP port on `host` (bound and released; the child binds it a moment later).
-fn free_port(host: &str) -> anyhow::Result<u16> {
-    let l = std::net::TcpListener::bind((host, 0)).with_context(|| format!("binding a free port on {host}"))?;
-    Ok(l.local_addr()?.port())
-}
-
 fn port_or_free(host: &str, port: u16) -> anyhow::Result<u16> {
     if port == 0 {
-        free_port(host)
+        ferrofabric_comm::unused_port(host)
     } else {
         Ok(port)
     }
@@ -325,8 +319,8 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
 
     let ports = Ports {
         orderer: orderer_port,
-        committer: free_port(host)?,
-        committer_operations: free_port(host)?,
+        committer: ferrofabric_comm::unused_port(host)?,
+        committer_operations: ferrofabric_comm::unused_port(host)?,
         peers: [port_or_free(host, args.peer_port)?, port_or_free(host, args.peer2_port)?],
         blockstore: port_or_free(host, args.blockstore_port)?,
     };

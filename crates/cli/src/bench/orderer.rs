@@ -553,11 +553,8 @@ async fn raft_nodes_run(
     let org = raft.orgs().first().ok_or_else(|| anyhow!("cryptogen made no orderer organisation"))?;
     let ca = dir.path().join("tlsca.pem");
     std::fs::write(&ca, org.tlsca().cert_pem())?;
-    let listeners: Vec<std::net::TcpListener> =
-        (0..args.nodes).map(|_| std::net::TcpListener::bind("127.0.0.1:0")).collect::<Result<_, _>>()?;
-    let ports: Vec<u16> = listeners.iter().map(|l| l.local_addr().map(|a| a.port())).collect::<Result<_, _>>()?;
-    // The ports are chosen by the OS and released just before the nodes bind them.
-    drop(listeners);
+    let ports: Vec<u16> =
+        (0..args.nodes).map(|_| ferrofabric_comm::unused_port("127.0.0.1")).collect::<anyhow::Result<_>>()?;
     let consenters = org
         .nodes()
         .iter()

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,10 +25,6 @@ use prost::Message;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The daemons started for the test; killed when dropped.
@@ -131,7 +127,7 @@ async fn deploy_layout_runs_on_one_host() {
         "ORG2_ENDORSER_PORT",
         "ORG2_OPS_PORT",
     ];
-    let ports: std::collections::HashMap<&str, u16> = names.iter().map(|n| (*n, free_port())).collect();
+    let ports: std::collections::HashMap<&str, u16> = names.iter().map(|n| (*n, ferrofabric_comm::unused_port("127.0.0.1").unwrap())).collect();
     let script = |name: &str, args: &[&str]| {
         let mut cmd = Command::new(repo().join("deploy").join(name));
         cmd.args(args).env("DATA_DIR", &data).env("BATCH_TIMEOUT", "200ms");

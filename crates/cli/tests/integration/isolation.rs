@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ferrofabric_isolation::CpuHierarchy;
-use ferrofabric_node::ProcessesInfo;
+use ferrofabric_node::{NodeInfo, ProcessesInfo};
 
 fn ferrofabric() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_ferrofabric"));
@@ -73,6 +73,15 @@ fn node_processes_restart_a_killed_component_and_keep_serving() {
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::fs::read_to_string(&committer.pid_file).unwrap_or_default().trim() == old.to_string() {
         assert!(Instant::now() < deadline, "the committer was not restarted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The pid file is rewritten at spawn; the committer listens once it has recovered its ledger.
+    let node_info = NodeInfo::read(&dir.path().join("node.json")).unwrap();
+    let events = node_info.events.expect("a node of processes serves commit events from its committer");
+    let events = events.trim_start_matches("http://").to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::net::TcpStream::connect(&events).is_err() {
+        assert!(Instant::now() < deadline, "the restarted committer never listened on {events}");
         std::thread::sleep(Duration::from_millis(50));
     }
 

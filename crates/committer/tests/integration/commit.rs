@@ -198,8 +198,7 @@ async fn deliver_answers_requests_with_fabric_statuses() {
 
 /// A free loopback port, for a server started later.
 fn reserve_addr() -> String {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
+    format!("127.0.0.1:{}", ferrofabric_comm::unused_port("127.0.0.1").unwrap())
 }
 
 /// An orderer ledger directory holding `blocks`, for [`start_orderer`].

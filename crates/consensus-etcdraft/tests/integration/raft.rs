@@ -17,7 +17,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashSet;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -143,10 +143,6 @@ fn tls_material() -> (String, Vec<(String, String)>) {
         })
         .collect();
     (ca_pem, nodes)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// The testkit genesis block with three consenters, fast Raft timing, small snapshots and small blocks.
@@ -423,7 +419,7 @@ async fn three_raft_orderers_survive_a_leader_sigkill() {
     let msp = root.join("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp");
     let (ca_pem, certs) = tls_material();
     std::fs::write(root.join("ca.crt"), &ca_pem).unwrap();
-    let ports: Vec<(u16, u16)> = (0..NODES).map(|_| (free_port(), free_port())).collect();
+    let ports: Vec<(u16, u16)> = (0..NODES).map(|_| (ferrofabric_comm::unused_port("127.0.0.1").unwrap(), ferrofabric_comm::unused_port("127.0.0.1").unwrap())).collect();
     let consenters = certs
         .iter()
         .zip(&ports)

@@ -140,6 +140,16 @@ struct Writer {
     end: u64,
     /// Set when a failed append could not be rolled back; appends are refused until reopen.
     broken: Option<String>,
+    /// Earlier block files not yet synced since the writer moved on from them (only with [`SyncPolicy::None`]),
+    /// and whether the directory holds a file entry not yet synced: [`BlockStore::sync`] syncs them all.
+    unsynced: Unsynced,
+}
+
+/// What [`BlockStore::sync`] must sync besides the current block file.
+#[derive(Default)]
+struct Unsynced {
+    files: Vec<(PathBuf, Arc<File>)>,
+    directory: bool,
 }
 
 /// An append-only block ledger with a sled index. `Send + Sync`: appends are serialized internally, reads run
@@ -225,7 +235,7 @@ impl BlockStore {
             blocks_dir,
             options,
             db,
-            writer: Mutex::new(Writer { file, num, path, end, broken: None }),
+            writer: Mutex::new(Writer { file, num, path, end, broken: None, unsynced: Unsynced::default() }),
             tip: RwLock::new(tip),
             height_tx,
             readers: RwLock::new(HashMap::new()),
@@ -320,7 +330,16 @@ impl BlockStore {
         if self.options.sync == SyncPolicy::EveryBlock {
             files::sync_dir(&self.blocks_dir)?;
         }
-        *w = Writer { file, num, path, end: 0, broken: None };
+        let old = std::mem::replace(&mut w.file, file);
+        let old_path = std::mem::replace(&mut w.path, path);
+        if self.options.sync == SyncPolicy::None {
+            // The file left behind holds blocks not yet durable: the next sync covers it and the new entry.
+            w.unsynced.files.push((old_path, Arc::new(old)));
+            w.unsynced.directory = true;
+        }
+        w.num = num;
+        w.end = 0;
+        w.broken = None;
         Ok(())
     }
 
@@ -338,9 +357,31 @@ impl BlockStore {
 
     /// Forces everything appended so far to stable storage (block file fsync + index flush). Only needed with
     /// [`SyncPolicy::None`]. Errors: [`StoreError::Io`], [`StoreError::Index`].
+    ///
+    /// Appends go on while the files are synced: the writer's lock is held only to take the files to sync, so a
+    /// sync of many unsynced blocks (a committer's checkpoint) does not stall the blocks behind it. Everything
+    /// appended before the call is durable when it returns.
     pub fn sync(&self) -> Result<(), StoreError> {
-        let w = lock(&self.writer);
-        w.file.sync_data().map_err(|e| StoreError::io("syncing", &w.path, e))?;
+        let (current, unsynced) = {
+            let mut w = lock(&self.writer);
+            let current = w.file.try_clone().map_err(|e| StoreError::io("duplicating the handle of", &w.path, e))?;
+            ((w.path.clone(), current), std::mem::take(&mut w.unsynced))
+        };
+        let synced = unsynced
+            .files
+            .iter()
+            .map(|(path, f)| (path, &**f))
+            .chain(std::iter::once((&current.0, &current.1)))
+            .try_for_each(|(path, f)| f.sync_data().map_err(|e| StoreError::io("syncing", path, e)))
+            .and_then(|()| if unsynced.directory { files::sync_dir(&self.blocks_dir) } else { Ok(()) });
+        if let Err(e) = synced {
+            // Keep what is still owed to the next sync.
+            let mut w = lock(&self.writer);
+            w.unsynced.directory |= unsynced.directory;
+            let later = std::mem::take(&mut w.unsynced.files);
+            w.unsynced.files = unsynced.files.into_iter().chain(later).collect();
+            return Err(e);
+        }
         self.db.flush().map_err(|e| StoreError::index("flushing", e))?;
         Ok(())
     }

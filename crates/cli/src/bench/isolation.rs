@@ -28,7 +28,7 @@ const CLIENT_SHARE: u64 = 8 * DEFAULT_SHARE;
 #[derive(Debug, Clone, clap::Args)]
 pub struct IsolationBenchArgs {
     /// Offered load: transactions broadcast per second (paced) in each phase.
-    #[arg(long, default_value_t = 5_000.0)]
+    #[arg(long, default_value_t = 4_000.0)]
     pub rate: f64,
     /// Measured seconds of load per phase.
     #[arg(long, default_value_t = 20.0)]
@@ -60,7 +60,7 @@ pub struct IsolationBenchArgs {
 impl Default for IsolationBenchArgs {
     fn default() -> Self {
         IsolationBenchArgs {
-            rate: 5_000.0,
+            rate: 4_000.0,
             seconds: 20.0,
             warmup: 10.0,
             threshold: None,
@@ -99,6 +99,9 @@ pub struct PhaseResult {
     pub hog_rate: Option<f64>,
     /// Committed transactions in each second since the phase's first send (warm-up included).
     pub per_second: Vec<usize>,
+    /// The largest block latency of each second since the phase's first send (measured blocks only; 0 where a
+    /// second had none), ms: where the p99 comes from.
+    pub worst_latency_ms_per_second: Vec<f64>,
     /// CPU the node's components used during the phase (warm-up included), in cores.
     pub node_cores: f64,
 }
@@ -436,6 +439,11 @@ async fn measure(
     let measured = n - warm.min(n);
     let first_send = sent_at.iter().skip(warm).map(|a| a.load(Ordering::Relaxed)).min().unwrap_or(0);
     let last = blocks.iter().map(|b| b.0).max().unwrap_or(0);
+    let mut worst_latency_ms_per_second = vec![0.0f64; per_second.len()];
+    for (arrival, sent) in &blocks {
+        let slot = &mut worst_latency_ms_per_second[(*arrival / 1_000_000_000) as usize];
+        *slot = slot.max(arrival.saturating_sub(*sent) as f64 / 1e6);
+    }
     let mut latencies: Vec<f64> = blocks.iter().map(|b| b.0.saturating_sub(b.1) as f64 / 1e6).collect();
     latencies.sort_by(f64::total_cmp);
     let valid = codes.get(&0).copied().unwrap_or(0);
@@ -451,6 +459,7 @@ async fn measure(
             valid,
             hog_rate: None,
             per_second,
+            worst_latency_ms_per_second,
             node_cores: 0.0,
         },
         window: (t0 + Duration::from_nanos(first_send), t0 + Duration::from_nanos(last)),

@@ -127,7 +127,8 @@ async fn deploy_layout_runs_on_one_host() {
         "ORG2_ENDORSER_PORT",
         "ORG2_OPS_PORT",
     ];
-    let ports: std::collections::HashMap<&str, u16> = names.iter().map(|n| (*n, ferrofabric_comm::unused_port("127.0.0.1").unwrap())).collect();
+    let ports: std::collections::HashMap<&str, u16> =
+        names.iter().map(|n| (*n, ferrofabric_comm::unused_port("127.0.0.1").unwrap())).collect();
     let script = |name: &str, args: &[&str]| {
         let mut cmd = Command::new(repo().join("deploy").join(name));
         cmd.args(args).env("DATA_DIR", &data).env("BATCH_TIMEOUT", "200ms");

@@ -419,7 +419,11 @@ async fn three_raft_orderers_survive_a_leader_sigkill() {
     let msp = root.join("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp");
     let (ca_pem, certs) = tls_material();
     std::fs::write(root.join("ca.crt"), &ca_pem).unwrap();
-    let ports: Vec<(u16, u16)> = (0..NODES).map(|_| (ferrofabric_comm::unused_port("127.0.0.1").unwrap(), ferrofabric_comm::unused_port("127.0.0.1").unwrap())).collect();
+    let ports: Vec<(u16, u16)> = (0..NODES)
+        .map(|_| {
+            (ferrofabric_comm::unused_port("127.0.0.1").unwrap(), ferrofabric_comm::unused_port("127.0.0.1").unwrap())
+        })
+        .collect();
     let consenters = certs
         .iter()
         .zip(&ports)

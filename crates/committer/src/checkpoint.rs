@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -72,7 +72,10 @@ impl Checkpoint {
 
     /// Serializes the checkpoint (see the module docs).
     pub fn encode(&self) -> Vec<u8> {
-        encode(self.number, self.commit_hash, self.header_hash, self.entries.iter().map(|(k, v)| (k, v)))
+        let entries = self.entries.iter().map(|(k, v)| (k, v));
+        let out = Vec::with_capacity(64 + self.entries.len() * 96);
+        // Writing to a Vec cannot fail.
+        encode_to(out, self.number, self.commit_hash, self.header_hash, entries).unwrap_or_default()
     }
 
     /// Parses [`Checkpoint::encode`]'s output; `path` only names the file in errors.
@@ -131,7 +134,8 @@ impl Checkpoint {
     ///
     /// Errors: [`CheckpointError::Io`].
     pub fn write(&self, dir: &Path) -> Result<(), CheckpointError> {
-        write_file(dir, &self.encode())
+        let entries = self.entries.iter().map(|(k, v)| (k, v));
+        write_file(dir, |out| encode_to(out, self.number, self.commit_hash, self.header_hash, entries))
     }
 
     /// Reads `dir/checkpoint`; `Ok(None)` when there is none.
@@ -158,16 +162,22 @@ impl Checkpoint {
     }
 }
 
-/// Writes an encoded checkpoint to `dir/checkpoint` atomically (see [`Checkpoint::write`]).
-fn write_file(dir: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
+/// Writes a checkpoint, encoded by `encode` into a buffered writer, to `dir/checkpoint` atomically (see
+/// [`Checkpoint::write`]).
+fn write_file(
+    dir: &Path,
+    encode: impl FnOnce(BufWriter<File>) -> std::io::Result<BufWriter<File>>,
+) -> Result<(), CheckpointError> {
     let io = |action: &'static str, path: &Path| {
         let path = path.to_owned();
         move |source| CheckpointError::Io { action, path, source }
     };
     let tmp = dir.join(format!("{}.tmp", Checkpoint::FILE_NAME));
     let path = dir.join(Checkpoint::FILE_NAME);
-    let mut f = File::create(&tmp).map_err(io("creating", &tmp))?;
-    f.write_all(bytes).map_err(io("writing", &tmp))?;
+    let f = File::create(&tmp).map_err(io("creating", &tmp))?;
+    let f = encode(BufWriter::with_capacity(1 << 20, f))
+        .and_then(|w| w.into_inner().map_err(std::io::IntoInnerError::into_error))
+        .map_err(io("writing", &tmp))?;
     f.sync_all().map_err(io("syncing", &tmp))?;
     drop(f);
     std::fs::rename(&tmp, &path).map_err(io("renaming to", &path))?;
@@ -221,7 +231,7 @@ impl StateMirror {
         commit_hash: Option<[u8; 32]>,
         header_hash: [u8; 32],
     ) -> Result<(), CheckpointError> {
-        write_file(dir, &encode(self.number, commit_hash, header_hash, self.entries.iter()))
+        write_file(dir, |out| encode_to(out, self.number, commit_hash, header_hash, self.entries.iter()))
     }
 
     /// Number of keys.
@@ -230,40 +240,60 @@ impl StateMirror {
     }
 }
 
-/// [`Checkpoint::encode`] of `entries` (in key order), without collecting them first.
-fn encode<'a>(
+/// Writes [`Checkpoint::encode`]'s bytes for `entries` (in key order) to `out` as they are made, hashing them on the
+/// way: no copy of the state is collected, and a large state needs no buffer of its size.
+fn encode_to<'a, W: Write>(
+    out: W,
     number: u64,
     commit_hash: Option<[u8; 32]>,
     header_hash: [u8; 32],
     entries: impl ExactSizeIterator<Item = (&'a StateKey, &'a VersionedValue)>,
-) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + entries.len() * 96);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&number.to_le_bytes());
-    out.push(u8::from(commit_hash.is_some()));
-    out.extend_from_slice(&commit_hash.unwrap_or([0; 32]));
-    out.extend_from_slice(&header_hash);
-    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-    let put = |out: &mut Vec<u8>, b: &[u8]| {
-        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-        out.extend_from_slice(b);
-    };
-    for (k, v) in entries {
-        put(&mut out, k.namespace.as_bytes());
-        put(&mut out, k.collection.as_bytes());
-        put(&mut out, &k.key);
-        put(&mut out, &v.value);
-        out.extend_from_slice(&(v.metadata.len() as u32).to_le_bytes());
-        for (name, value) in &v.metadata {
-            put(&mut out, name.as_bytes());
-            put(&mut out, value);
-        }
-        out.extend_from_slice(&v.version.block_num.to_le_bytes());
-        out.extend_from_slice(&v.version.tx_num.to_le_bytes());
+) -> std::io::Result<W> {
+    let mut out = Hashing { inner: out, hash: Sha256::new() };
+    out.write_all(MAGIC)?;
+    out.write_all(&number.to_le_bytes())?;
+    out.write_all(&[u8::from(commit_hash.is_some())])?;
+    out.write_all(&commit_hash.unwrap_or([0; 32]))?;
+    out.write_all(&header_hash)?;
+    out.write_all(&(entries.len() as u64).to_le_bytes())?;
+    fn put(out: &mut impl Write, b: &[u8]) -> std::io::Result<()> {
+        out.write_all(&(b.len() as u32).to_le_bytes())?;
+        out.write_all(b)
     }
-    let digest: [u8; 32] = Sha256::digest(&out).into();
-    out.extend_from_slice(&digest);
-    out
+    for (k, v) in entries {
+        put(&mut out, k.namespace.as_bytes())?;
+        put(&mut out, k.collection.as_bytes())?;
+        put(&mut out, &k.key)?;
+        put(&mut out, &v.value)?;
+        out.write_all(&(v.metadata.len() as u32).to_le_bytes())?;
+        for (name, value) in &v.metadata {
+            put(&mut out, name.as_bytes())?;
+            put(&mut out, value)?;
+        }
+        out.write_all(&v.version.block_num.to_le_bytes())?;
+        out.write_all(&v.version.tx_num.to_le_bytes())?;
+    }
+    let Hashing { mut inner, hash } = out;
+    inner.write_all(&hash.finalize())?;
+    Ok(inner)
+}
+
+/// A writer that hashes what passes through it.
+struct Hashing<W> {
+    inner: W,
+    hash: Sha256,
+}
+
+impl<W: Write> Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 struct Reader {

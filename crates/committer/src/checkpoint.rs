@@ -135,7 +135,7 @@ impl Checkpoint {
     /// Errors: [`CheckpointError::Io`].
     pub fn write(&self, dir: &Path) -> Result<(), CheckpointError> {
         let entries = self.entries.iter().map(|(k, v)| (k, v));
-        write_file(dir, |out| encode_to(out, self.number, self.commit_hash, self.header_hash, entries))
+        Staged::write(dir, |out| encode_to(out, self.number, self.commit_hash, self.header_hash, entries))?.publish()
     }
 
     /// Reads `dir/checkpoint`; `Ok(None)` when there is none.
@@ -162,27 +162,46 @@ impl Checkpoint {
     }
 }
 
-/// Writes a checkpoint, encoded by `encode` into a buffered writer, to `dir/checkpoint` atomically (see
-/// [`Checkpoint::write`]).
-fn write_file(
-    dir: &Path,
-    encode: impl FnOnce(BufWriter<File>) -> std::io::Result<BufWriter<File>>,
-) -> Result<(), CheckpointError> {
-    let io = |action: &'static str, path: &Path| {
-        let path = path.to_owned();
-        move |source| CheckpointError::Io { action, path, source }
-    };
-    let tmp = dir.join(format!("{}.tmp", Checkpoint::FILE_NAME));
-    let path = dir.join(Checkpoint::FILE_NAME);
-    let f = File::create(&tmp).map_err(io("creating", &tmp))?;
-    let f = encode(BufWriter::with_capacity(1 << 20, f))
-        .and_then(|w| w.into_inner().map_err(std::io::IntoInnerError::into_error))
-        .map_err(io("writing", &tmp))?;
-    f.sync_all().map_err(io("syncing", &tmp))?;
-    drop(f);
-    std::fs::rename(&tmp, &path).map_err(io("renaming to", &path))?;
-    File::open(dir).and_then(|d| d.sync_all()).map_err(io("syncing directory", dir))?;
-    Ok(())
+/// A checkpoint written and synced to its temporary file, not yet in force: the two halves of [`Checkpoint::write`],
+/// so that a writer can make the block store durable up to the checkpoint's block in between (a checkpoint must
+/// never be ahead of the durable chain).
+pub(crate) struct Staged {
+    dir: PathBuf,
+    tmp: PathBuf,
+}
+
+impl Staged {
+    /// Encodes a checkpoint with `encode` into a buffered writer on `dir/checkpoint.tmp` and syncs the file.
+    ///
+    /// Errors: [`CheckpointError::Io`].
+    fn write(
+        dir: &Path,
+        encode: impl FnOnce(BufWriter<File>) -> std::io::Result<BufWriter<File>>,
+    ) -> Result<Staged, CheckpointError> {
+        let tmp = dir.join(format!("{}.tmp", Checkpoint::FILE_NAME));
+        let f = File::create(&tmp).map_err(io_error("creating", &tmp))?;
+        let f = encode(BufWriter::with_capacity(1 << 20, f))
+            .and_then(|w| w.into_inner().map_err(std::io::IntoInnerError::into_error))
+            .map_err(io_error("writing", &tmp))?;
+        f.sync_all().map_err(io_error("syncing", &tmp))?;
+        Ok(Staged { dir: dir.to_owned(), tmp })
+    }
+
+    /// Renames the temporary file over `dir/checkpoint` and syncs the directory: from here on a restart resumes
+    /// from this checkpoint.
+    ///
+    /// Errors: [`CheckpointError::Io`].
+    pub(crate) fn publish(self) -> Result<(), CheckpointError> {
+        let path = self.dir.join(Checkpoint::FILE_NAME);
+        std::fs::rename(&self.tmp, &path).map_err(io_error("renaming to", &path))?;
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io_error("syncing directory", &self.dir))?;
+        Ok(())
+    }
+}
+
+fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError {
+    let path = path.to_owned();
+    move |source| CheckpointError::Io { action, path, source }
 }
 
 /// The world state as of the last block stored, kept by the checkpoint writer from each stored block's updates.
@@ -224,14 +243,15 @@ impl StateMirror {
         self.number
     }
 
-    /// Writes the checkpoint of this state ([`Checkpoint::write`]'s file) for the block with `header_hash`.
-    pub(crate) fn write(
+    /// Writes the checkpoint of this state ([`Checkpoint::write`]'s file) for the block with `header_hash` to its
+    /// temporary file; [`Staged::publish`] puts it in force.
+    pub(crate) fn stage(
         &self,
         dir: &Path,
         commit_hash: Option<[u8; 32]>,
         header_hash: [u8; 32],
-    ) -> Result<(), CheckpointError> {
-        write_file(dir, |out| encode_to(out, self.number, commit_hash, header_hash, self.entries.iter()))
+    ) -> Result<Staged, CheckpointError> {
+        Staged::write(dir, |out| encode_to(out, self.number, commit_hash, header_hash, self.entries.iter()))
     }
 
     /// Number of keys.
@@ -379,7 +399,7 @@ mod tests {
         }
         assert_eq!(mirror.number(), 9);
         let dir = tempfile::tempdir().unwrap();
-        mirror.write(dir.path(), Some([1; 32]), [2; 32]).unwrap();
+        mirror.stage(dir.path(), Some([1; 32]), [2; 32]).unwrap().publish().unwrap();
         let expected =
             Checkpoint { number: 9, commit_hash: Some([1; 32]), header_hash: [2; 32], entries: state.view().entries() };
         assert_eq!(Checkpoint::read(dir.path()).unwrap().unwrap(), expected);

@@ -352,12 +352,6 @@ fn write_checkpoints(
     mut mirror: StateMirror,
     jobs: std::sync::mpsc::Receiver<CheckpointJob>,
 ) {
-    // Writing a checkpoint is a burst of CPU (about 80 ms per 100,000 keys) that can wait: at the lowest priority
-    // among the committer's threads it takes idle CPU only, instead of delaying the blocks being validated. On Linux
-    // the nice value of `setpriority` on a thread id applies to that thread alone.
-    if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19) {
-        tracing::debug!(error = %e, "cannot lower the checkpoint writer's priority");
-    }
     for job in jobs {
         match job {
             CheckpointJob::Apply { number, updates } => mirror.apply(number, &updates),
@@ -383,7 +377,12 @@ fn write_checkpoints(
     }
 }
 
-/// Writes the checkpoint of `mirror`'s state once the chain up to its block is durable.
+/// Writes the checkpoint of `mirror`'s state and puts it in force once the chain up to its block is durable.
+///
+/// Encoding is a burst of CPU (about 80 ms per 100,000 keys, more on a loaded host) that can wait, so it runs on a
+/// thread of its own at the lowest priority, taking idle CPU rather than delaying the blocks being validated. The
+/// block store's sync stays on this thread, at normal priority: it takes locks the store thread's appends take too,
+/// and a lock held by a thread that only gets idle CPU would stall the appends behind it.
 fn write_checkpoint(
     store: &BlockStore,
     data_dir: &Path,
@@ -391,12 +390,25 @@ fn write_checkpoint(
     commit_hash: Option<[u8; 32]>,
 ) -> anyhow::Result<()> {
     let number = mirror.number();
-    // The checkpoint must never be ahead of the durable chain.
-    store.sync()?;
     let block = store.block(number)?.ok_or_else(|| anyhow!("block {number} is not stored"))?;
     let header = Block::decode(block).map_err(|e| anyhow!("block {number}: {e}"))?.header.unwrap_or_default();
-    mirror.write(data_dir, commit_hash, block_header_hash(&header))?;
-    Ok(())
+    let header_hash = block_header_hash(&header);
+    std::thread::scope(|scope| {
+        let encoder =
+            std::thread::Builder::new().name("committer-checkpoint-encode".into()).spawn_scoped(scope, || {
+                // On Linux the nice value of `setpriority` on a thread id applies to that thread alone.
+                if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19) {
+                    tracing::debug!(error = %e, "cannot lower the checkpoint encoder's priority");
+                }
+                mirror.stage(data_dir, commit_hash, header_hash)
+            })?;
+        // The checkpoint must never be ahead of the durable chain.
+        let synced = store.sync();
+        let staged = encoder.join().map_err(|_| anyhow!("the checkpoint encoder panicked"))??;
+        synced?;
+        staged.publish()?;
+        Ok(())
+    })
 }
 
 /// Why the validator thread stopped on a refused block.
@@ -568,9 +580,10 @@ pub struct Status {
 /// # Durability
 /// The world state lives in memory. The checkpoint thread keeps its own copy, applying each block's updates once
 /// the store thread has appended it; every `CheckpointInterval` blocks it makes the block store durable up to that
-/// block (appends go on meanwhile) and writes its copy as a [`Checkpoint`]. So no block waits for a checkpoint. The block store is the record of what was committed; blocks are stored as the peer bytes, and
-/// re-validating them gives the same results because neither the data hash nor the orderer signatures cover the
-/// TRANSACTIONS_FILTER and COMMIT_HASH entries (the validator reads only SIGNATURES).
+/// block (appends go on meanwhile) and writes its copy as a [`Checkpoint`], encoding it at the lowest CPU priority.
+/// So no block waits for a checkpoint. The block store is the record of what was committed; blocks are stored as
+/// the peer bytes, and re-validating them gives the same results because neither the data hash nor the orderer
+/// signatures cover the TRANSACTIONS_FILTER and COMMIT_HASH entries (the validator reads only SIGNATURES).
 ///
 /// On start the committer resumes from the checkpoint when it matches the stored chain (header hash and COMMIT_HASH
 /// of its block) and re-validates only the stored blocks after it, or every stored block when there is no usable

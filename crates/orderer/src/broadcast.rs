@@ -25,12 +25,17 @@ pub struct Checked {
     config: bool,
 }
 
+/// The BAD_REQUEST info of a Broadcast to a channel this orderer does not have, word for word Fabric 2.5's: a
+/// message for an unknown channel was a channel creation request, and there is no system channel to create it.
+const NO_SYSTEM_CHANNEL: &str =
+    "channel creation request not allowed because the orderer system channel is not defined";
+
 /// Handles Broadcast streams for all channels of a [`Registrar`].
 ///
 /// `AtomicBroadcast/Broadcast` (Fabric `orderer/common/broadcast/broadcast.go`), with FastFabric's Opt O-II.
 ///
 /// Per message, in Fabric's order: decode the envelope down to the channel header (BAD_REQUEST), find the
-/// channel (NOT_FOUND), classify by header type (CONFIG and ORDERER_TRANSACTION: BAD_REQUEST), then the
+/// channel (BAD_REQUEST, with Fabric 2.5's words for it), classify by header type (CONFIG and ORDERER_TRANSACTION: BAD_REQUEST), then the
 /// standard filters — empty, size ≤ `AbsoluteMaxBytes`, creator expiry (BAD_REQUEST), `/Channel/Writers`
 /// with the creator's signature (FORBIDDEN) — or, for CONFIG_UPDATE, the config update processor; finally the
 /// message is handed to the channel's consensus (SERVICE_UNAVAILABLE if it cannot take it).
@@ -133,8 +138,9 @@ impl BroadcastHandler {
     pub fn check(&self, raw: Bytes) -> Result<Checked, Rejection> {
         let msg = inspect(raw)?;
         let id = &msg.channel_header.channel_id;
-        let channel =
-            self.registrar.channel(id).ok_or_else(|| Rejection::not_found(format!("channel '{id}' does not exist")))?;
+        // Fabric 2.5 (`multichannel.Registrar.BroadcastChannelSupport`) treats a message for a channel it does not
+        // have as a channel creation request for the system channel, which a participation-API orderer lacks.
+        let channel = self.registrar.channel(id).ok_or_else(|| Rejection::bad_request(NO_SYSTEM_CHANNEL))?;
         match classify(msg.channel_header.r#type) {
             MsgClass::Config => Err(Rejection::bad_request("message is of type that cannot be processed directly")),
             MsgClass::Unsupported => Err(Rejection::bad_request("message is of type that is no longer supported")),

@@ -23,7 +23,7 @@ use prost::Message;
 /// A refused message: the BroadcastResponse status and info.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    /// Fabric status code (BAD_REQUEST, FORBIDDEN, NOT_FOUND, SERVICE_UNAVAILABLE, ...).
+    /// Fabric status code (BAD_REQUEST, FORBIDDEN, SERVICE_UNAVAILABLE, ...).
     pub status: Status,
     /// What was wrong, for the client.
     pub info: String,
@@ -37,10 +37,6 @@ impl Rejection {
     /// A FORBIDDEN rejection.
     pub fn forbidden(info: impl Into<String>) -> Self {
         Rejection { status: Status::Forbidden, info: info.into() }
-    }
-    /// A NOT_FOUND rejection.
-    pub fn not_found(info: impl Into<String>) -> Self {
-        Rejection { status: Status::NotFound, info: info.into() }
     }
     /// A SERVICE_UNAVAILABLE rejection.
     pub fn unavailable(info: impl Into<String>) -> Self {

@@ -188,8 +188,15 @@ fn upper_bound(namespace: &str, end: &[u8]) -> Bound<StateKey> {
     Bound::Excluded(StateKey::public(namespace, Bytes::copy_from_slice(end)))
 }
 
+/// Shards of the point-read map. The state only grows between deletes, and a shard doubles in one insert that
+/// moves all its entries while its lock is held: with dashmap's default (4 per core, 8 here) each doubling of the
+/// state stalls the commit for tens to hundreds of ms once it holds a few hundred thousand keys, and readers of
+/// that shard wait meanwhile. With 256 shards a doubling moves 1/256 of the keys, and the shards, filled unevenly,
+/// double at different moments.
+const SHARDS: usize = 256;
+
 /// The world state of one channel: concurrent point reads, ordered scans, atomic block application.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct WorldState {
     values: DashMap<StateKey, VersionedValue>,
     /// Ordered index of every present key plus the number of the last committed block, behind the commit gate: `apply` holds it
@@ -201,6 +208,12 @@ pub struct WorldState {
 struct Ordered {
     keys: BTreeSet<StateKey>,
     last_block: Option<u64>,
+}
+
+impl Default for WorldState {
+    fn default() -> Self {
+        WorldState { values: DashMap::with_shard_amount(SHARDS), gate: RwLock::default() }
+    }
 }
 
 impl WorldState {

@@ -42,9 +42,9 @@ mod lifecycle;
 mod mvcc;
 mod rangequery;
 mod txcheck;
+mod txids;
 mod vscc;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -54,6 +54,7 @@ use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType,
 use ferrofabric_protoutil::{block_header_bytes, block_header_hash};
 use ferrofabric_state::{UpdateBatch, WorldState};
 use prost::Message;
+use txids::TxIds;
 
 pub use ferrofabric_protos::peer::TxValidationCode;
 pub use lifecycle::{definition as chaincode_definition, Definition as ChaincodeDefinition, LIFECYCLE};
@@ -140,7 +141,7 @@ pub struct ResumePoint {
     state: WorldState,
     commit_hash: Option<[u8; 32]>,
     header_hash: [u8; 32],
-    txids: HashSet<String>,
+    txids: TxIds,
     /// Number and header hash of the last block added.
     last: Option<(u64, [u8; 32])>,
     /// The last CONFIG block whose transaction was committed VALID.
@@ -152,7 +153,7 @@ impl ResumePoint {
     /// `commit_hash` the commit hash after `N` (`None` only for `N = 0`) and `header_hash` the SHA-256 of block
     /// `N`'s header ([`ferrofabric_protoutil::block_header_hash`]), which ties the checkpoint to one chain.
     pub fn new(state: WorldState, commit_hash: Option<[u8; 32]>, header_hash: [u8; 32]) -> ResumePoint {
-        ResumePoint { state, commit_hash, header_hash, txids: HashSet::new(), last: None, config_block: None }
+        ResumePoint { state, commit_hash, header_hash, txids: TxIds::default(), last: None, config_block: None }
     }
 
     /// Adds the next committed block (`0`, then `1`, ...) as the peer stored it, with its TRANSACTIONS_FILTER: its
@@ -195,7 +196,7 @@ impl ResumePoint {
 pub struct Validator {
     config: Arc<ChannelConfig>,
     state: Arc<WorldState>,
-    txids: HashSet<String>,
+    txids: TxIds,
     last_number: u64,
     last_hash: [u8; 32],
     commit_hash: Option<[u8; 32]>,
@@ -214,7 +215,7 @@ impl Validator {
             return Err(bad(arena.number(), "a genesis block must be block 0"));
         }
         let config = config_from_block(&arena)?;
-        let mut txids = HashSet::new();
+        let mut txids = TxIds::default();
         record_txids(&arena, &mut txids);
         let state = Arc::new(WorldState::new());
         state.apply(0, &UpdateBatch::new());
@@ -472,11 +473,11 @@ fn validation_pool(options: &ValidatorOptions) -> Result<Arc<rayon::ThreadPool>,
 
 /// Adds the block's transaction ids to the ledger's set: every transaction's, valid or not, as Fabric's block index
 /// keeps them (a later transaction with the same id is a DUPLICATE_TXID).
-fn record_txids(arena: &BlockArena, txids: &mut HashSet<String>) {
+fn record_txids(arena: &BlockArena, txids: &mut TxIds) {
     for tx in arena.txs() {
         if let Ok(ch) = tx.channel_header() {
             if !ch.tx_id.is_empty() {
-                txids.insert(ch.tx_id.clone());
+                txids.insert(&ch.tx_id);
             }
         }
     }

@@ -15,13 +15,14 @@ use prost::Message;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
+use crate::txids::TxIds;
 use crate::{lifecycle, vscc, TxValidationCode as Code};
 
 /// What the state-dependent stage needs to know about the ledger, shared read-only by all threads.
 pub(crate) struct BlockContext<'a> {
     pub config: &'a ChannelConfig,
     pub view: &'a StateView<'a>,
-    pub txids: &'a HashSet<String>,
+    pub txids: &'a TxIds,
     pub block_number: u64,
     pub policies: &'a vscc::PolicyCache,
 }

@@ -104,8 +104,9 @@ async fn bad_messages_get_their_status_and_the_stream_and_other_clients_carry_on
         (
             "unknown channel",
             TxBuilder::new(net).chaincode("transfer", "1.0").channel("nosuch").build().unwrap().envelope,
-            Status::NotFound,
-            "channel 'nosuch' does not exist",
+            // Fabric 2.5.16's answer, word for word (no system channel to create it in).
+            Status::BadRequest,
+            "channel creation request not allowed because the orderer system channel is not defined",
         ),
         (
             "forged signature",

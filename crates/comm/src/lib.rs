@@ -14,8 +14,8 @@
 //!   ([`unused_port`]);
 //! * the one [`Shutdown`] signal every task holds, and `SIGINT`/`SIGTERM` handling ([`wait_for_signal`]);
 //! * `host:port` and Go duration values of configuration files ([`parse_addr`], [`parse_duration`]);
-//! * the operations HTTP server (`/healthz`, `/metrics`: [`operations_router`], [`serve_operations`]) and the
-//!   HTTP(S) accept loop ([`serve_http`]).
+//! * the operations HTTP server (`/healthz`, `/version`, `/metrics`: [`operations_router`], [`serve_operations`])
+//!   and the HTTP(S) accept loop ([`serve_http`]).
 
 mod client;
 mod codec;
@@ -33,7 +33,9 @@ pub use codec::{unimplemented_response, PairCodec, ProstDecoder, ProstEncoder, R
 pub use listener::{
     bind as bind_grpc, grpc_listener, server_builder as grpc_server_builder, spawn as spawn_grpc_server, unused_port,
 };
-pub use operations::{health_response, router as operations_router, serve as serve_operations, serve_http, Health};
+pub use operations::{
+    health_response, router as operations_router, serve as serve_operations, serve_http, version_response, Health,
+};
 pub use parse::{parse_addr, parse_duration};
 pub use shutdown::{wait_for_signal, Shutdown, ShutdownTrigger};
 pub use tls::{http_server_tls, pem_cert_der, ClientTlsConfig, TlsConfig};

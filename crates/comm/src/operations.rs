@@ -1,5 +1,5 @@
-//! The operations server (Fabric `core/operations/system.go`): `GET /healthz` in Fabric's format, `GET /metrics`
-//! in Prometheus text format, and the HTTP(S) accept loop the orderer's admin listener shares.
+//! The operations server (Fabric `core/operations/system.go`): `GET /healthz` and `GET /version` in Fabric's
+//! format, `GET /metrics` in Prometheus text format, and the HTTP(S) accept loop the orderer's admin listener shares.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
@@ -51,6 +51,17 @@ pub fn health_response(failed: Vec<(String, String)>) -> Response {
     (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
 }
 
+/// Fabric's `/version` answer (`core/operations/version.go`): 200 `{"CommitSHA":…,"Version":…}` for a GET, 400
+/// `{"Error":"invalid request method: M"}` for any other method. Version is this build's crate version.
+pub fn version_response(method: &axum::http::Method) -> Response {
+    if method == axum::http::Method::GET {
+        let body = serde_json::json!({"CommitSHA": "ferrofabric", "Version": env!("CARGO_PKG_VERSION")});
+        return (StatusCode::OK, axum::Json(body)).into_response();
+    }
+    let body = serde_json::json!({"Error": format!("invalid request method: {method}")});
+    (StatusCode::BAD_REQUEST, axum::Json(body)).into_response()
+}
+
 /// The text exposition of `registry` (`/metrics`).
 pub(crate) fn metrics_response(registry: &Registry) -> Response {
     let mut out = Vec::new();
@@ -61,16 +72,19 @@ pub(crate) fn metrics_response(registry: &Registry) -> Response {
 }
 
 /// The operations router of a daemon whose metrics are in a Prometheus `registry` and whose health is one check
-/// named `component`: `/metrics` and `/healthz`.
+/// named `component`: `/metrics`, `/healthz` and `/version`.
 pub fn router(registry: Arc<Registry>, health: Health, component: &'static str) -> Router {
-    Router::new().route("/metrics", get(move || std::future::ready(metrics_response(&registry)))).route(
-        "/healthz",
-        get(move || {
-            let failed = health.borrow().clone();
-            let failed = failed.map(|reason| (component.to_owned(), reason)).into_iter().collect();
-            std::future::ready(health_response(failed))
-        }),
-    )
+    Router::new()
+        .route("/metrics", get(move || std::future::ready(metrics_response(&registry))))
+        .route(
+            "/healthz",
+            get(move || {
+                let failed = health.borrow().clone();
+                let failed = failed.map(|reason| (component.to_owned(), reason)).into_iter().collect();
+                std::future::ready(health_response(failed))
+            }),
+        )
+        .route("/version", any(|method: axum::http::Method| std::future::ready(version_response(&method))))
 }
 
 /// Serves `router` on `listener` (HTTP/1.1 and HTTP/2, TLS if `tls` is given) until `shutdown` fires. Connection
@@ -146,5 +160,19 @@ mod tests {
         assert_eq!(health_response(Vec::new()).status(), StatusCode::OK);
         let r = health_response(vec![("committer".into(), "disk full".into())]);
         assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    #[tokio::test]
+    async fn version_answers_a_get_and_refuses_other_methods_as_fabric_does() {
+        let body = |r: Response| async {
+            let bytes = axum::body::to_bytes(r.into_body(), 1 << 16).await.unwrap();
+            serde_json::from_slice::<serde_json::Value>(&bytes).unwrap()
+        };
+        let ok = version_response(&axum::http::Method::GET);
+        assert_eq!(ok.status(), StatusCode::OK);
+        assert_eq!(body(ok).await["Version"], env!("CARGO_PKG_VERSION"));
+        let refused = version_response(&axum::http::Method::POST);
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(body(refused).await, serde_json::json!({"Error": "invalid request method: POST"}));
     }
 }

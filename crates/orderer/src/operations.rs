@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{any, get};
 use axum::Router;
-use ferrofabric_comm::health_response;
+use ferrofabric_comm::{health_response, version_response};
 
 use crate::registrar::Registrar;
 
@@ -32,12 +32,7 @@ pub(crate) fn router(registrar: Arc<Registrar>) -> Router {
                 health_response(failed)
             }),
         )
-        .route(
-            "/version",
-            get(|| async {
-                axum::Json(serde_json::json!({"Version": env!("CARGO_PKG_VERSION"), "CommitSHA": "ferrofabric"}))
-            }),
-        )
+        .route("/version", any(|method: axum::http::Method| async move { version_response(&method) }))
         .route(
             "/metrics",
             get(move || async move {

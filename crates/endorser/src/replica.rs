@@ -2,7 +2,6 @@
 //! transaction IDs and the channel configuration, brought forward by the committer's validated blocks without
 //! validating them again. Several replicas (one per endorser process) scale endorsement out.
 
-use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
@@ -11,7 +10,7 @@ use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType};
 use ferrofabric_protos::peer::TxValidationCode;
 use ferrofabric_state::{Height, StateView, UpdateBatch, WorldState};
-use ferrofabric_validator::apply_write_set;
+use ferrofabric_validator::{apply_write_set, TxIds};
 use prost::Message;
 
 /// Why a block could not be applied to a [`Replica`] (nothing of it was applied).
@@ -43,7 +42,7 @@ pub enum ReplicaError {
 
 struct Committed {
     config: Arc<ChannelConfig>,
-    txids: HashSet<String>,
+    txids: TxIds,
 }
 
 /// One channel's replicated state; see the module docs. All methods take `&self` and are thread-safe: simulations
@@ -83,10 +82,10 @@ impl Replica {
         let env = ConfigEnvelope::decode(payload.data.clone())
             .map_err(|e| ReplicaError::Config(format!("ConfigEnvelope: {e}")))?;
         let config = config_from_envelope(&channel_id, &env)?;
-        let mut txids = HashSet::new();
+        let mut txids = TxIds::default();
         if let Ok(ch) = tx.channel_header() {
             if !ch.tx_id.is_empty() {
-                txids.insert(ch.tx_id.clone());
+                txids.insert(&ch.tx_id);
             }
         }
         let state = WorldState::new();
@@ -162,7 +161,10 @@ impl Replica {
 
     /// Records committed transaction IDs (for [`Replica::apply`] users).
     pub fn record_txids<I: IntoIterator<Item = String>>(&self, txids: I) {
-        self.committed_mut().txids.extend(txids);
+        let mut committed = self.committed_mut();
+        for txid in txids {
+            committed.txids.insert(&txid);
+        }
     }
 
     /// Applies a validated block as the committer delivers it (a marshaled `common.Block` whose
@@ -217,7 +219,9 @@ impl Replica {
         // transaction IDs.
         let mut committed = self.committed_mut();
         self.state.apply(number, &batch);
-        committed.txids.extend(txids);
+        for txid in &txids {
+            committed.txids.insert(txid);
+        }
         if let Some(c) = new_config {
             committed.config = Arc::new(c);
         }

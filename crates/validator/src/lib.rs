@@ -54,7 +54,6 @@ use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType,
 use ferrofabric_protoutil::{block_header_bytes, block_header_hash};
 use ferrofabric_state::{UpdateBatch, WorldState};
 use prost::Message;
-use txids::TxIds;
 
 pub use ferrofabric_protos::peer::TxValidationCode;
 pub use lifecycle::{definition as chaincode_definition, Definition as ChaincodeDefinition, LIFECYCLE};
@@ -63,6 +62,7 @@ pub use rangequery::{summarize as summarize_query_reads, MAX_DEGREE as MAX_DEGRE
 pub use txcheck::{
     check_common_header, check_creator, check_endorser_transaction, check_payload, check_structure, check_txid,
 };
+pub use txids::TxIds;
 pub use vscc::VALIDATION_PARAMETER;
 
 /// Tuning of a [`Validator`].

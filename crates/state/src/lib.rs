@@ -189,10 +189,10 @@ fn upper_bound(namespace: &str, end: &[u8]) -> Bound<StateKey> {
 }
 
 /// Shards of the point-read map. The state only grows between deletes, and a shard doubles in one insert that
-/// moves all its entries while its lock is held: with dashmap's default (4 per core, 8 here) each doubling of the
-/// state stalls the commit for tens to hundreds of ms once it holds a few hundred thousand keys, and readers of
-/// that shard wait meanwhile. With 256 shards a doubling moves 1/256 of the keys, and the shards, filled unevenly,
-/// double at different moments.
+/// moves all its entries while its lock is held: with dashmap's default (4 per core, 8 on two cores) each doubling
+/// of the state stalls the commit for tens to hundreds of ms once it holds a few hundred thousand keys, and readers
+/// of that shard wait meanwhile. With 256 shards a doubling moves 1/256 of the keys, and the shards, filled
+/// unevenly, double at different moments.
 const SHARDS: usize = 256;
 
 /// The world state of one channel: concurrent point reads, ordered scans, atomic block application.

@@ -197,7 +197,7 @@ impl Replica {
         for (i, tx) in arena.txs().iter().enumerate() {
             let Ok(ch) = tx.channel_header() else { continue };
             if !ch.tx_id.is_empty() {
-                txids.push(ch.tx_id.clone());
+                txids.push(ch.tx_id.as_str());
             }
             if filter[i] != TxValidationCode::Valid as u8 {
                 continue;
@@ -219,7 +219,7 @@ impl Replica {
         // transaction IDs.
         let mut committed = self.committed_mut();
         self.state.apply(number, &batch);
-        for txid in &txids {
+        for txid in txids {
             committed.txids.insert(txid);
         }
         if let Some(c) = new_config {

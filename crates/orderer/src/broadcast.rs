@@ -35,8 +35,8 @@ const NO_SYSTEM_CHANNEL: &str =
 /// `AtomicBroadcast/Broadcast` (Fabric `orderer/common/broadcast/broadcast.go`), with FastFabric's Opt O-II.
 ///
 /// Per message, in Fabric's order: decode the envelope down to the channel header (BAD_REQUEST), find the
-/// channel (BAD_REQUEST, with Fabric 2.5's words for it), classify by header type (CONFIG and ORDERER_TRANSACTION: BAD_REQUEST), then the
-/// standard filters — empty, size ≤ `AbsoluteMaxBytes`, creator expiry (BAD_REQUEST), `/Channel/Writers`
+/// channel (BAD_REQUEST, with Fabric 2.5's words for it), classify by header type (CONFIG and
+/// ORDERER_TRANSACTION: BAD_REQUEST), then the standard filters — empty, size ≤ `AbsoluteMaxBytes`, creator expiry (BAD_REQUEST), `/Channel/Writers`
 /// with the creator's signature (FORBIDDEN) — or, for CONFIG_UPDATE, the config update processor; finally the
 /// message is handed to the channel's consensus (SERVICE_UNAVAILABLE if it cannot take it).
 ///

@@ -4,6 +4,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -260,6 +261,10 @@ enum CheckpointJob {
 /// thread waits for it.
 const CHECKPOINT_QUEUE: usize = 8192;
 
+/// Blocks the checkpoint writer may fall behind before it stops pacing the checkpoint it writes: well within
+/// [`CHECKPOINT_QUEUE`], so a paced checkpoint never makes the store thread wait.
+const HURRY_BACKLOG: u64 = 256;
+
 /// The store thread: appends blocks, publishes config changes and metrics, hands checkpoints to the writer.
 struct StoreStage {
     store: Arc<BlockStore>,
@@ -277,13 +282,14 @@ impl StoreStage {
         // Checkpoints are written on their own thread from its own copy of the state, so neither the validator
         // (no snapshot of its state) nor the blocks behind a checkpoint (no wait for its fsyncs) stop for one.
         let (checkpoints, pending) = std::sync::mpsc::sync_channel::<CheckpointJob>(CHECKPOINT_QUEUE);
+        let stored = Arc::new(AtomicU64::new(mirror.number()));
         let writer = {
-            let store = store.clone();
+            let (store, stored) = (store.clone(), stored.clone());
             std::thread::Builder::new()
                 .name("committer-checkpoint".into())
-                .spawn(move || write_checkpoints(&store, &data_dir, mirror, pending))?
+                .spawn(move || write_checkpoints(&store, &data_dir, mirror, &stored, pending))?
         };
-        let stage = Storing { store: store.clone(), config_tx, metrics, status };
+        let stage = Storing { store: store.clone(), config_tx, metrics, status, stored };
         let result = stage.store_blocks(jobs, &checkpoints);
         drop(checkpoints);
         if writer.join().is_err() {
@@ -301,6 +307,8 @@ struct Storing {
     config_tx: watch::Sender<Option<Arc<ChannelConfig>>>,
     metrics: CommitMetrics,
     status: watch::Sender<Status>,
+    /// The last block handed to the checkpoint writer.
+    stored: Arc<AtomicU64>,
 }
 
 impl Storing {
@@ -331,6 +339,7 @@ impl Storing {
                         s.height = fetched.number + 1;
                         s.commit_hash = commit_hash;
                     });
+                    self.stored.store(fetched.number, Ordering::Relaxed);
                     CheckpointJob::Apply { number: fetched.number, updates }
                 }
                 StoreJob::Checkpoint { number, commit_hash } => CheckpointJob::Write { number, commit_hash },
@@ -345,11 +354,13 @@ impl Storing {
     }
 }
 
-/// The checkpoint writer thread: keeps `mirror` at the last stored block and writes it when asked.
+/// The checkpoint writer thread: keeps `mirror` at the last stored block and writes it when asked; `stored` is the
+/// last block the store thread has handed over.
 fn write_checkpoints(
     store: &BlockStore,
     data_dir: &Path,
     mut mirror: StateMirror,
+    stored: &AtomicU64,
     jobs: std::sync::mpsc::Receiver<CheckpointJob>,
 ) {
     for job in jobs {
@@ -361,7 +372,8 @@ fn write_checkpoints(
             }
             CheckpointJob::Write { number, commit_hash } => {
                 let started = Instant::now();
-                match write_checkpoint(store, data_dir, &mirror, commit_hash) {
+                let behind = || stored.load(Ordering::Relaxed).saturating_sub(number) > HURRY_BACKLOG;
+                match write_checkpoint(store, data_dir, &mirror, commit_hash, behind) {
                     Ok(()) => tracing::debug!(
                         number,
                         keys = mirror.len(),
@@ -379,15 +391,18 @@ fn write_checkpoints(
 
 /// Writes the checkpoint of `mirror`'s state and puts it in force once the chain up to its block is durable.
 ///
-/// Encoding is a burst of CPU (about 80 ms per 100,000 keys, more on a loaded host) that can wait, so it runs on a
-/// thread of its own at the lowest priority, taking idle CPU rather than delaying the blocks being validated. The
-/// block store's sync stays on this thread, at normal priority: it takes locks the store thread's appends take too,
-/// and a lock held by a thread that only gets idle CPU would stall the appends behind it.
+/// Encoding is CPU work (about 80 ms per 100,000 keys, more on a loaded host) that can wait, so it runs on a thread
+/// of its own at the lowest priority (behind this process's other threads) and paced (behind everything else on the
+/// host; see `checkpoint::ENCODE_DUTY`) rather than delaying the blocks being validated and ordered; `behind` says
+/// when the writer has fallen so far behind the blocks that it must not pace. The block store's sync stays on this
+/// thread, at normal priority: it takes locks the store thread's appends take too, and a lock held by a thread that
+/// only gets idle CPU would stall the appends behind it.
 fn write_checkpoint(
     store: &BlockStore,
     data_dir: &Path,
     mirror: &StateMirror,
     commit_hash: Option<[u8; 32]>,
+    behind: impl Fn() -> bool + Sync,
 ) -> anyhow::Result<()> {
     let number = mirror.number();
     let block = store.block(number)?.ok_or_else(|| anyhow!("block {number} is not stored"))?;
@@ -400,7 +415,7 @@ fn write_checkpoint(
                 if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19) {
                     tracing::debug!(error = %e, "cannot lower the checkpoint encoder's priority");
                 }
-                mirror.stage(data_dir, commit_hash, header_hash)
+                mirror.stage(data_dir, commit_hash, header_hash, &behind)
             })?;
         // The checkpoint must never be ahead of the durable chain.
         let synced = store.sync();

@@ -57,7 +57,8 @@ enum Command {
     Endorser(endorser::EndorserArgs),
     /// Runs the block storage service: follows a committer, serves blocks by number and transactions by txid.
     Blockstore(blockstore::BlockstoreArgs),
-    /// Runs a whole network on this machine: solo orderer, committer, endorsers of Org1 and Org2, block store.
+    /// Runs a whole network on this machine: orderer (etcdraft, one consenter), committer, endorsers of Org1 and
+    /// Org2, block store.
     Node(ferrofabric_node::NodeArgs),
     /// The QiOi controller for a node run with `node --processes`: raises the CPU share of the bottleneck
     /// component while the committed throughput is under a threshold and other work competes for the CPU.

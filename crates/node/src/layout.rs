@@ -90,9 +90,14 @@ pub(crate) struct ChannelParams {
 }
 
 /// The configtx.yaml of the node's channel: Org1MSP and Org2MSP (Readers/Writers/Admins/Endorsement as Fabric's
-/// test network sets them), OrdererMSP, a solo orderer, Fabric 2.5 capabilities (channel V2_0, orderer V2_0,
-/// application V2_5), `MAJORITY Endorsement` as the default and lifecycle endorsement policy.
+/// test network sets them), OrdererMSP, an etcdraft orderer whose one consenter is the node's orderer (as in
+/// Fabric's test network; Fabric 3 removed solo, and its peers do not follow a solo channel), Fabric 2.5
+/// capabilities (channel V2_0, orderer V2_0, application V2_5), `MAJORITY Endorsement` as the default and lifecycle
+/// endorsement policy.
 fn configtx_yaml(p: &ChannelParams) -> String {
+    // The consenter is named by its endpoint and TLS certificate, as etcdraft requires even of a single node.
+    let (host, port) = p.orderer_endpoint.rsplit_once(':').unwrap_or((p.orderer_endpoint.as_str(), "7050"));
+    let host = host.trim_start_matches('[').trim_end_matches(']');
     let org = |n: u32| {
         format!(
             r#"  - &Org{n}
@@ -141,7 +146,13 @@ Application: &AppDefaults
     Endorsement: {{Type: ImplicitMeta, Rule: "MAJORITY Endorsement"}}
   Capabilities: *AppCaps
 Orderer: &OrdererDefaults
-  OrdererType: solo
+  OrdererType: etcdraft
+  EtcdRaft:
+    Consenters:
+      - Host: {host}
+        Port: {port}
+        ClientTLSCert: crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt
+        ServerTLSCert: crypto/ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt
   Addresses: ["{endpoint}"]
   BatchTimeout: {timeout}
   BatchSize: {{MaxMessageCount: {count}, AbsoluteMaxBytes: 99 MB, PreferredMaxBytes: 2 MB}}
@@ -169,6 +180,8 @@ Profiles:
       Organizations: [*Org1, *Org2]
 "#,
         endpoint = p.orderer_endpoint,
+        host = host,
+        port = port,
         org1 = org(1),
         org2 = org(2),
         timeout = p.batch_timeout,

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  SDK ──ProcessProposal──▶ peer port Org1 / Org2  (protos.Endorser: endorser Org1 / Org2, each on its own replica)
-//!  SDK ──Broadcast────────▶ orderer port           (solo orderer, DIR/orderer)
+//!  SDK ──Broadcast────────▶ orderer port           (etcdraft, one consenter, DIR/orderer)
 //!                            orderer ──Deliver──▶ committer (DIR/committer; validates, commits, internal listener)
 //!  SDK ◀──DeliverFiltered── peer port Org1 / Org2  (protos.Deliver: the committer's PeerDeliverService)
 //!                            committer ──Deliver──▶ endorser replicas (FastFabric III-G), block-store service
@@ -13,10 +13,10 @@
 //! transactions endorsed, ordered and validated like any other, as a Fabric admin defines them (approve per
 //! organisation, then commit), so the committer reads each endorsement policy from `_lifecycle` state.
 //!
-//! * [`start`] runs solo orderer, committer, two endorsers (Org1, Org2) and block-store service ([`RunningNode`]),
-//!   with crypto material and the channel generated on the first run (the node directory: [`Layout`]) and the
-//!   built-in chaincodes defined through `_lifecycle`; it writes `node.json` ([`NodeInfo`]) and a Fabric
-//!   connection profile. [`orderer_plugins`] are the consensus backends of its orderer.
+//! * [`start`] runs the orderer (etcdraft with itself as the one consenter), committer, two endorsers (Org1, Org2)
+//!   and block-store service ([`RunningNode`]), with crypto material and the channel generated on the first run
+//!   (the node directory: [`Layout`]) and the built-in chaincodes defined through `_lifecycle`; it writes
+//!   `node.json` ([`NodeInfo`]) and a Fabric connection profile. [`orderer_plugins`] are the consensus backends of its orderer.
 //! * [`start_processes`] (`--processes`) runs the same components as supervised child processes, each in its own
 //!   CPU cgroup, optionally under the QiOi share controller ([`RunningProcesses`], `DIR/processes.json`:
 //!   [`ProcessesInfo`]).

@@ -17,6 +17,7 @@ mod committer_kill9;
 mod crypto;
 mod daemon;
 mod deploy;
+mod fabric_peers;
 mod fixture_replay;
 mod isolation;
 mod sdk;

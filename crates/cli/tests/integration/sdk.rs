@@ -20,12 +20,12 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(240);
 /// How long `npm ci` may take (downloads about 100 packages).
 const NPM_TIMEOUT: Duration = Duration::from_secs(600);
 
-fn sdk_dir() -> PathBuf {
+pub(crate) fn sdk_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk")
 }
 
 /// Kills the child (SIGTERM, then SIGKILL) when dropped, so a failing assertion never leaves a node running.
-struct Running(Child);
+pub(crate) struct Running(pub(crate) Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -46,7 +46,7 @@ impl Drop for Running {
 }
 
 /// Runs `cmd` to completion within `timeout`, its stdout and stderr going to `log`; panics with the log on failure.
-fn run_logged(mut cmd: Command, what: &str, log: &Path, timeout: Duration) {
+pub(crate) fn run_logged(mut cmd: Command, what: &str, log: &Path, timeout: Duration) {
     let file = std::fs::File::create(log).unwrap();
     let child = cmd
         .stdout(file.try_clone().unwrap())
@@ -73,7 +73,7 @@ fn run_logged(mut cmd: Command, what: &str, log: &Path, timeout: Duration) {
     }
 }
 
-fn require_tool(name: &str) {
+pub(crate) fn require_tool(name: &str) {
     let out = Command::new(name).arg("--version").output();
     match out {
         Ok(o) if o.status.success() => {
@@ -85,7 +85,7 @@ fn require_tool(name: &str) {
 
 /// `npm ci` in tests/sdk unless fabric-network is already installed there. pkcs11js (an optional native
 /// dependency of fabric-common for HSMs) is left out: it needs a C++ toolchain and is not used.
-fn install_sdk(log: &Path) {
+pub(crate) fn install_sdk(log: &Path) {
     let dir = sdk_dir();
     if dir.join("node_modules/fabric-network/package.json").is_file() {
         return;
@@ -95,13 +95,16 @@ fn install_sdk(log: &Path) {
     run_logged(cmd, "npm ci (tests/sdk)", log, NPM_TIMEOUT);
 }
 
-/// Starts `ferrofabric node` on free ports in `dir` and waits for its ready line; returns it and the node.json path.
-fn start_node(dir: &Path, log: &Path) -> (Running, PathBuf) {
+/// Starts `ferrofabric node` in `dir` with its orderer on `orderer_port` (0: any free port, but then the channel
+/// config names 7050, which only our own clients ignore) and everything else on free ports, and waits for its ready
+/// line; returns it and the node.json path.
+pub(crate) fn start_node(dir: &Path, log: &Path, orderer_port: u16) -> (Running, PathBuf) {
     let child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
         .arg("node")
         .arg("--dir")
         .arg(dir)
-        .args(["--orderer-port", "0", "--peer-port", "0", "--peer2-port", "0", "--blockstore-port", "0"])
+        .args(["--orderer-port", &orderer_port.to_string()])
+        .args(["--peer-port", "0", "--peer2-port", "0", "--blockstore-port", "0"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log).unwrap())
@@ -141,7 +144,7 @@ fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
     install_sdk(&tmp.path().join("npm.log"));
 
     let node_log = tmp.path().join("node.log");
-    let (node, node_json) = start_node(&tmp.path().join("net"), &node_log);
+    let (node, node_json) = start_node(&tmp.path().join("net"), &node_log, 0);
 
     let mut client = Command::new("node");
     client.arg(sdk_dir().join("smallbank.js")).arg(&node_json);

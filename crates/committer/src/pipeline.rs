@@ -262,7 +262,8 @@ enum CheckpointJob {
 const CHECKPOINT_QUEUE: usize = 8192;
 
 /// Blocks the checkpoint writer may fall behind before it stops pacing the checkpoint it writes: well within
-/// [`CHECKPOINT_QUEUE`], so a paced checkpoint never makes the store thread wait.
+/// [`CHECKPOINT_QUEUE`], so a paced checkpoint never makes the store thread wait. Once the store thread has
+/// stopped, nothing is paced.
 const HURRY_BACKLOG: u64 = 256;
 
 /// The store thread: appends blocks, publishes config changes and metrics, hands checkpoints to the writer.
@@ -289,8 +290,11 @@ impl StoreStage {
                 .name("committer-checkpoint".into())
                 .spawn(move || write_checkpoints(&store, &data_dir, mirror, &stored, pending))?
         };
-        let stage = Storing { store: store.clone(), config_tx, metrics, status, stored };
+        let stage = Storing { store: store.clone(), config_tx, metrics, status, stored: stored.clone() };
         let result = stage.store_blocks(jobs, &checkpoints);
+        // No blocks are left to leave the CPU to: the last checkpoint (the one of a clean shutdown) is written at
+        // full speed, well within the time a supervisor gives a stopping committer.
+        stored.store(u64::MAX, Ordering::Relaxed);
         drop(checkpoints);
         if writer.join().is_err() {
             tracing::error!("the checkpoint writer panicked");
@@ -355,7 +359,7 @@ impl Storing {
 }
 
 /// The checkpoint writer thread: keeps `mirror` at the last stored block and writes it when asked; `stored` is the
-/// last block the store thread has handed over.
+/// last block the store thread has handed over (`u64::MAX` once it has stopped).
 fn write_checkpoints(
     store: &BlockStore,
     data_dir: &Path,

@@ -85,8 +85,10 @@ pub(crate) struct ChannelParams {
     pub batch_size: u32,
     /// BatchTimeout, a Go duration (`1s`, `250ms`).
     pub batch_timeout: String,
-    /// The orderer endpoint written into the channel config (`OrdererEndpoints`).
-    pub orderer_endpoint: String,
+    /// The orderer's host and port, written into the channel config (`OrdererEndpoints` and the consenter).
+    pub orderer_host: String,
+    /// See `orderer_host`.
+    pub orderer_port: u16,
 }
 
 /// The configtx.yaml of the node's channel: Org1MSP and Org2MSP (Readers/Writers/Admins/Endorsement as Fabric's
@@ -95,9 +97,8 @@ pub(crate) struct ChannelParams {
 /// capabilities (channel V2_0, orderer V2_0, application V2_5), `MAJORITY Endorsement` as the default and lifecycle
 /// endorsement policy.
 fn configtx_yaml(p: &ChannelParams) -> String {
-    // The consenter is named by its endpoint and TLS certificate, as etcdraft requires even of a single node.
-    let (host, port) = p.orderer_endpoint.rsplit_once(':').unwrap_or((p.orderer_endpoint.as_str(), "7050"));
-    let host = host.trim_start_matches('[').trim_end_matches(']');
+    // The consenter is named by its host, port and TLS certificate, as etcdraft requires even of a single node.
+    let endpoint = crate::network::addr(&p.orderer_host, p.orderer_port);
     let org = |n: u32| {
         format!(
             r#"  - &Org{n}
@@ -179,9 +180,9 @@ Profiles:
       <<: *AppDefaults
       Organizations: [*Org1, *Org2]
 "#,
-        endpoint = p.orderer_endpoint,
-        host = host,
-        port = port,
+        endpoint = endpoint,
+        host = p.orderer_host,
+        port = p.orderer_port,
         org1 = org(1),
         org2 = org(2),
         timeout = p.batch_timeout,

@@ -238,7 +238,8 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         channel: args.channel.clone(),
         batch_size: args.batch_size,
         batch_timeout: args.batch_timeout.clone(),
-        orderer_endpoint: addr(&args.host, if args.orderer_port == 0 { 7050 } else { args.orderer_port }),
+        orderer_host: args.host.clone(),
+        orderer_port: if args.orderer_port == 0 { 7050 } else { args.orderer_port },
     };
     let genesis = {
         let (layout, args2) = (layout.clone(), args.clone());

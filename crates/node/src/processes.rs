@@ -305,7 +305,8 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
         channel: args.channel.clone(),
         batch_size: args.batch_size,
         batch_timeout: args.batch_timeout.clone(),
-        orderer_endpoint: addr(if args.orderer_port == 0 { 7050 } else { orderer_port }),
+        orderer_host: host.to_owned(),
+        orderer_port: if args.orderer_port == 0 { 7050 } else { orderer_port },
     };
     let previously_defined = layout.node_json().exists();
     let genesis = {

@@ -11,8 +11,8 @@
 'use strict';
 
 const fs = require('fs');
-const path = require('path');
 const { Gateway, Wallets, DefaultEventHandlerStrategies } = require('fabric-network');
+const { account, userCredentials } = require('./network');
 
 const CHAINCODE = 'smallbank';
 const USER = 'User1@org1.example.com';
@@ -26,30 +26,9 @@ function fail(msg) {
 	throw new Error(msg);
 }
 
-function firstFile(dir) {
-	const names = fs.readdirSync(dir).filter((n) => !n.startsWith('.')).sort();
-	if (names.length === 0) {
-		fail(`no file in ${dir}`);
-	}
-	return path.join(dir, names[0]);
-}
-
-// The user's certificate and PKCS#8 key from cryptogen's layout.
+// The user's wallet identity.
 function loadIdentity(cryptoDir) {
-	const msp = path.join(cryptoDir, 'peerOrganizations', 'org1.example.com', 'users', USER, 'msp');
-	return {
-		credentials: {
-			certificate: fs.readFileSync(firstFile(path.join(msp, 'signcerts')), 'utf8'),
-			privateKey: fs.readFileSync(firstFile(path.join(msp, 'keystore')), 'utf8'),
-		},
-		mspId: MSPID,
-		type: 'X.509',
-	};
-}
-
-// The smallbank account JSON the chaincode stores (Caliper's Go struct, field order kept).
-function account(id, name, savings, checking) {
-	return JSON.stringify({ CustomId: id, CustomName: name, SavingsBalance: savings, CheckingBalance: checking });
+	return { credentials: userCredentials(cryptoDir, 'org1.example.com', USER), mspId: MSPID, type: 'X.509' };
 }
 
 async function expectQuery(contract, id, expected) {

@@ -2,7 +2,7 @@
 //!
 //! | function | arguments | reads | writes | payload |
 //! |---|---|---|---|---|
-//! | `put` | key, value | — | key = value (blind) | — |
+//! | `put` | key, value | — | key = value (blind); chaincode event `put` whose payload is the key | — |
 //! | `get` | key | key | — | the value (empty if absent) |
 //! | `delete` | key | — | delete key (blind) | — |
 //! | `range` | start, end | range [start, end) | — | `[{"key":"k","value":"v"},...]` |
@@ -26,9 +26,11 @@ impl Chaincode for Kv {
     fn invoke(&self, ctx: &mut TxContext<'_>, args: &[Bytes]) -> Response {
         let (function, args) = function_and_parameters(args);
         let result: Result<Bytes, Response> = match (function.as_str(), args) {
-            ("put", [key, value]) => key_arg(key)
-                .and_then(|k| ctx.put_state(k, value.clone()).map_err(|e| error(e.to_string())))
-                .map(|()| Bytes::new()),
+            ("put", [key, value]) => key_arg(key).and_then(|k| {
+                ctx.put_state(k, value.clone()).map_err(|e| error(e.to_string()))?;
+                ctx.set_event("put", Bytes::copy_from_slice(k.as_bytes())).map_err(|e| error(e.to_string()))?;
+                Ok(Bytes::new())
+            }),
             ("get", [key]) => key_arg(key).map(|k| ctx.get_state(k).unwrap_or_default()),
             ("delete", [key]) => {
                 key_arg(key).and_then(|k| ctx.del_state(k).map_err(|e| error(e.to_string()))).map(|()| Bytes::new())

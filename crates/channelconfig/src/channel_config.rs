@@ -397,6 +397,24 @@ impl ChannelConfig {
         resolve(ROOT, &self.policies, path).cloned()
     }
 
+    /// The policy a marshaled `peer.ApplicationPolicy` names (Fabric's `ApplicationPolicyEvaluator`,
+    /// `core/policy/application.go`): its signature policy compiled, or the channel policy it references.
+    ///
+    /// Errors: undecodable bytes, an empty policy, a bad signature policy, a reference to no policy.
+    pub fn application_policy(&self, marshaled: &Bytes) -> Result<Arc<dyn Policy>, String> {
+        let ap =
+            peer::ApplicationPolicy::decode(marshaled.clone()).map_err(|e| format!("bad ApplicationPolicy: {e}"))?;
+        match ap.r#type {
+            Some(peer::application_policy::Type::SignaturePolicy(env)) => {
+                crate::compile_signature_policy(&env).map_err(|e| e.to_string())
+            }
+            Some(peer::application_policy::Type::ChannelConfigPolicyReference(path)) => {
+                self.policy(&path).ok_or_else(|| format!("channel policy {path} not found"))
+            }
+            None => Err("unsupported policy type".into()),
+        }
+    }
+
     /// Absolute paths of every policy in the tree, sorted (e.g. `/Channel/Admins`, ...).
     pub fn policy_paths(&self) -> impl Iterator<Item = String> + '_ {
         self.policies.keys().map(|k| format!("/{ROOT}/{k}"))

@@ -111,6 +111,20 @@ impl<'m> SignatureSet<'m> {
         set
     }
 
+    /// A set of `identities` (marshaled `SerializedIdentity`s) whose signatures count as valid: for asking which
+    /// signers *would* satisfy a policy before any of them signs, as an endorsement plan does (Fabric's discovery
+    /// evaluates policies on principal sets, `common/policies/inquire`). Nothing is verified; identities are still
+    /// deserialised and de-duplicated as in a signed set.
+    pub fn presumed_signed(identities: Vec<Bytes>, msps: &'m MspManager) -> Self {
+        let items = identities.into_iter().map(|identity| SignedData { identity, ..SignedData::default() }).collect();
+        let set = Self::new(items, msps);
+        for slot in &set.cache {
+            // The set is not shared yet, so the cell is empty and this cannot fail; ignore the Result.
+            let _ = slot.signature_ok.set(true);
+        }
+        set
+    }
+
     /// How many ECDSA signature verifications this set has run so far (each item at most once).
     pub fn verifications(&self) -> usize {
         self.verifications.load(Ordering::Relaxed)

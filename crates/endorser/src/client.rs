@@ -7,12 +7,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_protos::common::{ChannelHeader, Envelope, Header, HeaderType, Payload, SignatureHeader};
+use ferrofabric_protos::common::{ChannelHeader, Envelope, Header, HeaderType, SignatureHeader};
 use ferrofabric_protos::orderer::seek_info;
 use ferrofabric_protos::peer::{
-    chaincode_spec, ChaincodeActionPayload, ChaincodeEndorsedAction, ChaincodeHeaderExtension, ChaincodeId,
-    ChaincodeInput, ChaincodeInvocationSpec, ChaincodeProposalPayload, ChaincodeSpec, Endorsement, Proposal,
-    ProposalResponse, SignedProposal, Transaction, TransactionAction,
+    chaincode_spec, ChaincodeEndorsedAction, ChaincodeHeaderExtension, ChaincodeId, ChaincodeInput,
+    ChaincodeInvocationSpec, ChaincodeProposalPayload, ChaincodeSpec, Endorsement, Proposal, ProposalResponse,
+    SignedProposal,
 };
 use prost::Message;
 
@@ -130,19 +130,8 @@ pub fn assemble_transaction(
     if endorsements.is_empty() {
         return Err("no endorsements".into());
     }
-    // The payload that goes into the transaction has no transient data (GetBytesProposalPayloadForTx).
-    let cpp_for_tx = ChaincodeProposalPayload { input: cpp.input, ..Default::default() };
-    let cap = ChaincodeActionPayload {
-        chaincode_proposal_payload: Bytes::from(cpp_for_tx.encode_to_vec()),
-        action: Some(ChaincodeEndorsedAction { proposal_response_payload: first.clone(), endorsements }),
-    };
-    let tx = Transaction {
-        actions: vec![TransactionAction {
-            header: hdr.signature_header.clone(),
-            payload: Bytes::from(cap.encode_to_vec()),
-        }],
-    };
-    let payload = Bytes::from(Payload { header: Some(hdr), data: Bytes::from(tx.encode_to_vec()) }.encode_to_vec());
+    let action = ChaincodeEndorsedAction { proposal_response_payload: first.clone(), endorsements };
+    let payload = ferrofabric_protoutil::endorsed_transaction_payload(hdr, cpp.input, action);
     let signature = Bytes::from(signer.sign(&payload));
     Ok(Bytes::from(Envelope { payload, signature }.encode_to_vec()))
 }

@@ -9,9 +9,10 @@ use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_blockstore_service::{BlockstoreConfig, RunningBlockstore};
-use ferrofabric_comm::{grpc_listener, TlsConfig};
+use ferrofabric_comm::TlsConfig;
 use ferrofabric_committer::{CommitterConfig, RunningCommitter};
 use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
+use ferrofabric_gateway::{EndorserEndpoint, Gateway, GatewayConfig};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::{OrdererConfig, Plugins, RunningOrderer};
 use ferrofabric_protos::lifecycle::{
@@ -25,6 +26,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::client::{require_valid, NetworkClient};
+use crate::gateway::PeerLedger;
 use crate::layout::{ChannelParams, Layout, PEER_MSPIDS};
 use crate::profile::NodeInfo;
 
@@ -291,14 +293,30 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     let mut tasks = Vec::new();
     let mut endorsers = Vec::new();
     let mut peers = BTreeMap::new();
+    // Both peer ports are bound before either serves, so that each port's gateway knows both endorsers.
+    let mut ports = Vec::new();
     for (org, port) in [(0, args.peer_port), (1, args.peer2_port)] {
         let mspid = PEER_MSPIDS[org];
         let signer = SigningIdentity::from_msp_dir(mspid, &peer_msp(org))
             .with_context(|| format!("loading the peer identity of {mspid}"))?;
+        let listen = ferrofabric_comm::parse_addr(&addr(&args.host, port))?;
+        let (incoming, bound) =
+            ferrofabric_comm::bind_grpc(listen).with_context(|| format!("starting the peer listener of {mspid}"))?;
+        ports.push((mspid, signer, incoming, bound));
+    }
+    let gateway_endorsers: Vec<EndorserEndpoint> = ports
+        .iter()
+        .map(|(mspid, signer, _, bound)| EndorserEndpoint {
+            mspid: (*mspid).to_owned(),
+            address: bound.to_string(),
+            identity: signer.serialized().clone(),
+        })
+        .collect();
+    for (mspid, signer, incoming, bound) in ports {
         let replica = Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?);
         let endorser = Endorser::new(replica.clone(), signer.clone(), ferrofabric_chaincode_registry());
         tasks.push(tokio::spawn(ferrofabric_endorser::follow(
-            replica,
+            replica.clone(),
             committer_url.clone(),
             Arc::new(signer),
             shutdown_rx.clone(),
@@ -310,14 +328,26 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         })
         .max_decoding_message_size(MAX_MESSAGE_SIZE)
         .max_encoding_message_size(MAX_MESSAGE_SIZE);
-        let (bound, task) = grpc_listener(
-            &addr(&args.host, port),
-            &TlsConfig::default(),
+        let gateway = Gateway::new(
+            GatewayConfig {
+                local_mspid: mspid.to_owned(),
+                endorsers: gateway_endorsers.clone(),
+                orderers: vec![orderer.grpc_addr.to_string()],
+                ..GatewayConfig::default()
+            },
+            Arc::new(PeerLedger { replica, committed: committer.store.clone() }),
             ferrofabric_comm::Shutdown::from_watch(shutdown_rx.clone()),
-            |b| b.add_service(service).add_service(deliver),
         )
-        .with_context(|| format!("starting the peer listener of {mspid}"))?;
-        tasks.push(task);
+        .into_service();
+        let router = ferrofabric_comm::grpc_server_builder(&TlsConfig::default())?
+            .add_service(service)
+            .add_service(deliver)
+            .add_service(gateway);
+        tasks.push(ferrofabric_comm::spawn_grpc_server(
+            router,
+            incoming,
+            ferrofabric_comm::Shutdown::from_watch(shutdown_rx.clone()),
+        ));
         peers.insert(mspid.to_owned(), bound.to_string());
         endorsers.push(endorser);
     }

@@ -29,4 +29,4 @@ pub use config::{is_config_block, is_config_envelope, last_config_index, sole_co
 pub use header::{block_header_bytes, block_header_hash};
 pub use records::{encode_records, read_ledger_file, records, LedgerFileError, RecordError, MAX_RECORD};
 pub use seek::{seek_envelope, seek_newest, seek_range, seek_specified};
-pub use tx::{compute_txid, new_nonce, NONCE_LEN};
+pub use tx::{compute_txid, endorsed_transaction_payload, new_nonce, NONCE_LEN};

@@ -1,7 +1,12 @@
-//! Transaction ids and nonces: Fabric's `protoutil.ComputeTxID` and `protoutil.CreateNonce`
-//! (`protoutil/txutils.go`, `protoutil/commonutils.go`).
+//! Transaction ids, nonces and endorsed transactions: Fabric's `protoutil.ComputeTxID`, `protoutil.CreateNonce`
+//! and `protoutil.CreateSignedTx` (`protoutil/txutils.go`, `protoutil/commonutils.go`).
 
 use bytes::Bytes;
+use ferrofabric_protos::common::{Header, Payload};
+use ferrofabric_protos::peer::{
+    ChaincodeActionPayload, ChaincodeEndorsedAction, ChaincodeProposalPayload, Transaction, TransactionAction,
+};
+use prost::Message;
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -23,6 +28,25 @@ pub fn compute_txid(nonce: &[u8], creator: &[u8]) -> String {
     h.update(nonce);
     h.update(creator);
     hex::encode(h.finalize())
+}
+
+/// The marshaled `common.Payload` of an endorsed transaction, for its creator to sign (Fabric's
+/// `protoutil.CreateSignedTx` and the gateway's `prepareTransaction`): the proposal's `header`, and one
+/// `TransactionAction` whose payload is a `ChaincodeActionPayload` of the proposal's chaincode `input` (the
+/// transient map is never part of a transaction) and the endorsed `action`.
+pub fn endorsed_transaction_payload(header: Header, input: Bytes, action: ChaincodeEndorsedAction) -> Bytes {
+    let proposal_payload = ChaincodeProposalPayload { input, ..Default::default() };
+    let cap = ChaincodeActionPayload {
+        chaincode_proposal_payload: Bytes::from(proposal_payload.encode_to_vec()),
+        action: Some(action),
+    };
+    let tx = Transaction {
+        actions: vec![TransactionAction {
+            header: header.signature_header.clone(),
+            payload: Bytes::from(cap.encode_to_vec()),
+        }],
+    };
+    Bytes::from(Payload { header: Some(header), data: Bytes::from(tx.encode_to_vec()) }.encode_to_vec())
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use dashmap::DashMap;
 use ferrofabric_arena::TxArena;
-use ferrofabric_channelconfig::{compile_signature_policy, Policy, SignatureSet, SignedData};
+use ferrofabric_channelconfig::{Policy, SignatureSet, SignedData};
 use ferrofabric_protos::common::SignaturePolicyEnvelope;
 use ferrofabric_protos::peer::{application_policy, ApplicationPolicy};
 use ferrofabric_state::StateKey;
@@ -62,21 +62,14 @@ pub(crate) fn endorsement_set<'a>(ctx: &BlockContext<'a>, tx: &TxArena) -> Optio
 
 /// Evaluates a marshaled `ApplicationPolicy` on a signature set (Fabric's `ApplicationPolicyEvaluator`).
 pub(crate) fn evaluate(ctx: &BlockContext<'_>, policy: &Bytes, set: &SignatureSet<'_>) -> Result<(), String> {
-    let compiled = ctx.policies.compiled.entry(policy.clone()).or_insert_with(|| compile(ctx, policy)).value().clone();
+    let compiled = ctx
+        .policies
+        .compiled
+        .entry(policy.clone())
+        .or_insert_with(|| ctx.config.application_policy(policy))
+        .value()
+        .clone();
     compiled?.evaluate(set).map_err(|e| e.to_string())
-}
-
-fn compile(ctx: &BlockContext<'_>, policy: &Bytes) -> Result<Arc<dyn Policy>, String> {
-    let ap = ApplicationPolicy::decode(policy.clone()).map_err(|e| format!("bad ApplicationPolicy: {e}"))?;
-    match ap.r#type {
-        Some(application_policy::Type::SignaturePolicy(env)) => {
-            compile_signature_policy(&env).map_err(|e| e.to_string())
-        }
-        Some(application_policy::Type::ChannelConfigPolicyReference(path)) => {
-            ctx.config.policy(&path).ok_or_else(|| format!("channel policy {path} not found"))
-        }
-        None => Err("unsupported policy type".into()),
-    }
 }
 
 /// VSCC for namespace `ns` of `tx` (Fabric's `baseEvaluator.Evaluate`).

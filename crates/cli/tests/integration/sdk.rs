@@ -1,7 +1,10 @@
-//! Interoperability with Fabric's clients: Hyperledger Fabric's own Node SDK (`fabric-network` 2.2.20 from npm, pinned in
-//! `tests/sdk/package-lock.json`) talks to a `ferrofabric node` through its connection profile: smallbank
-//! transactions endorsed by both orgs' endorsers, broadcast to our orderer, their commit events received from our
-//! committer's `DeliverFiltered`, a query, a refused proposal and an MVCC conflict (`tests/sdk/smallbank.js`).
+//! Interoperability with Fabric's clients, pinned in `tests/sdk/package-lock.json`:
+//! * Hyperledger Fabric's Node SDK `fabric-network` 2.2.20 talks to a `ferrofabric node` through its connection
+//!   profile: smallbank transactions endorsed by both orgs' endorsers, broadcast to our orderer, their commit events
+//!   received from our committer's `DeliverFiltered`, a query, a refused proposal and an MVCC conflict
+//!   (`tests/sdk/smallbank.js`);
+//! * today's client API, `@hyperledger/fabric-gateway` 1.12, talks to the node's Gateway service
+//!   (`tests/sdk/gateway.js`).
 //!
 //! Needs `node` (≥ 18) and `npm` on PATH; the test fails, not skips, without them (CI has them). `npm ci` runs here
 //! when `tests/sdk/node_modules` is missing.
@@ -83,11 +86,12 @@ pub(crate) fn require_tool(name: &str) {
     }
 }
 
-/// `npm ci` in tests/sdk unless fabric-network is already installed there. pkcs11js (an optional native
+/// `npm ci` in tests/sdk unless fabric-network and fabric-gateway are already installed there. pkcs11js (an optional native
 /// dependency of fabric-common for HSMs) is left out: it needs a C++ toolchain and is not used.
 pub(crate) fn install_sdk(log: &Path) {
     let dir = sdk_dir();
-    if dir.join("node_modules/fabric-network/package.json").is_file() {
+    let installed = ["fabric-network", "@hyperledger/fabric-gateway"];
+    if installed.iter().all(|p| dir.join("node_modules").join(p).join("package.json").is_file()) {
         return;
     }
     let mut cmd = Command::new("npm");
@@ -136,8 +140,9 @@ pub(crate) fn start_node(dir: &Path, log: &Path, orderer_port: u16) -> (Running,
     (node, node_json)
 }
 
-#[test]
-fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
+/// Runs the client script `script` of tests/sdk against a fresh `ferrofabric node` and checks that it printed
+/// `<tag> PASS`; on failure prints the node's log too.
+fn run_client_against_node(script: &str, tag: &str) {
     require_tool("node");
     require_tool("npm");
     let tmp = tempfile::tempdir().unwrap();
@@ -147,9 +152,9 @@ fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
     let (node, node_json) = start_node(&tmp.path().join("net"), &node_log, 0);
 
     let mut client = Command::new("node");
-    client.arg(sdk_dir().join("smallbank.js")).arg(&node_json);
+    client.arg(sdk_dir().join(script)).arg(&node_json);
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_logged(client, "tests/sdk/smallbank.js", &tmp.path().join("client.log"), CLIENT_TIMEOUT)
+        run_logged(client, &format!("tests/sdk/{script}"), &tmp.path().join("client.log"), CLIENT_TIMEOUT)
     }));
     drop(node);
     if let Err(e) = run {
@@ -157,5 +162,18 @@ fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
         std::panic::resume_unwind(e);
     }
     let output = std::fs::read_to_string(tmp.path().join("client.log")).unwrap();
-    assert!(output.lines().any(|l| l == "[sdk] PASS"), "the client did not report PASS:\n{output}");
+    assert!(output.lines().any(|l| l == format!("{tag} PASS")), "the client did not report PASS:\n{output}");
+}
+
+#[test]
+fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
+    run_client_against_node("smallbank.js", "[sdk]");
+}
+
+/// `@hyperledger/fabric-gateway` (tests/sdk/gateway.js) through the Gateway service of Org1's peer port: smallbank
+/// submits endorsed by both orgs through the policy's plan, evaluates, commit statuses, a refused endorsement with
+/// its error details, an MVCC conflict and an endorsement-policy failure with Fabric's codes, and chaincode events.
+#[test]
+fn fabric_gateway_client_submits_evaluates_and_reads_chaincode_events() {
+    run_client_against_node("gateway.js", "[gateway]");
 }

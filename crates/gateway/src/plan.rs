@@ -1,0 +1,222 @@
+//! The endorsers a gateway can ask and the endorsement plans it draws from a chaincode's policy (Fabric's
+//! `internal/pkg/gateway/registry.go`, `endorsement.go`, and discovery's layouts, `discovery/endorsement`).
+//!
+//! A *layout* is a set of organisations one endorsement each of which satisfies the policy; the layouts of a
+//! policy are its minimal such sets, smallest first. They are found by evaluating the policy itself on the
+//! identities of one peer per organisation, signatures presumed, so every policy the validator understands
+//! (signature policies, channel policy references, implicit meta policies) plans the same way it validates.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferrofabric_channelconfig::{ChannelConfig, Policy, SignatureSet};
+use ferrofabric_protos::peer::endorser_client::EndorserClient;
+use ferrofabric_protos::peer::{ProposalResponse, SignedProposal};
+use tonic::Code;
+
+use crate::conn::Connections;
+use crate::error::go_error_text;
+
+/// Largest message exchanged with an endorser: 100 MiB, Fabric's default for its gRPC clients and servers.
+pub(crate) const MAX_MESSAGE_SIZE: usize = 100 * 1024 * 1024;
+
+/// Most organisations a plan is drawn over (the layouts are found among all subsets of them).
+const MAX_PLANNED_ORGS: usize = 12;
+
+/// One endorsing peer of the channel a gateway may ask. Fabric's gateway learns these through discovery's
+/// membership; a Ferrofabric node knows its peers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndorserEndpoint {
+    /// The peer's organisation (MSP ID).
+    pub mspid: String,
+    /// The peer's `host:port`.
+    pub address: String,
+    /// The peer's marshaled `SerializedIdentity` (what its endorsements carry).
+    pub identity: Bytes,
+}
+
+/// Why an endorser did not endorse (Fabric's `responseStatus`).
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    /// The gRPC code the gateway answers with.
+    pub(crate) code: Code,
+    /// What went wrong, in Fabric's words.
+    pub(crate) message: String,
+    /// Whether another peer of the same organisation may succeed (the peer failed, not the proposal).
+    pub(crate) retry: bool,
+}
+
+/// The endorsers of the channel, the local organisation's first.
+pub(crate) struct Registry {
+    local_mspid: String,
+    endorsers: Vec<EndorserEndpoint>,
+    connections: Connections,
+    timeout: Duration,
+}
+
+impl Registry {
+    /// A registry of `endorsers` for a gateway of organisation `local_mspid`; each proposal waits at most `timeout`.
+    pub(crate) fn new(
+        local_mspid: String,
+        mut endorsers: Vec<EndorserEndpoint>,
+        connections: Connections,
+        timeout: Duration,
+    ) -> Registry {
+        endorsers.sort_by_key(|e| e.mspid != local_mspid);
+        Registry { local_mspid, endorsers, connections, timeout }
+    }
+
+    /// The gateway's organisation.
+    pub(crate) fn local_mspid(&self) -> &str {
+        &self.local_mspid
+    }
+
+    /// The peers of organisation `mspid`.
+    pub(crate) fn peers_of<'a>(&'a self, mspid: &'a str) -> impl Iterator<Item = &'a EndorserEndpoint> + 'a {
+        self.endorsers.iter().filter(move |e| e.mspid == mspid)
+    }
+
+    /// Every peer, the local organisation's first.
+    pub(crate) fn peers(&self) -> &[EndorserEndpoint] {
+        &self.endorsers
+    }
+
+    /// The organisations with peers, the local one first, each once.
+    fn orgs(&self) -> Vec<&str> {
+        let mut orgs: Vec<&str> = Vec::new();
+        for e in &self.endorsers {
+            if !orgs.contains(&e.mspid.as_str()) {
+                orgs.push(&e.mspid);
+            }
+        }
+        orgs
+    }
+
+    /// Sends `signed` to `peer` and classifies the answer: `Ok` for a successful response (status 200–399).
+    pub(crate) async fn propose(
+        &self,
+        peer: &EndorserEndpoint,
+        signed: &SignedProposal,
+    ) -> Result<ProposalResponse, Failure> {
+        let unavailable = |message: String| Failure { code: Code::Unavailable, message, retry: true };
+        let channel = self.connections.get(&peer.address).await.map_err(unavailable)?;
+        let mut client = EndorserClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_SIZE)
+            .max_encoding_message_size(MAX_MESSAGE_SIZE);
+        let answer = tokio::time::timeout(self.timeout, client.process_proposal(signed.clone())).await;
+        let response = match answer {
+            Err(_) => {
+                return Err(unavailable("rpc error: code = DeadlineExceeded desc = context deadline exceeded".into()))
+            }
+            Ok(Err(status)) => {
+                if matches!(status.code(), Code::Unavailable | Code::Unknown) && status.message().contains("transport")
+                {
+                    self.connections.forget(&peer.address).await;
+                }
+                return Err(unavailable(go_error_text(&status)));
+            }
+            Ok(Ok(r)) => r.into_inner(),
+        };
+        let (status, message) = response.response.as_ref().map_or((0, ""), |r| (r.status, r.message.as_str()));
+        if (200..400).contains(&status) {
+            return Ok(response);
+        }
+        Err(if status == 500 && response.payload.is_empty() {
+            Failure { code: Code::Aborted, message: message.to_owned(), retry: true }
+        } else {
+            Failure { code: Code::Unknown, message: format!("chaincode response {status}, {message}"), retry: false }
+        })
+    }
+
+    /// The layouts of `policy` (see the module docs), those that include `first` first, then smallest first.
+    /// Organisations whose peers' identities the channel does not know never appear.
+    pub(crate) fn layouts(&self, policy: &dyn Policy, config: &ChannelConfig, first: &str) -> Vec<Vec<String>> {
+        let orgs: Vec<(&str, Bytes)> = self
+            .orgs()
+            .into_iter()
+            .take(MAX_PLANNED_ORGS)
+            .filter_map(|org| self.peers_of(org).next().map(|p| (org, p.identity.clone())))
+            .collect();
+        let mut layouts: Vec<u32> = Vec::new();
+        let mut subsets: Vec<u32> = (1..(1u32 << orgs.len())).collect();
+        subsets.sort_by_key(|s| s.count_ones());
+        for subset in subsets {
+            if layouts.iter().any(|l| l & subset == *l) {
+                continue;
+            }
+            let identities =
+                orgs.iter().enumerate().filter(|(i, _)| subset & (1 << i) != 0).map(|(_, (_, id))| id.clone());
+            let set = SignatureSet::presumed_signed(identities.collect(), config.msp_manager());
+            if policy.evaluate(&set).is_ok() {
+                layouts.push(subset);
+            }
+        }
+        let mut layouts: Vec<Vec<String>> = layouts
+            .into_iter()
+            .map(|l| {
+                orgs.iter().enumerate().filter(|(i, _)| l & (1 << i) != 0).map(|(_, (o, _))| (*o).to_owned()).collect()
+            })
+            .collect();
+        layouts.sort_by_key(|l: &Vec<String>| (!l.iter().any(|o| o == first), l.len()));
+        layouts
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use ferrofabric_channelconfig::compile_signature_policy;
+    use ferrofabric_protos::common::Block;
+    use ferrofabric_testkit::Network;
+    use prost::Message;
+
+    use super::*;
+
+    fn registry(net: &Network) -> Registry {
+        let endorsers = (0..2)
+            .map(|org| EndorserEndpoint {
+                mspid: net.mspid(org).to_owned(),
+                address: format!("127.0.0.1:{}", 7051 + org),
+                identity: net.peer(org).serialized().clone(),
+            })
+            .collect();
+        Registry::new(
+            "Org1MSP".into(),
+            endorsers,
+            Connections::new(None, Duration::from_secs(1)),
+            Duration::from_secs(1),
+        )
+    }
+
+    fn dsl(rule: &str) -> Arc<dyn Policy> {
+        compile_signature_policy(&ferrofabric_configtxgen::signature_policy(rule).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn layouts_are_the_minimal_sets_of_organisations_that_satisfy_the_policy() {
+        let net = Network::generate(7).unwrap();
+        let config = ChannelConfig::from_config_block(&Block::decode(net.genesis_block()).unwrap()).unwrap();
+        let reg = registry(&net);
+        let both = vec![vec!["Org1MSP".to_owned(), "Org2MSP".to_owned()]];
+
+        let and = dsl("AND('Org1MSP.member', 'Org2MSP.member')");
+        assert_eq!(reg.layouts(and.as_ref(), &config, "Org1MSP"), both);
+
+        // Either org alone; the first endorser's org comes first, and no superset of a layout is one.
+        let or = dsl("OR('Org1MSP.peer', 'Org2MSP.peer')");
+        assert_eq!(
+            reg.layouts(or.as_ref(), &config, "Org2MSP"),
+            vec![vec!["Org2MSP".to_owned()], vec!["Org1MSP".to_owned()]]
+        );
+
+        // The channel's default endorsement policy: MAJORITY of the orgs' Endorsement policies, i.e. both of two.
+        let majority = config.policy("/Channel/Application/Endorsement").unwrap();
+        assert_eq!(reg.layouts(majority.as_ref(), &config, "Org1MSP"), both);
+
+        // A peer is no admin: no set of peers satisfies an admins' policy.
+        let admins = dsl("OR('Org1MSP.admin', 'Org2MSP.admin')");
+        assert!(reg.layouts(admins.as_ref(), &config, "Org1MSP").is_empty());
+    }
+}

@@ -43,13 +43,16 @@ async function main() {
 	const channel = node.channel || 'mychannel';
 	const peer = node.peers[MSPID] || fail(`${nodeJson} names no ${MSPID} peer`);
 	const user = userCredentials(node.crypto, 'org1.example.com', USER);
-	const credentials = Buffer.from(user.certificate);
+	const certificate = Buffer.from(user.certificate);
 	const privateKey = crypto.createPrivateKey(user.privateKey);
 
-	const client = new grpc.Client(peer, grpc.credentials.createInsecure());
+	// TLS when the node speaks it (node.json names the organisations' TLS CA bundle), as Fabric's test network.
+	const credentials = node.tls_ca ? grpc.credentials.createSsl(fs.readFileSync(node.tls_ca)) : grpc.credentials.createInsecure();
+	const client = new grpc.Client(peer, credentials);
+	log(`connecting to ${node.tls_ca ? 'grpcs' : 'grpc'}://${peer}`);
 	const gateway = connect({
 		client,
-		identity: { mspId: MSPID, credentials },
+		identity: { mspId: MSPID, credentials: certificate },
 		signer: signers.newPrivateKeySigner(privateKey),
 		hash: hash.sha256,
 		evaluateOptions: () => ({ deadline: Date.now() + 30000 }),

@@ -39,6 +39,7 @@ pub struct NetworkClient {
     pub events: Option<String>,
     peers: Vec<EndorserClient<Channel>>,
     orderer: Channel,
+    tls: Option<ferrofabric_comm::ClientTls>,
 }
 
 impl NetworkClient {
@@ -46,20 +47,29 @@ impl NetworkClient {
     ///
     /// Errors: a connection fails.
     pub async fn connect(info: &NodeInfo) -> anyhow::Result<NetworkClient> {
+        let tls = info.client_tls()?;
         let mut peers = Vec::new();
         let mut peer_addrs = Vec::new();
         for (mspid, addr) in &info.peers {
-            let ch =
-                ferrofabric_comm::connect(addr, None).await.with_context(|| format!("connecting to peer {addr}"))?;
+            let ch = ferrofabric_comm::connect(addr, tls.as_ref())
+                .await
+                .with_context(|| format!("connecting to peer {addr}"))?;
             peers.push(
                 EndorserClient::new(ch).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE),
             );
             peer_addrs.push((mspid.clone(), addr.clone()));
         }
-        let orderer = ferrofabric_comm::connect(&info.orderer, None)
+        let orderer = ferrofabric_comm::connect(&info.orderer, tls.as_ref())
             .await
             .with_context(|| format!("connecting to the orderer {}", info.orderer))?;
-        Ok(NetworkClient { channel: info.channel.clone(), peer_addrs, events: info.events.clone(), peers, orderer })
+        Ok(NetworkClient {
+            channel: info.channel.clone(),
+            peer_addrs,
+            events: info.events.clone(),
+            peers,
+            orderer,
+            tls,
+        })
     }
 
     /// Number of peers.
@@ -155,7 +165,7 @@ impl NetworkClient {
     pub async fn commit_events(&self, peer: usize, signer: &SigningIdentity) -> anyhow::Result<CommitEvents> {
         let (_, addr) = self.peer_addrs.get(peer).ok_or_else(|| anyhow!("no peer {peer}"))?;
         let addr = self.events.as_ref().unwrap_or(addr);
-        let ch = ferrofabric_comm::connect(addr, None).await?;
+        let ch = ferrofabric_comm::connect(addr, self.tls.as_ref()).await?;
         let seek = SeekInfo {
             start: Some(seek_newest()),
             stop: Some(seek_specified(u64::MAX)),

@@ -1,10 +1,11 @@
 //! The node directory, [`Layout`]: what `ferrofabric node` generates on its first run and where every component
 //! keeps its state.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
+use ferrofabric_comm::TlsConfig;
 use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
 use prost::Message;
 
@@ -24,6 +25,7 @@ pub const PEER_MSPIDS: [&str; 2] = ["Org1MSP", "Org2MSP"];
 /// DIR/orderer/                the orderer's ledger (FileLedger.Location)
 /// DIR/committer/              the committer's block store and state checkpoints
 /// DIR/blockstore/             the block-store service's copy of the chain
+/// DIR/tls-ca.pem              the TLS CA certificates of the three organisations (what a client trusts)
 /// DIR/node.json, DIR/connection-profile.json   written when the node is ready (see NodeInfo)
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +60,26 @@ impl Layout {
         self.dir.join("connection-profile.json")
     }
 
+    /// `DIR/tls-ca.pem`: the TLS CA certificates of OrdererOrg, Org1 and Org2 in one PEM bundle, written when the
+    /// node is ready; a client that trusts it can check every listener of the node.
+    pub fn tls_ca_bundle(&self) -> PathBuf {
+        self.dir.join("tls-ca.pem")
+    }
+
+    /// Writes [`Layout::tls_ca_bundle`] from each organisation's TLS CA certificate (each node's `tls/ca.crt`).
+    ///
+    /// Errors: file errors.
+    pub(crate) fn write_tls_ca_bundle(&self) -> anyhow::Result<PathBuf> {
+        let mut bundle = Vec::new();
+        for node in [self.orderer_node(), self.peer_node(0), self.peer_node(1)] {
+            let ca = node.join("tls/ca.crt");
+            bundle.extend(std::fs::read(&ca).with_context(|| format!("reading {}", ca.display()))?);
+        }
+        let path = self.tls_ca_bundle();
+        crate::profile::write_atomically(&path, &bundle)?;
+        Ok(path)
+    }
+
     /// The orderer node's directory (`.../orderers/orderer.example.com`).
     pub fn orderer_node(&self) -> PathBuf {
         self.crypto().join("ordererOrganizations/example.com/orderers/orderer.example.com")
@@ -74,6 +96,36 @@ impl Layout {
         let n = org + 1;
         self.crypto().join(format!("peerOrganizations/org{n}.example.com/users/{user}@org{n}.example.com/msp"))
     }
+}
+
+/// TLS settings of a listener that serves with the TLS certificate and key cryptogen made for the node at
+/// `node_dir` (`tls/server.crt`, `tls/server.key`, its CA `tls/ca.crt`).
+pub(crate) fn server_tls(node_dir: &Path) -> TlsConfig {
+    TlsConfig {
+        enabled: true,
+        private_key: Some(node_dir.join("tls/server.key")),
+        certificate: Some(node_dir.join("tls/server.crt")),
+        root_cas: vec![node_dir.join("tls/ca.crt")],
+        ..TlsConfig::default()
+    }
+}
+
+/// The crypto-config of a node that listens on `host`: ferrofabric-cryptogen's default template, whose TLS
+/// certificates name `localhost` and `127.0.0.1`, with `host` named too, so that clients check every listener by
+/// the address they dial.
+fn crypto_config(host: &str) -> String {
+    if matches!(host, "127.0.0.1" | "localhost") {
+        return DEFAULT_CRYPTO_CONFIG.to_owned();
+    }
+    let quoted = format!("\"{}\"", host.replace('"', ""));
+    DEFAULT_CRYPTO_CONFIG
+        .lines()
+        .flat_map(|line| {
+            let extra = (line.trim() == "- 127.0.0.1").then(|| line.replace("127.0.0.1", &quoted));
+            std::iter::once(line.to_owned()).chain(extra)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Channel parameters used when the node directory is created (later runs keep the stored genesis block).
@@ -208,7 +260,7 @@ pub(crate) fn ensure(layout: &Layout, params: &ChannelParams, progress: &dyn Fn(
     // A first run interrupted after the crypto material was written keeps it and only makes the genesis block.
     if !crypto.is_dir() {
         progress(&format!("generating crypto material in {}", crypto.display()));
-        let config = CryptoConfig::from_yaml(DEFAULT_CRYPTO_CONFIG)?;
+        let config = CryptoConfig::from_yaml(&crypto_config(&params.orderer_host))?;
         let generated = Crypto::generate(&config, &GenerateOptions::default()).context("generating crypto material")?;
         // Written under a temporary name and renamed, so that an interrupted run leaves no half-made tree.
         let tmp = layout.dir.join("crypto.partial");
@@ -232,4 +284,20 @@ pub(crate) fn ensure(layout: &Layout, params: &ChannelParams, progress: &dyn Fn(
     std::fs::write(&tmp, &bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &genesis).with_context(|| format!("renaming to {}", genesis.display()))?;
     Ok(bytes)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_certificates_name_the_host_the_node_listens_on() {
+        assert_eq!(crypto_config("127.0.0.1"), DEFAULT_CRYPTO_CONFIG);
+        let config = crypto_config("10.1.2.3");
+        // Every node (the orderer and both peer templates) names it beside localhost and 127.0.0.1.
+        assert_eq!(config.matches("- \"10.1.2.3\"").count(), config.matches("- 127.0.0.1").count());
+        assert_eq!(config.matches("- \"10.1.2.3\"").count(), 3);
+        CryptoConfig::from_yaml(&config).unwrap();
+    }
 }

@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_blockstore_service::{BlockstoreConfig, RunningBlockstore};
-use ferrofabric_comm::TlsConfig;
+use ferrofabric_comm::{ClientTlsConfig, TlsConfig};
 use ferrofabric_committer::{CommitterConfig, RunningCommitter};
 use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
 use ferrofabric_gateway::{EndorserEndpoint, Gateway, GatewayConfig};
@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 
 use crate::client::{require_valid, NetworkClient};
 use crate::gateway::PeerLedger;
-use crate::layout::{ChannelParams, Layout, PEER_MSPIDS};
+use crate::layout::{server_tls, ChannelParams, Layout, PEER_MSPIDS};
 use crate::profile::NodeInfo;
 
 /// The chaincodes a node defines, with their endorsement policies (policy DSL of configtxgen).
@@ -102,6 +102,11 @@ pub struct NodeArgs {
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Plain-text gRPC on every listener. Without it the orderer, peer and block-store ports speak TLS, as in
+    /// Fabric's test network: each serves the TLS certificate cryptogen made for its node, and clients trust the
+    /// organisations' TLS CAs, bundled in `DIR/tls-ca.pem` (node.json's `tls_ca`).
+    #[arg(long)]
+    pub no_tls: bool,
     /// Runs orderer, committer, each endorser and the block store as supervised child processes, each in its own
     /// CPU cgroup under a node cgroup when the host lets us write one (cgroup v2 `cpu.weight` or v1
     /// `cpu.shares`). The committer serves commit events on its own address (`events` in node.json).
@@ -126,6 +131,7 @@ impl Default for NodeArgs {
             batch_size: 100,
             batch_timeout: "1s".into(),
             quiet: false,
+            no_tls: false,
             processes: false,
             isolation_threshold: None,
         }
@@ -236,6 +242,8 @@ pub(crate) fn addr(host: &str, port: u16) -> String {
 /// Errors: generation, start-up (e.g. a port in use) or definition failures, each with context.
 pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     let layout = Layout::new(&args.dir);
+    let tls = !args.no_tls;
+    let listener_tls = |node: &std::path::Path| if tls { server_tls(node) } else { TlsConfig::default() };
     let params = ChannelParams {
         channel: args.channel.clone(),
         batch_size: args.batch_size,
@@ -257,6 +265,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     let mut oc = OrdererConfig::defaults();
     oc.general.listen_address = args.host.clone();
     oc.general.listen_port = args.orderer_port;
+    oc.general.tls = listener_tls(&layout.orderer_node());
     oc.admin.listen_address = String::new();
     oc.operations.listen_address = String::new();
     oc.general.local_msp_dir = Some(layout.orderer_node().join("msp"));
@@ -280,6 +289,11 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         local_msp_dir: Some(peer_msp(0)),
         local_msp_id: Some(PEER_MSPIDS[0].into()),
         orderers: vec![orderer.grpc_addr.to_string()],
+        orderer_tls: ClientTlsConfig {
+            enabled: tls,
+            root_cas: vec![layout.orderer_node().join("tls/ca.crt")],
+            ..ClientTlsConfig::default()
+        },
         listen_address: addr(&args.host, 0),
         ..CommitterConfig::default()
     })
@@ -294,6 +308,8 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     let mut endorsers = Vec::new();
     let mut peers = BTreeMap::new();
     // Both peer ports are bound before either serves, so that each port's gateway knows both endorsers.
+    let tls_ca = if tls { Some(layout.write_tls_ca_bundle()?) } else { None };
+    let client_tls = crate::profile::client_tls(tls_ca.as_deref())?;
     let mut ports = Vec::new();
     for (org, port) in [(0, args.peer_port), (1, args.peer2_port)] {
         let mspid = PEER_MSPIDS[org];
@@ -302,17 +318,17 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         let listen = ferrofabric_comm::parse_addr(&addr(&args.host, port))?;
         let (incoming, bound) =
             ferrofabric_comm::bind_grpc(listen).with_context(|| format!("starting the peer listener of {mspid}"))?;
-        ports.push((mspid, signer, incoming, bound));
+        ports.push((org, mspid, signer, incoming, bound));
     }
     let gateway_endorsers: Vec<EndorserEndpoint> = ports
         .iter()
-        .map(|(mspid, signer, _, bound)| EndorserEndpoint {
+        .map(|(_, mspid, signer, _, bound)| EndorserEndpoint {
             mspid: (*mspid).to_owned(),
             address: bound.to_string(),
             identity: signer.serialized().clone(),
         })
         .collect();
-    for (mspid, signer, incoming, bound) in ports {
+    for (org, mspid, signer, incoming, bound) in ports {
         let replica = Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?);
         let endorser = Endorser::new(replica.clone(), signer.clone(), ferrofabric_chaincode_registry());
         tasks.push(tokio::spawn(ferrofabric_endorser::follow(
@@ -333,13 +349,14 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
                 local_mspid: mspid.to_owned(),
                 endorsers: gateway_endorsers.clone(),
                 orderers: vec![orderer.grpc_addr.to_string()],
+                tls: client_tls.clone(),
                 ..GatewayConfig::default()
             },
             Arc::new(PeerLedger { replica, committed: committer.store.clone() }),
             ferrofabric_comm::Shutdown::from_watch(shutdown_rx.clone()),
         )
         .into_service();
-        let router = ferrofabric_comm::grpc_server_builder(&TlsConfig::default())?
+        let router = ferrofabric_comm::grpc_server_builder(&listener_tls(&layout.peer_node(org)))?
             .add_service(service)
             .add_service(deliver)
             .add_service(gateway);
@@ -361,6 +378,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         local_msp_id: Some(PEER_MSPIDS[0].into()),
         committers: vec![committer.deliver_addr.to_string()],
         listen_address: addr(&args.host, args.blockstore_port),
+        tls: listener_tls(&layout.peer_node(0)),
         ..BlockstoreConfig::default()
     })
     .await
@@ -372,6 +390,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         peers,
         blockstore: blockstore.listen_addr.to_string(),
         events: None,
+        tls_ca: tls_ca.as_deref().map(absolute),
         crypto: absolute(&layout.crypto()),
         connection_profile: absolute(&layout.connection_profile()),
     };

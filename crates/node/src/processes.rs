@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
+use anyhow::{anyhow, bail, Context};
 use ferrofabric_comm::{Shutdown, ShutdownTrigger};
 use ferrofabric_isolation::{Cgroup, CgroupVersion, Component, Controller, ControllerConfig, CpuHierarchy};
 use serde::{Deserialize, Serialize};
@@ -292,11 +292,15 @@ fn cgroups(names: &[&str], progress: &dyn Fn(&str)) -> Option<(Cgroup, Vec<Cgrou
 /// then orderer, committer, endorsers and block store in that order, each waited for until it listens; the
 /// built-in chaincodes are defined on the first run; `node.json` (with `events` = the committer),
 /// `connection-profile.json` and `processes.json` are written; with `args.isolation_threshold` the controller
-/// starts. Must be called within a multi-threaded Tokio runtime.
+/// starts. Must be called within a multi-threaded Tokio runtime. The children's listeners speak plain text, so
+/// `args.no_tls` must be set: an operator asking for TLS never gets plain text silently.
 ///
-/// Errors: generation, a child that does not start listening, or the chaincode definitions; the children
-/// started so far are stopped.
+/// Errors: TLS asked for, generation, a child that does not start listening, or the chaincode definitions; the
+/// children started so far are stopped.
 pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<RunningProcesses> {
+    if !args.no_tls {
+        bail!("the components of --processes speak plain-text gRPC only; add --no-tls");
+    }
     let layout = Layout::new(&args.dir);
     let host = args.host.as_str();
     let addr = |port: u16| crate::network::addr(host, port);
@@ -341,6 +345,7 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
             peers: PEER_MSPIDS.iter().zip(ports.peers).map(|(m, p)| ((*m).to_owned(), addr(p))).collect(),
             blockstore: addr(ports.blockstore),
             events: Some(addr(ports.committer)),
+            tls_ca: None,
             crypto: absolute(&layout.crypto()),
             connection_profile: absolute(&layout.connection_profile()),
         },

@@ -28,13 +28,34 @@ pub struct NodeInfo {
     pub events: Option<String>,
     /// The block-store service's address.
     pub blockstore: String,
+    /// The PEM bundle of the organisations' TLS CAs when the node's listeners speak TLS (`DIR/tls-ca.pem`);
+    /// absent: plain text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
     /// The crypto material directory (cryptogen's layout).
     pub crypto: PathBuf,
     /// Path of the connection profile.
     pub connection_profile: PathBuf,
 }
 
+/// The TLS of a client of a node whose listeners trust-anchor in the PEM bundle `tls_ca` (`None`: plain text):
+/// servers are checked against the host dialled, which the node's certificates name.
+///
+/// Errors: the bundle cannot be read.
+pub(crate) fn client_tls(tls_ca: Option<&Path>) -> anyhow::Result<Option<ferrofabric_comm::ClientTls>> {
+    let Some(path) = tls_ca else { return Ok(None) };
+    let ca_pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Some(ferrofabric_comm::ClientTls { ca_pem, server_name: String::new(), identity: None }))
+}
+
 impl NodeInfo {
+    /// The TLS its clients connect with; see [`NodeInfo::tls_ca`].
+    ///
+    /// Errors: the bundle cannot be read.
+    pub fn client_tls(&self) -> anyhow::Result<Option<ferrofabric_comm::ClientTls>> {
+        client_tls(self.tls_ca.as_deref())
+    }
+
     /// Reads `node.json`.
     ///
     /// Errors: unreadable file or JSON not of this shape.
@@ -52,18 +73,27 @@ impl NodeInfo {
 
     /// The Fabric connection profile of this node: client organisation Org1, the channel with both peers as
     /// endorsing peers and event sources (or, with `events`, the committer as Org1's event source and the peers
-    /// as endorsing peers only), the orderer, `grpc://` URLs, no certificate authorities.
+    /// as endorsing peers only), the orderer; `grpcs://` URLs trusting [`NodeInfo::tls_ca`] when the node speaks
+    /// TLS, else `grpc://`; no certificate authorities.
     pub fn connection_profile(&self) -> serde_json::Value {
+        let endpoint = |addr: &str, name: &str| {
+            let mut e = json!({"grpcOptions": {"ssl-target-name-override": name}});
+            match &self.tls_ca {
+                Some(ca) => {
+                    e["url"] = json!(format!("grpcs://{addr}"));
+                    e["tlsCACerts"] = json!({"path": ca});
+                }
+                None => e["url"] = json!(format!("grpc://{addr}")),
+            }
+            e
+        };
         let mut peers = serde_json::Map::new();
         let mut channel_peers = serde_json::Map::new();
         let mut organizations = serde_json::Map::new();
         for (mspid, addr) in &self.peers {
             let org = mspid.strip_suffix("MSP").unwrap_or(mspid);
             let name = format!("peer0.{}.example.com", org.to_lowercase());
-            peers.insert(
-                name.clone(),
-                json!({"url": format!("grpc://{addr}"), "grpcOptions": {"ssl-target-name-override": name}}),
-            );
+            peers.insert(name.clone(), endpoint(addr, &name));
             let events_here = self.events.is_none();
             channel_peers.insert(
                 name.clone(),
@@ -72,10 +102,7 @@ impl NodeInfo {
             let mut names = vec![name];
             if let (Some(events), "Org1") = (&self.events, org) {
                 let committer = "committer.org1.example.com".to_owned();
-                peers.insert(
-                    committer.clone(),
-                    json!({"url": format!("grpc://{events}"), "grpcOptions": {"ssl-target-name-override": committer}}),
-                );
+                peers.insert(committer.clone(), endpoint(events, &committer));
                 channel_peers.insert(
                     committer.clone(),
                     json!({"endorsingPeer": false, "chaincodeQuery": false, "ledgerQuery": true, "eventSource": true}),
@@ -96,10 +123,7 @@ impl NodeInfo {
             },
             "organizations": organizations,
             "orderers": {
-                "orderer.example.com": {
-                    "url": format!("grpc://{}", self.orderer),
-                    "grpcOptions": {"ssl-target-name-override": "orderer.example.com"}
-                }
+                "orderer.example.com": endpoint(&self.orderer, "orderer.example.com")
             },
             "peers": peers
         })
@@ -131,6 +155,7 @@ mod tests {
                 .into(),
             blockstore: "127.0.0.1:7060".into(),
             events: None,
+            tls_ca: None,
             crypto: "/n/crypto".into(),
             connection_profile: "/n/connection-profile.json".into(),
         };
@@ -148,5 +173,11 @@ mod tests {
         assert_eq!(p["channels"]["mychannel"]["peers"]["committer.org1.example.com"]["eventSource"], true);
         assert_eq!(p["peers"]["committer.org1.example.com"]["url"], "grpc://127.0.0.1:7070");
         assert_eq!(p["organizations"]["Org1"]["peers"][1], "committer.org1.example.com");
+
+        let tls = NodeInfo { tls_ca: Some("/n/tls-ca.pem".into()), ..split };
+        let p = tls.connection_profile();
+        assert_eq!(p["peers"]["peer0.org2.example.com"]["url"], "grpcs://127.0.0.1:9051");
+        assert_eq!(p["peers"]["peer0.org2.example.com"]["tlsCACerts"]["path"], "/n/tls-ca.pem");
+        assert_eq!(p["orderers"]["orderer.example.com"]["url"], "grpcs://127.0.0.1:7050");
     }
 }

@@ -57,6 +57,10 @@ pub struct E2eBenchArgs {
     /// The crypto directory (cryptogen's layout) with the users' MSPs.
     #[arg(long, value_name = "DIR")]
     pub crypto: Option<PathBuf>,
+    /// With --orderer: a PEM file of the CA certificates the orderer's and peers' TLS certificates chain to;
+    /// without it they are dialled in plain text.
+    #[arg(long, value_name = "FILE", requires = "orderer")]
+    pub tls_ca: Option<PathBuf>,
     /// The channel (with addresses).
     #[arg(long, default_value = "mychannel")]
     pub channel: String,
@@ -81,6 +85,7 @@ impl Default for E2eBenchArgs {
             orderer: None,
             peers: Vec::new(),
             crypto: None,
+            tls_ca: None,
             channel: "mychannel".into(),
             clients: 4,
             fixtures: PathBuf::from("../shared/fixtures"),
@@ -230,6 +235,7 @@ async fn target(args: &E2eBenchArgs) -> anyhow::Result<Target> {
             peers,
             blockstore: String::new(),
             events: None,
+            tls_ca: args.tls_ca.clone(),
             crypto: crypto.clone(),
             connection_profile: PathBuf::new(),
         };

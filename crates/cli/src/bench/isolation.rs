@@ -207,7 +207,7 @@ async fn bench(args: &IsolationBenchArgs) -> anyhow::Result<IsolationReport> {
     let exe = std::env::current_exe().context("locating the ferrofabric executable")?;
     let tmp = tempfile::tempdir().context("temporary directory")?;
     args.progress(&format!("starting a node with --processes in {}", tmp.path().display()));
-    let node_args = NodeArgs { processes: true, ..NodeArgs::ephemeral(tmp.path()) };
+    let node_args = NodeArgs { processes: true, no_tls: true, ..NodeArgs::ephemeral(tmp.path()) };
     let node = ferrofabric_node::start_processes(&node_args, &exe).await?;
     let result = async {
         let id = std::process::id();

@@ -3,7 +3,8 @@
 //! real Fabric 3.1.5 peer (the binaries of `../shared/fabric`, unpacked by its `unpack` script) join the channel
 //! from its genesis block, pull every block from our orderer, and validate and commit it themselves. Every block
 //! they commit must carry our committer's TRANSACTIONS_FILTER and COMMIT_HASH. Both copies are read with the real
-//! `peer channel fetch`: from each real peer, and from our peer port.
+//! `peer channel fetch`: from each real peer, and from our peer port. Before, the real `peer chaincode invoke`
+//! and `query` run against our peer ports and orderer. Everything speaks TLS, as the node does by default.
 //!
 //! Needs `zstd` (to unpack the binaries), `node` and `npm`; the test fails, not skips, without them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -55,19 +56,21 @@ struct RealPeer {
     version: &'static str,
     fabric: PathBuf,
     address: String,
+    tls_ca: PathBuf,
     _process: Running,
     log: PathBuf,
 }
 
-/// A `peer` command of `fabric` that talks to `address` as `msp` of Org1, with TLS off.
-fn peer_cli(fabric: &Path, address: &str, msp: &Path) -> Command {
+/// A `peer` command of `fabric` that talks to `address` as `msp` of Org1, over TLS trusting the CAs of `tls_ca`.
+fn peer_cli(fabric: &Path, address: &str, msp: &Path, tls_ca: &Path) -> Command {
     let mut cmd = Command::new(fabric.join("bin/peer"));
     cmd.env("FABRIC_CFG_PATH", fabric.join("config"))
         .env("FABRIC_LOGGING_SPEC", "warning")
         .env("CORE_PEER_LOCALMSPID", "Org1MSP")
         .env("CORE_PEER_MSPCONFIGPATH", msp)
         .env("CORE_PEER_ADDRESS", address)
-        .env("CORE_PEER_TLS_ENABLED", "false")
+        .env("CORE_PEER_TLS_ENABLED", "true")
+        .env("CORE_PEER_TLS_ROOTCERT_FILE", tls_ca)
         .stdin(Stdio::null());
     cmd
 }
@@ -82,16 +85,18 @@ fn output(mut cmd: Command) -> Result<String, String> {
 }
 
 impl RealPeer {
-    /// Starts `peer node start` of `fabric` as Org1's peer0 (`crypto`: the node's crypto material) with its
-    /// ledger in `work`, and waits until it listens.
-    fn start(version: &'static str, fabric: PathBuf, crypto: &Path, work: &Path) -> RealPeer {
+    /// Starts `peer node start` of `fabric` as Org1's peer0 (`crypto`: the node's crypto material, `tls_ca` the
+    /// node's TLS CA bundle) with TLS and its ledger in `work`, and waits until it listens.
+    fn start(version: &'static str, fabric: PathBuf, crypto: &Path, tls_ca: &Path, work: &Path) -> RealPeer {
         std::fs::create_dir_all(work).unwrap();
         let (port, cc_port, ops_port) = (free_port(), free_port(), free_port());
         let address = format!("127.0.0.1:{port}");
         let log = work.join("peer.log");
-        let msp = crypto.join("peerOrganizations/org1.example.com/peers/peer0.org1.example.com/msp");
-        let mut cmd = peer_cli(&fabric, &address, &msp);
+        let node = crypto.join("peerOrganizations/org1.example.com/peers/peer0.org1.example.com");
+        let mut cmd = peer_cli(&fabric, &address, &node.join("msp"), tls_ca);
         cmd.args(["node", "start"])
+            .env("CORE_PEER_TLS_CERT_FILE", node.join("tls/server.crt"))
+            .env("CORE_PEER_TLS_KEY_FILE", node.join("tls/server.key"))
             .env("FABRIC_LOGGING_SPEC", "info")
             .env("CORE_PEER_ID", "peer0.org1.example.com")
             .env("CORE_PEER_LISTENADDRESS", &address)
@@ -111,7 +116,8 @@ impl RealPeer {
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(std::fs::File::create(work.join("peer.stderr.log")).unwrap());
         let process = Running(cmd.spawn().unwrap_or_else(|e| panic!("Fabric {version} peer: cannot start: {e}")));
-        let peer = RealPeer { version, fabric, address, _process: process, log: work.join("peer.stderr.log") };
+        let log = work.join("peer.stderr.log");
+        let peer = RealPeer { version, fabric, address, tls_ca: tls_ca.to_owned(), _process: process, log };
         let deadline = Instant::now() + PEER_START_TIMEOUT;
         while std::net::TcpStream::connect(&peer.address).is_err() {
             assert!(Instant::now() < deadline, "Fabric {version} peer did not listen:\n{}", peer.logs());
@@ -128,7 +134,7 @@ impl RealPeer {
     fn join(&self, genesis: &Path, admin: &Path) {
         let deadline = Instant::now() + PEER_START_TIMEOUT;
         loop {
-            let mut cmd = peer_cli(&self.fabric, &self.address, admin);
+            let mut cmd = peer_cli(&self.fabric, &self.address, admin, &self.tls_ca);
             cmd.args(["channel", "join", "-b"]).arg(genesis);
             match output(cmd) {
                 Ok(_) => return,
@@ -143,9 +149,9 @@ impl RealPeer {
 
 /// Block `which` (a number, or `newest`) of `channel` as the peer at `address` serves it on Deliver, read by
 /// `peer channel fetch` (which waits for a block not yet committed).
-fn fetch(fabric: &Path, address: &str, admin: &Path, channel: &str, which: &str, dir: &Path) -> Result<Block, String> {
+fn fetch(cli: impl Fn() -> Command, address: &str, channel: &str, which: &str, dir: &Path) -> Result<Block, String> {
     let file = dir.join(format!("{}-{which}.block", address.replace(':', "_")));
-    let mut cmd = peer_cli(fabric, address, admin);
+    let mut cmd = cli();
     cmd.args(["channel", "fetch", which]).arg(&file).args(["-c", channel]);
     output(cmd)?;
     let bytes = std::fs::read(&file).map_err(|e| e.to_string())?;
@@ -189,11 +195,37 @@ fn real_fabric_peers_commit_every_node_block_with_our_codes_and_commit_hashes() 
 
     let admin = info.crypto.join("peerOrganizations/org1.example.com/users/Admin@org1.example.com/msp");
     let genesis = tmp.path().join("net/genesis.block");
+    let tls_ca = info.tls_ca.clone().expect("the node speaks TLS by default");
     let ours_at = info.peers["Org1MSP"].clone();
     let blocks_dir = tmp.path().join("blocks");
     std::fs::create_dir_all(&blocks_dir).unwrap();
     let (_, any_fabric) = &fabrics[0];
-    let ours_fetch = |which: &str| fetch(any_fabric, &ours_at, &admin, &info.channel, which, &blocks_dir).unwrap();
+    let ours_cli = || peer_cli(any_fabric, &ours_at, &admin, &tls_ca);
+
+    // The real peer CLI against our peer ports and orderer: an invoke endorsed at both orgs' peers (smallbank's
+    // AND policy), ordered, and waited for on our peer's Deliver; then a query of what it wrote.
+    let account = format!("cli-{}", std::process::id());
+    let mut invoke = ours_cli();
+    invoke
+        .args(["chaincode", "invoke", "-o", &info.orderer, "--tls", "--cafile"])
+        .arg(&tls_ca)
+        .args(["-C", &info.channel, "-n", "smallbank", "--waitForEvent"])
+        .args(["--peerAddresses", &info.peers["Org1MSP"], "--tlsRootCertFiles"])
+        .arg(&tls_ca)
+        .args(["--peerAddresses", &info.peers["Org2MSP"], "--tlsRootCertFiles"])
+        .arg(&tls_ca)
+        .args(["-c", &format!(r#"{{"Args":["create_account","{account}","cli","100","50"]}}"#)]);
+    let invoked = output(invoke).unwrap_or_else(|e| panic!("peer chaincode invoke through our ports: {e}"));
+    println!("peer chaincode invoke: {}", invoked.trim());
+    let mut query = ours_cli();
+    query.args(["chaincode", "query", "-C", &info.channel, "-n", "smallbank", "-c"]);
+    query.arg(format!(r#"{{"Args":["query","{account}"]}}"#));
+    let queried = output(query).unwrap_or_else(|e| panic!("peer chaincode query on our peer port: {e}"));
+    let expected =
+        format!(r#"{{"CustomId":"{account}","CustomName":"cli","SavingsBalance":50,"CheckingBalance":100}}"#);
+    assert_eq!(queried.trim(), expected, "peer chaincode query on our peer port");
+
+    let ours_fetch = |which: &str| fetch(ours_cli, &ours_at, &info.channel, which, &blocks_dir).unwrap();
     let height = number(&ours_fetch("newest")) + 1;
     assert!(height > 5, "the node's chain is too short to compare: {height} blocks");
     let ours: Vec<Block> = (0..height).map(|n| ours_fetch(&n.to_string())).collect();
@@ -203,14 +235,16 @@ fn real_fabric_peers_commit_every_node_block_with_our_codes_and_commit_hashes() 
     let peers: Vec<RealPeer> = fabrics
         .into_iter()
         .map(|(version, fabric)| {
-            let peer = RealPeer::start(version, fabric, &info.crypto, &tmp.path().join(format!("peer-{version}")));
+            let work = tmp.path().join(format!("peer-{version}"));
+            let peer = RealPeer::start(version, fabric, &info.crypto, &tls_ca, &work);
             peer.join(&genesis, &admin);
             peer
         })
         .collect();
     for peer in &peers {
         let v = peer.version;
-        let theirs_fetch = |which: &str| fetch(&peer.fabric, &peer.address, &admin, &info.channel, which, &blocks_dir);
+        let theirs_cli = || peer_cli(&peer.fabric, &peer.address, &admin, &tls_ca);
+        let theirs_fetch = |which: &str| fetch(theirs_cli, &peer.address, &info.channel, which, &blocks_dir);
         let deadline = Instant::now() + CATCH_UP_TIMEOUT;
         loop {
             match theirs_fetch("newest") {

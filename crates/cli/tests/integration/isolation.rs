@@ -46,7 +46,7 @@ fn node_processes_restart_a_killed_component_and_keep_serving() {
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node(
         ferrofabric()
-            .args(["node", "--processes", "--quiet", "--dir"])
+            .args(["node", "--processes", "--no-tls", "--quiet", "--dir"])
             .arg(dir.path())
             .args(["--orderer-port", "0", "--peer-port", "0", "--peer2-port", "0", "--blockstore-port", "0"])
             .stdout(Stdio::piped())

@@ -41,8 +41,12 @@ async fn node_writes_its_files_commits_smallbank_and_transfer_and_keeps_state_ac
     assert!(info.crypto.join("peerOrganizations/org1.example.com/users/User1@org1.example.com/msp").is_dir());
     let profile: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("connection-profile.json")).unwrap()).unwrap();
-    assert_eq!(profile["peers"]["peer0.org1.example.com"]["url"], format!("grpc://{}", info.peers["Org1MSP"]));
-    assert_eq!(profile["orderers"]["orderer.example.com"]["url"], format!("grpc://{}", info.orderer));
+    // TLS by default: grpcs URLs trusting the organisations' TLS CAs.
+    let tls_ca = info.tls_ca.clone().unwrap();
+    assert_eq!(std::fs::read_to_string(&tls_ca).unwrap().matches("BEGIN CERTIFICATE").count(), 3);
+    assert_eq!(profile["peers"]["peer0.org1.example.com"]["url"], format!("grpcs://{}", info.peers["Org1MSP"]));
+    assert_eq!(profile["orderers"]["orderer.example.com"]["url"], format!("grpcs://{}", info.orderer));
+    assert_eq!(profile["orderers"]["orderer.example.com"]["tlsCACerts"]["path"], tls_ca.to_str().unwrap());
     assert_eq!(info.connection_profile, std::path::absolute(dir.path().join("connection-profile.json")).unwrap());
 
     // One smallbank transaction (both orgs endorse: AND policy) and one transfer transaction (Org2's peer alone:

@@ -62,8 +62,7 @@ async fn main() {
     if let Some(ops) = node.operations_addr {
         let body = reqwest_free_get(&ops.to_string()).await;
         for l in body.lines().filter(|l| {
-            l.starts_with("committer_block_latency_seconds_sum")
-                || l.starts_with("committer_block_latency_seconds_count")
+            l.starts_with("ledger_block_processing_time_sum") || l.starts_with("ledger_block_processing_time_count")
         }) {
             println!("{l}");
         }

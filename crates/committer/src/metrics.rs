@@ -1,5 +1,5 @@
 //! The committer's Prometheus metrics (names follow Fabric's peer where Fabric has one: `ledger_blockchain_height`,
-//! `ledger_transaction_count`), served with `/healthz` by [`ferrofabric_comm::operations_router`].
+//! `ledger_transaction_count`, `ledger_block_processing_time`), served with `/healthz` by [`ferrofabric_comm::operations_router`].
 
 use std::time::{Duration, Instant};
 
@@ -34,8 +34,9 @@ impl CommitMetrics {
         )?;
         let latency = Histogram::with_opts(
             HistogramOpts::new(
-                "committer_block_latency_seconds",
-                "Time from a block's arrival from the orderer to its storage as committed.",
+                "ledger_block_processing_time",
+                "Time taken in seconds for ledger block processing: from the block's arrival from the orderer to \
+                 its storage as committed.",
             )
             .const_label("channel", channel)
             .buckets(prometheus::exponential_buckets(0.001, 2.0, 14)?),

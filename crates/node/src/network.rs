@@ -102,6 +102,14 @@ pub struct NodeArgs {
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// The orderer's operations port (`/metrics`, `/healthz`, `/version`, Fabric's orderer default 8443); 0 = any
+    /// free port.
+    #[arg(long, default_value_t = 8443)]
+    pub orderer_operations_port: u16,
+    /// The committing peer's operations port (Fabric's peer default 9443); 0 = any free port. The block-store
+    /// service's operations listener always takes a free port; node.json's `operations` names all three.
+    #[arg(long, default_value_t = 9443)]
+    pub operations_port: u16,
     /// Plain-text gRPC on every listener. Without it the orderer, peer and block-store ports speak TLS, as in
     /// Fabric's test network: each serves the TLS certificate cryptogen made for its node, and clients trust the
     /// organisations' TLS CAs, bundled in `DIR/tls-ca.pem` (node.json's `tls_ca`).
@@ -127,6 +135,8 @@ impl Default for NodeArgs {
             peer_port: 7051,
             peer2_port: 9051,
             blockstore_port: 7060,
+            orderer_operations_port: 8443,
+            operations_port: 9443,
             channel: "mychannel".into(),
             batch_size: 100,
             batch_timeout: "1s".into(),
@@ -147,6 +157,8 @@ impl NodeArgs {
             peer_port: 0,
             peer2_port: 0,
             blockstore_port: 0,
+            orderer_operations_port: 0,
+            operations_port: 0,
             quiet: true,
             ..NodeArgs::default()
         }
@@ -267,7 +279,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     oc.general.listen_port = args.orderer_port;
     oc.general.tls = listener_tls(&layout.orderer_node());
     oc.admin.listen_address = String::new();
-    oc.operations.listen_address = String::new();
+    oc.operations.listen_address = addr(&args.host, args.orderer_operations_port);
     oc.general.local_msp_dir = Some(layout.orderer_node().join("msp"));
     oc.general.local_msp_id = Some("OrdererMSP".into());
     oc.file_ledger.location = Some(layout.dir.join("orderer"));
@@ -295,6 +307,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
             ..ClientTlsConfig::default()
         },
         listen_address: addr(&args.host, 0),
+        operations_listen_address: addr(&args.host, args.operations_port),
         ..CommitterConfig::default()
     })
     .await
@@ -379,6 +392,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         committers: vec![committer.deliver_addr.to_string()],
         listen_address: addr(&args.host, args.blockstore_port),
         tls: listener_tls(&layout.peer_node(0)),
+        operations_listen_address: addr(&args.host, 0),
         ..BlockstoreConfig::default()
     })
     .await
@@ -391,6 +405,14 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         blockstore: blockstore.listen_addr.to_string(),
         events: None,
         tls_ca: tls_ca.as_deref().map(absolute),
+        operations: [
+            ("orderer", orderer.operations_addr),
+            ("committer", committer.operations_addr),
+            ("blockstore", blockstore.operations_addr),
+        ]
+        .into_iter()
+        .filter_map(|(c, a)| Some((c.to_owned(), a?.to_string())))
+        .collect(),
         crypto: absolute(&layout.crypto()),
         connection_profile: absolute(&layout.connection_profile()),
     };

@@ -32,6 +32,10 @@ pub struct NodeInfo {
     /// absent: plain text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_ca: Option<PathBuf>,
+    /// The operations listeners (`/metrics`, `/healthz`, `/version`; plain HTTP) by component: `orderer`,
+    /// `committer`, `blockstore`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub operations: BTreeMap<String, String>,
     /// The crypto material directory (cryptogen's layout).
     pub crypto: PathBuf,
     /// Path of the connection profile.
@@ -156,6 +160,7 @@ mod tests {
             blockstore: "127.0.0.1:7060".into(),
             events: None,
             tls_ca: None,
+            operations: BTreeMap::new(),
             crypto: "/n/crypto".into(),
             connection_profile: "/n/connection-profile.json".into(),
         };

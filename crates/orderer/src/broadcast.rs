@@ -164,7 +164,7 @@ impl BroadcastHandler {
         let checked = match checked {
             Ok(c) => c,
             Err(r) => {
-                metrics.broadcast(false);
+                metrics.broadcast(r.status);
                 tracing::debug!(status = r.status.as_str_name(), info = %r.info, "broadcast message rejected");
                 return BroadcastResponse { status: r.status as i32, info: r.info };
             }
@@ -179,11 +179,11 @@ impl BroadcastHandler {
         };
         match result {
             Ok(()) => {
-                metrics.broadcast(true);
+                metrics.broadcast(Status::Success);
                 BroadcastResponse { status: Status::Success as i32, info: String::new() }
             }
             Err(e) => {
-                metrics.broadcast(false);
+                metrics.broadcast(Status::ServiceUnavailable);
                 BroadcastResponse {
                     status: Status::ServiceUnavailable as i32,
                     info: format!("rejected by consenter: {e}"),

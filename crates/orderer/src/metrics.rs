@@ -4,11 +4,23 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use ferrofabric_protos::common::Status;
+
+/// The statuses a Broadcast answers with, each counted under its own `status` label as Fabric does.
+const BROADCAST_STATUSES: [Status; 6] = [
+    Status::Success,
+    Status::BadRequest,
+    Status::Forbidden,
+    Status::NotFound,
+    Status::ServiceUnavailable,
+    Status::InternalServerError,
+];
+
 /// Counters; all methods are lock-free and callable from any thread.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    broadcast_success: AtomicU64,
-    broadcast_rejected: AtomicU64,
+    /// Per status of [`BROADCAST_STATUSES`], in that order.
+    broadcast: [AtomicU64; BROADCAST_STATUSES.len()],
     blocks_written: AtomicU64,
     block_bytes: AtomicU64,
     deliver_blocks_sent: AtomicU64,
@@ -16,10 +28,11 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// Counts one broadcast response: SUCCESS or not.
-    pub fn broadcast(&self, success: bool) {
-        let c = if success { &self.broadcast_success } else { &self.broadcast_rejected };
-        c.fetch_add(1, Ordering::Relaxed);
+    /// Counts one broadcast response of `status` (a status outside [`BROADCAST_STATUSES`] counts as
+    /// INTERNAL_SERVER_ERROR).
+    pub fn broadcast(&self, status: Status) {
+        let i = BROADCAST_STATUSES.iter().position(|s| *s == status).unwrap_or(BROADCAST_STATUSES.len() - 1);
+        self.broadcast[i].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts one appended block of `size` bytes.
@@ -46,16 +59,22 @@ impl Metrics {
     /// The counters in Prometheus text exposition format.
     pub fn prometheus(&self) -> String {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        format!(
-            "# TYPE broadcast_processed_count counter\n\
-             broadcast_processed_count{{status=\"SUCCESS\"}} {}\n\
-             broadcast_processed_count{{status=\"REJECTED\"}} {}\n\
-             # TYPE ledger_blocks_written counter\nledger_blocks_written {}\n\
+        let mut out = String::from("# TYPE broadcast_processed_count counter\n");
+        for (status, count) in BROADCAST_STATUSES.iter().zip(&self.broadcast) {
+            // SUCCESS always, the failures once they happened (Fabric's counters appear on first use).
+            if *status == Status::Success || get(count) > 0 {
+                out.push_str(&format!(
+                    "broadcast_processed_count{{status=\"{}\"}} {}\n",
+                    status.as_str_name(),
+                    get(count)
+                ));
+            }
+        }
+        out + &format!(
+            "# TYPE ledger_blocks_written counter\nledger_blocks_written {}\n\
              # TYPE ledger_block_bytes counter\nledger_block_bytes {}\n\
              # TYPE deliver_blocks_sent counter\ndeliver_blocks_sent {}\n\
              # TYPE deliver_streams_opened counter\ndeliver_streams_opened {}\n",
-            get(&self.broadcast_success),
-            get(&self.broadcast_rejected),
             get(&self.blocks_written),
             get(&self.block_bytes),
             get(&self.deliver_blocks_sent),

@@ -236,6 +236,7 @@ async fn target(args: &E2eBenchArgs) -> anyhow::Result<Target> {
             blockstore: String::new(),
             events: None,
             tls_ca: args.tls_ca.clone(),
+            operations: Default::default(),
             crypto: crypto.clone(),
             connection_profile: PathBuf::new(),
         };

@@ -109,6 +109,7 @@ pub(crate) fn start_node(dir: &Path, log: &Path, orderer_port: u16) -> (Running,
         .arg(dir)
         .args(["--orderer-port", &orderer_port.to_string()])
         .args(["--peer-port", "0", "--peer2-port", "0", "--blockstore-port", "0"])
+        .args(["--orderer-operations-port", "0", "--operations-port", "0"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(log).unwrap())

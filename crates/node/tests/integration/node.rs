@@ -21,6 +21,20 @@ fn user(node: &RunningNode, org: usize) -> SigningIdentity {
     SigningIdentity::from_msp_dir(["Org1MSP", "Org2MSP"][org], &node.layout.user_msp(org, "User1")).unwrap()
 }
 
+/// `GET path` on the operations listener at `addr` (plain HTTP/1.1): the status line and the body.
+async fn http_get(addr: &str, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
 /// A query answered by peer `peer` (status 200 required): the response payload.
 async fn query(client: &NetworkClient, creator: &SigningIdentity, cc: &str, args: &[&[u8]], peer: usize) -> Vec<u8> {
     let p = client.proposal(creator, cc, args);
@@ -64,6 +78,26 @@ async fn node_writes_its_files_commits_smallbank_and_transfer_and_keeps_state_ac
     assert_eq!(codes[&sb], Code::Valid);
     assert_eq!(codes[&tr], Code::Valid);
     let height = node.committer.store.height();
+
+    // Operations endpoints of every component, with Fabric's metric names.
+    let ops = |c: &str| info.operations.get(c).cloned().unwrap_or_else(|| panic!("no operations address of {c}"));
+    for component in ["orderer", "committer", "blockstore"] {
+        let (status, body) = http_get(&ops(component), "/healthz").await;
+        assert!(status.contains(" 200 ") && body.contains(r#""status":"OK""#), "{component} /healthz: {status} {body}");
+        let (status, body) = http_get(&ops(component), "/version").await;
+        assert!(status.contains(" 200 ") && body.contains("Version"), "{component} /version: {status} {body}");
+    }
+    let (_, orderer_metrics) = http_get(&ops("orderer"), "/metrics").await;
+    assert!(orderer_metrics
+        .lines()
+        .any(|l| l.starts_with(r#"broadcast_processed_count{status="SUCCESS"}"#) && !l.ends_with(" 0")));
+    let (_, committer_metrics) = http_get(&ops("committer"), "/metrics").await;
+    assert!(
+        committer_metrics.contains(&format!(r#"ledger_blockchain_height{{channel="mychannel"}} {height}"#)),
+        "{committer_metrics}"
+    );
+    assert!(committer_metrics.contains("ledger_block_processing_time_count"), "{committer_metrics}");
+    assert!(committer_metrics.contains(r#"ledger_transaction_count{channel="mychannel",validation_code="VALID"}"#));
     drop((events, client));
     node.shutdown().await.unwrap();
 

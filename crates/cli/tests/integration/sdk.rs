@@ -4,10 +4,11 @@
 //!   received from our committer's `DeliverFiltered`, a query, a refused proposal and an MVCC conflict
 //!   (`tests/sdk/smallbank.js`);
 //! * today's client API, `@hyperledger/fabric-gateway` 1.12, talks to the node's Gateway service
-//!   (`tests/sdk/gateway.js`).
+//!   (`tests/sdk/gateway.js`), and so does its Java edition, `org.hyperledger.fabric:fabric-gateway` 1.10
+//!   (`tests/java`, pinned in its `pom.xml`).
 //!
-//! Needs `node` (≥ 18) and `npm` on PATH; the test fails, not skips, without them (CI has them). `npm ci` runs here
-//! when `tests/sdk/node_modules` is missing.
+//! Needs `node` (≥ 18), `npm`, a JDK (≥ 17) and Maven on PATH; the tests fail, not skip, without them (CI installs
+//! them). `npm ci` runs here when `tests/sdk/node_modules` is missing, Maven when `tests/java/target/lib` is.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long the whole SDK script may run (it submits ten transactions, each waiting ~1 s for its block).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(240);
-/// How long `npm ci` may take (downloads about 100 packages).
+/// How long `npm ci` or Maven's dependency download may take (about 100 packages), or `javac`.
 const NPM_TIMEOUT: Duration = Duration::from_secs(600);
 
 pub(crate) fn sdk_dir() -> PathBuf {
@@ -141,21 +142,15 @@ pub(crate) fn start_node(dir: &Path, log: &Path, orderer_port: u16) -> (Running,
     (node, node_json)
 }
 
-/// Runs the client script `script` of tests/sdk against a fresh `ferrofabric node` and checks that it printed
-/// `<tag> PASS`; on failure prints the node's log too.
-fn run_client_against_node(script: &str, tag: &str) {
-    require_tool("node");
-    require_tool("npm");
+/// Starts a fresh `ferrofabric node`, runs the client command `client(node.json)` (named `what` in logs) against it
+/// and checks that it printed `<tag> PASS`; on failure prints the node's log too.
+fn run_client_against_node(what: &str, tag: &str, client: impl FnOnce(&Path) -> Command) {
     let tmp = tempfile::tempdir().unwrap();
-    install_sdk(&tmp.path().join("npm.log"));
-
     let node_log = tmp.path().join("node.log");
     let (node, node_json) = start_node(&tmp.path().join("net"), &node_log, 0);
-
-    let mut client = Command::new("node");
-    client.arg(sdk_dir().join(script)).arg(&node_json);
+    let client = client(&node_json);
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_logged(client, &format!("tests/sdk/{script}"), &tmp.path().join("client.log"), CLIENT_TIMEOUT)
+        run_logged(client, what, &tmp.path().join("client.log"), CLIENT_TIMEOUT)
     }));
     drop(node);
     if let Err(e) = run {
@@ -166,9 +161,21 @@ fn run_client_against_node(script: &str, tag: &str) {
     assert!(output.lines().any(|l| l == format!("{tag} PASS")), "the client did not report PASS:\n{output}");
 }
 
+/// [`run_client_against_node`] with the Node.js script `script` of tests/sdk.
+fn run_script_against_node(script: &str, tag: &str) {
+    require_tool("node");
+    require_tool("npm");
+    install_sdk(&tempfile::tempdir().unwrap().path().join("npm.log"));
+    run_client_against_node(&format!("tests/sdk/{script}"), tag, |node_json| {
+        let mut client = Command::new("node");
+        client.arg(sdk_dir().join(script)).arg(node_json);
+        client
+    });
+}
+
 #[test]
 fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
-    run_client_against_node("smallbank.js", "[sdk]");
+    run_script_against_node("smallbank.js", "[sdk]");
 }
 
 /// `@hyperledger/fabric-gateway` (tests/sdk/gateway.js) through the Gateway service of Org1's peer port: smallbank
@@ -176,5 +183,33 @@ fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
 /// its error details, an MVCC conflict and an endorsement-policy failure with Fabric's codes, and chaincode events.
 #[test]
 fn fabric_gateway_client_submits_evaluates_and_reads_chaincode_events() {
-    run_client_against_node("gateway.js", "[gateway]");
+    run_script_against_node("gateway.js", "[gateway]");
+}
+
+/// Java's `org.hyperledger.fabric:fabric-gateway` (tests/java, its jars resolved by Maven from Maven Central): a
+/// smallbank submit and an evaluate through the Gateway service over TLS.
+#[test]
+fn fabric_gateway_java_client_submits_and_evaluates() {
+    require_tool("javac");
+    require_tool("mvn");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/java");
+    let tmp = tempfile::tempdir().unwrap();
+    if !dir.join("target/lib").is_dir() {
+        let mut mvn = Command::new("mvn");
+        mvn.args(["-q", "-B", "dependency:copy-dependencies", "-DoutputDirectory=target/lib"]).current_dir(&dir);
+        run_logged(mvn, "mvn dependency:copy-dependencies (tests/java)", &tmp.path().join("mvn.log"), NPM_TIMEOUT);
+    }
+    let classes = tmp.path().join("classes");
+    let classpath = format!("{}/*:{}", dir.join("target/lib").display(), classes.display());
+    let mut javac = Command::new("javac");
+    javac
+        .args(["-cp", &classpath, "-d"])
+        .arg(&classes)
+        .arg(dir.join("src/main/java/ferrofabric/GatewayRoundTrip.java"));
+    run_logged(javac, "javac GatewayRoundTrip.java", &tmp.path().join("javac.log"), NPM_TIMEOUT);
+    run_client_against_node("tests/java GatewayRoundTrip", "[java]", |node_json| {
+        let mut client = Command::new("java");
+        client.args(["-cp", &classpath, "ferrofabric.GatewayRoundTrip"]).arg(node_json);
+        client
+    });
 }

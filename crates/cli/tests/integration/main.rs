@@ -12,6 +12,7 @@ mod configtxgen_support;
 
 mod bench;
 mod blockstore_kill9;
+mod caliper;
 mod channel;
 mod committer_kill9;
 mod crypto;

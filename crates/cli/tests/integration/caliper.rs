@@ -1,8 +1,8 @@
 //! Hyperledger Caliper, the benchmark tool Fabric users run, against `ferrofabric node` unchanged: Caliper 0.6.0 with
 //! its Fabric peer-gateway connector (the `fabric-gateway` SDK, pinned with it in `tests/caliper/package-lock.json`)
 //! runs the rounds of `tests/caliper/benchmark.yaml` (our smallbank workload module, `tests/caliper/smallbank.js`,
-//! doing Caliper's smallbank operations) through the node's Gateway over TLS, and its report's throughput is
-//! printed.
+//! doing Caliper's smallbank operations) through the node's Gateway over TLS with the network configuration users
+//! take, `tests/caliper/network.yaml`, and its report's throughput is printed.
 //!
 //! Needs `node` and `npm`; `npm ci` runs here when `tests/caliper/node_modules` is missing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -10,8 +10,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-
-use ferrofabric_node::NodeInfo;
 
 use crate::sdk::{require_tool, run_logged, start_node};
 
@@ -24,35 +22,12 @@ fn caliper_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/caliper")
 }
 
-/// Caliper's network configuration (v2.0.0) for the node of `info`: Org1's User1 and the node's connection
-/// profile, the channel with the smallbank contract.
-fn network_config(info: &NodeInfo) -> String {
-    let msp = info.crypto.join("peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
-    format!(
-        r#"name: ferrofabric-node
-version: "2.0.0"
-caliper:
-  blockchain: fabric
-channels:
-  - channelName: {channel}
-    contracts:
-      - id: smallbank
-organizations:
-  - mspid: Org1MSP
-    identities:
-      certificates:
-        - name: User1
-          clientPrivateKey: {{path: "{key}"}}
-          clientSignedCert: {{path: "{cert}"}}
-    connectionProfile:
-      path: "{profile}"
-      discover: false
-"#,
-        channel = info.channel,
-        key = msp.join("keystore/priv_sk").display(),
-        cert = msp.join("signcerts/User1@org1.example.com-cert.pem").display(),
-        profile = info.connection_profile.display(),
-    )
+/// Caliper's network configuration for the node in `node_dir`: `tests/caliper/network.yaml`, which users run
+/// against `./ferrofabric-node`, with that directory replaced.
+fn network_config(node_dir: &Path) -> String {
+    let template = std::fs::read_to_string(caliper_dir().join("network.yaml")).unwrap();
+    assert!(template.contains("../../ferrofabric-node/"), "network.yaml no longer names ../../ferrofabric-node");
+    template.replace("../../ferrofabric-node/", &format!("{}/", node_dir.display()))
 }
 
 /// The rows of Caliper's summary tables in `log`: (round, succeeded, failed, throughput in tx/s).
@@ -84,10 +59,10 @@ fn caliper_smallbank_runs_against_the_node_through_the_gateway() {
         npm.args(["ci", "--omit=optional", "--no-audit", "--no-fund"]).current_dir(&dir);
         run_logged(npm, "npm ci (tests/caliper)", &tmp.path().join("npm.log"), NPM_TIMEOUT);
     }
-    let (node, node_json) = start_node(&tmp.path().join("net"), &tmp.path().join("node.log"), 0);
-    let info = NodeInfo::read(&node_json).unwrap();
+    let node_dir = std::path::absolute(tmp.path().join("net")).unwrap();
+    let (node, _) = start_node(&node_dir, &tmp.path().join("node.log"), 0);
     let network = tmp.path().join("network.yaml");
-    std::fs::write(&network, network_config(&info)).unwrap();
+    std::fs::write(&network, network_config(&node_dir)).unwrap();
 
     let mut caliper = Command::new("npx");
     caliper

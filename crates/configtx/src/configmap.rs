@@ -41,12 +41,13 @@ impl ElementKey {
 
 impl fmt::Display for ElementKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Fabric's prefixes are padded to one width (`configmap.go`), and clients see them in error messages.
         let tag = match self.kind {
-            Kind::Group => "[Group]",
-            Kind::Value => "[Value]",
-            Kind::Policy => "[Policy]",
+            Kind::Group => "[Group]  ",
+            Kind::Value => "[Value]  ",
+            Kind::Policy => "[Policy] ",
         };
-        write!(f, "{tag} {}", self.path)
+        write!(f, "{tag}{}", self.path)
     }
 }
 
@@ -312,11 +313,11 @@ mod tests {
         assert_eq!(
             keys,
             [
-                "[Group] /Channel",
-                "[Group] /Channel/Application",
-                "[Group] /Channel/Application/Org1MSP",
-                "[Value] /Channel/Application/Org1MSP/MSP",
-                "[Value] /Channel/HashingAlgorithm",
+                "[Group]  /Channel",
+                "[Group]  /Channel/Application",
+                "[Group]  /Channel/Application/Org1MSP",
+                "[Value]  /Channel/Application/Org1MSP/MSP",
+                "[Value]  /Channel/HashingAlgorithm",
                 "[Policy] /Channel/Application/Admins",
             ]
         );

@@ -6,8 +6,10 @@ use ferrofabric_protos::common::Status;
 /// Why a config update (or a proposed CONFIG transaction) was refused.
 ///
 /// `element` fields name a config element the way Fabric's config map does (`common/configtx/configmap.go`):
-/// a kind tag and the absolute path, e.g. `[Group] /Channel/Application/Org1MSP` or
-/// `[Value] /Channel/Application/Org1MSP/AnchorPeers`.
+/// a kind tag padded to one width and the absolute path, e.g. `[Group]  /Channel/Application/Org1MSP` or
+/// `[Value]  /Channel/Application/Org1MSP/AnchorPeers`. The messages of the checks of an update are Fabric's
+/// (`common/configtx/update.go`, `validator.go`), wrapped as Fabric wraps them, because clients see them in the
+/// Broadcast answer.
 ///
 /// Classes: [`ConfigTxError::is_forbidden`] marks authorization failures (a `mod_policy` the signatures do not
 /// satisfy); everything else is a malformed or inconsistent request. [`ConfigTxError::status`] gives the
@@ -32,7 +34,7 @@ pub enum ConfigTxError {
         expected: i32,
     },
     /// `ConfigUpdate.channel_id` is not the channel the validator guards.
-    #[error("config update is for channel '{update}' but this is channel '{channel}'")]
+    #[error("error authorizing update: ConfigUpdate for channel '{update}' but envelope for channel '{channel}'")]
     WrongChannel {
         /// Channel named by the update.
         update: String,
@@ -51,13 +53,19 @@ pub enum ConfigTxError {
         reason: &'static str,
     },
     /// The read set names an element the current config does not have.
-    #[error("read set contains {element}, which the current config does not have")]
+    #[error(
+        "error authorizing update: error validating ReadSet: existing config does not contain element for {element} \
+         but was in the read set"
+    )]
     ReadSetUnknown {
         /// The element.
         element: String,
     },
     /// The read set was computed against another version of an element (a stale update).
-    #[error("read set requires {element} at version {required}, but it is at version {current}")]
+    #[error(
+        "error authorizing update: error validating ReadSet: proposed update requires that key {element} be at \
+         version {required}, but it is currently at version {current}"
+    )]
     ReadSetVersion {
         /// The element.
         element: String,
@@ -67,10 +75,10 @@ pub enum ConfigTxError {
         current: u64,
     },
     /// The write set changes nothing (every element has its read-set version).
-    #[error("the update changes nothing (empty delta set)")]
+    #[error("error authorizing update: error validating DeltaSet: delta set was empty -- update would have no effect")]
     EmptyDelta,
     /// A changed element carries an empty or malformed `mod_policy`.
-    #[error("invalid mod_policy {mod_policy:?} of {element}: {reason}")]
+    #[error("error authorizing update: error validating DeltaSet: invalid mod_policy for element {element}: {reason}")]
     InvalidModPolicy {
         /// The element.
         element: String,
@@ -80,7 +88,10 @@ pub enum ConfigTxError {
         reason: String,
     },
     /// A new element (absent from the current config) must start at version 0.
-    #[error("{element} does not exist yet, so it must be created at version 0, not {version}")]
+    #[error(
+        "error authorizing update: error validating DeltaSet: attempted to set key {element} to version {version}, \
+         but key does not exist"
+    )]
     NewElementVersion {
         /// The element.
         element: String,
@@ -88,7 +99,10 @@ pub enum ConfigTxError {
         version: u64,
     },
     /// A changed element must have exactly its current version + 1.
-    #[error("{element} is at version {current}, the update sets version {proposed} (must be {current} + 1)")]
+    #[error(
+        "error authorizing update: error validating DeltaSet: attempt to set key {element} to version {proposed}, \
+         but key is at version {current}"
+    )]
     VersionNotIncremented {
         /// The element.
         element: String,
@@ -98,7 +112,7 @@ pub enum ConfigTxError {
         current: u64,
     },
     /// The current `mod_policy` of a changed element does not resolve to a policy, so nobody may change it.
-    #[error("mod_policy {mod_policy:?} of {element} does not name an existing policy")]
+    #[error("error authorizing update: error validating DeltaSet: unexpected missing policy {mod_policy} for item {element}")]
     MissingModPolicy {
         /// The element.
         element: String,
@@ -106,7 +120,7 @@ pub enum ConfigTxError {
         mod_policy: String,
     },
     /// The signatures of the update do not satisfy the current `mod_policy` of a changed element.
-    #[error("signatures do not satisfy mod_policy {policy} of {element}: {source}")]
+    #[error("error authorizing update: error validating DeltaSet: policy for {element} not satisfied: {source}")]
     PolicyNotSatisfied {
         /// The element.
         element: String,

@@ -323,11 +323,11 @@ fn check_mod_policy(key: &ElementKey, mod_policy: &str) -> Result<(), ConfigTxEr
         reason,
     };
     if mod_policy.is_empty() {
-        return Err(invalid("not set".into()));
+        return Err(invalid("mod_policy not set".into()));
     }
     let trimmed = mod_policy.strip_prefix('/').unwrap_or(mod_policy);
     for (i, segment) in trimmed.split('/').enumerate() {
-        check_config_id(segment).map_err(|reason| invalid(format!("path element {i} is invalid: {reason}")))?;
+        check_config_id(segment).map_err(|reason| invalid(format!("path element at {i} is invalid: {reason}")))?;
     }
     Ok(())
 }

@@ -33,18 +33,18 @@ const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(180);
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(240);
 
 /// `../shared/fabric` beside the repository, or `$FERROFABRIC_FABRIC`.
-fn fabric_dir() -> PathBuf {
+pub(crate) fn fabric_dir() -> PathBuf {
     std::env::var_os("FERROFABRIC_FABRIC")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fabric"))
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// Unpacks Fabric `version` into `dest`; returns `dest` (with `bin/` and `config/`).
-fn unpack(version: &str, dest: &Path, log: &Path) -> PathBuf {
+pub(crate) fn unpack(version: &str, dest: &Path, log: &Path) -> PathBuf {
     let mut cmd = Command::new(fabric_dir().join("unpack"));
     cmd.arg(version).arg(dest);
     run_logged(cmd, &format!("unpack Fabric {version}"), log, Duration::from_secs(120));
@@ -76,7 +76,7 @@ fn peer_cli(fabric: &Path, address: &str, msp: &Path, tls_ca: &Path) -> Command 
 }
 
 /// Runs `cmd`; its stdout, or its stderr as the error.
-fn output(mut cmd: Command) -> Result<String, String> {
+pub(crate) fn output(cmd: &mut Command) -> Result<String, String> {
     match cmd.output() {
         Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout).into_owned()),
         Ok(o) => Err(format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))),
@@ -136,7 +136,7 @@ impl RealPeer {
         loop {
             let mut cmd = peer_cli(&self.fabric, &self.address, admin, &self.tls_ca);
             cmd.args(["channel", "join", "-b"]).arg(genesis);
-            match output(cmd) {
+            match output(&mut cmd) {
                 Ok(_) => return,
                 Err(e) if Instant::now() >= deadline => {
                     panic!("Fabric {} peer: channel join failed: {e}\npeer log:\n{}", self.version, self.logs())
@@ -153,7 +153,7 @@ fn fetch(cli: impl Fn() -> Command, address: &str, channel: &str, which: &str, d
     let file = dir.join(format!("{}-{which}.block", address.replace(':', "_")));
     let mut cmd = cli();
     cmd.args(["channel", "fetch", which]).arg(&file).args(["-c", channel]);
-    output(cmd)?;
+    output(&mut cmd)?;
     let bytes = std::fs::read(&file).map_err(|e| e.to_string())?;
     Block::decode(bytes.as_slice()).map_err(|e| e.to_string())
 }
@@ -215,12 +215,12 @@ fn real_fabric_peers_commit_every_node_block_with_our_codes_and_commit_hashes() 
         .args(["--peerAddresses", &info.peers["Org2MSP"], "--tlsRootCertFiles"])
         .arg(&tls_ca)
         .args(["-c", &format!(r#"{{"Args":["create_account","{account}","cli","100","50"]}}"#)]);
-    let invoked = output(invoke).unwrap_or_else(|e| panic!("peer chaincode invoke through our ports: {e}"));
+    let invoked = output(&mut invoke).unwrap_or_else(|e| panic!("peer chaincode invoke through our ports: {e}"));
     println!("peer chaincode invoke: {}", invoked.trim());
     let mut query = ours_cli();
     query.args(["chaincode", "query", "-C", &info.channel, "-n", "smallbank", "-c"]);
     query.arg(format!(r#"{{"Args":["query","{account}"]}}"#));
-    let queried = output(query).unwrap_or_else(|e| panic!("peer chaincode query on our peer port: {e}"));
+    let queried = output(&mut query).unwrap_or_else(|e| panic!("peer chaincode query on our peer port: {e}"));
     let expected =
         format!(r#"{{"CustomId":"{account}","CustomName":"cli","SavingsBalance":50,"CheckingBalance":100}}"#);
     assert_eq!(queried.trim(), expected, "peer chaincode query on our peer port");

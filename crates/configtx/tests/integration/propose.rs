@@ -50,7 +50,7 @@ fn expect_forbidden(err: ConfigTxError) {
     assert_eq!(err.status(), Status::BadRequest, "Fabric answers BAD_REQUEST for config-update policy failures");
     match err {
         ConfigTxError::PolicyNotSatisfied { element, policy, source } => {
-            assert_eq!(element, "[Group] /Channel/Application/Org1MSP");
+            assert_eq!(element, "[Group]  /Channel/Application/Org1MSP");
             assert_eq!(policy, "/Channel/Application/Org1MSP/Admins");
             assert_eq!(source, PolicyError::SignatureSetNotSatisfied);
         }
@@ -181,7 +181,7 @@ fn stale_read_set_is_refused() {
     assert_eq!(
         err,
         ConfigTxError::ReadSetVersion {
-            element: "[Group] /Channel/Application/Org1MSP".into(),
+            element: "[Group]  /Channel/Application/Org1MSP".into(),
             required: 0,
             current: 1
         }
@@ -226,7 +226,7 @@ fn versions_must_advance_by_exactly_one() {
     assert_eq!(
         validator.propose(&submit(&skip, &[&net().admin(0)])).unwrap_err(),
         ConfigTxError::VersionNotIncremented {
-            element: "[Group] /Channel/Application/Org1MSP".into(),
+            element: "[Group]  /Channel/Application/Org1MSP".into(),
             proposed: 2,
             current: 0
         }
@@ -237,7 +237,7 @@ fn versions_must_advance_by_exactly_one() {
     assert_eq!(
         validator.propose(&submit(&new_at_three, &[&net().admin(0)])).unwrap_err(),
         ConfigTxError::NewElementVersion {
-            element: "[Value] /Channel/Application/Org1MSP/AnchorPeers".into(),
+            element: "[Value]  /Channel/Application/Org1MSP/AnchorPeers".into(),
             version: 3
         }
     );
@@ -246,7 +246,7 @@ fn versions_must_advance_by_exactly_one() {
     org(&mut bad_policy).mod_policy = "Org1MSP/../Admins".into();
     assert!(matches!(
         validator.propose(&submit(&bad_policy, &[&net().admin(0)])).unwrap_err(),
-        ConfigTxError::InvalidModPolicy { element, .. } if element == "[Group] /Channel/Application/Org1MSP"
+        ConfigTxError::InvalidModPolicy { element, .. } if element == "[Group]  /Channel/Application/Org1MSP"
     ));
 }
 

@@ -8,6 +8,8 @@ use bytes::Bytes;
 use ferrofabric_endorser::{assemble_transaction, create_proposal, ClientProposal};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
+use ferrofabric_protos::gateway::gateway_client::GatewayClient;
+use ferrofabric_protos::gateway::{EndorseRequest, SubmitRequest};
 use ferrofabric_protos::orderer::{seek_info, SeekInfo};
 use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as DeliverType;
@@ -38,6 +40,7 @@ pub struct NetworkClient {
     /// The committer's address when the peers do not serve commit events themselves (`NodeInfo::events`).
     pub events: Option<String>,
     peers: Vec<EndorserClient<Channel>>,
+    gateways: Vec<GatewayClient<Channel>>,
     orderer: Channel,
     tls: Option<ferrofabric_comm::ClientTls>,
 }
@@ -49,11 +52,17 @@ impl NetworkClient {
     pub async fn connect(info: &NodeInfo) -> anyhow::Result<NetworkClient> {
         let tls = info.client_tls()?;
         let mut peers = Vec::new();
+        let mut gateways = Vec::new();
         let mut peer_addrs = Vec::new();
         for (mspid, addr) in &info.peers {
             let ch = ferrofabric_comm::connect(addr, tls.as_ref())
                 .await
                 .with_context(|| format!("connecting to peer {addr}"))?;
+            gateways.push(
+                GatewayClient::new(ch.clone())
+                    .max_decoding_message_size(MAX_MESSAGE)
+                    .max_encoding_message_size(MAX_MESSAGE),
+            );
             peers.push(
                 EndorserClient::new(ch).max_decoding_message_size(MAX_MESSAGE).max_encoding_message_size(MAX_MESSAGE),
             );
@@ -67,6 +76,7 @@ impl NetworkClient {
             peer_addrs,
             events: info.events.clone(),
             peers,
+            gateways,
             orderer,
             tls,
         })
@@ -154,6 +164,41 @@ impl NetworkClient {
             ok += 1;
         }
         anyhow::ensure!(ok == n, "the orderer answered {ok} of {n} envelopes");
+        Ok(())
+    }
+
+    /// Submits `proposal` the way Fabric's `fabric-gateway` SDKs do: the Gateway service of peer `peer` endorses it
+    /// by the chaincode's policy and assembles the transaction, `creator` (the proposal's creator) signs it, and the
+    /// same gateway submits it to the orderer. Returns once the orderer accepted it, before it is committed.
+    ///
+    /// Errors: the gateway's Endorse or Submit failed (its gRPC status message in the error).
+    pub async fn submit_through_gateway(
+        &self,
+        peer: usize,
+        creator: &SigningIdentity,
+        proposal: &ClientProposal,
+    ) -> anyhow::Result<()> {
+        let mut gateway = self.gateways.get(peer).cloned().ok_or_else(|| anyhow!("no peer {peer}"))?;
+        let endorsed = gateway
+            .endorse(EndorseRequest {
+                transaction_id: proposal.tx_id.clone(),
+                channel_id: self.channel.clone(),
+                proposed_transaction: Some(proposal.signed.clone()),
+                endorsing_organizations: Vec::new(),
+            })
+            .await
+            .map_err(|s| anyhow!("gateway endorse: {}", s.message()))?
+            .into_inner();
+        let mut envelope = endorsed.prepared_transaction.ok_or_else(|| anyhow!("gateway endorse: no transaction"))?;
+        envelope.signature = Bytes::from(creator.sign(&envelope.payload));
+        gateway
+            .submit(SubmitRequest {
+                transaction_id: proposal.tx_id.clone(),
+                channel_id: self.channel.clone(),
+                prepared_transaction: Some(envelope),
+            })
+            .await
+            .map_err(|s| anyhow!("gateway submit: {}", s.message()))?;
         Ok(())
     }
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::orderer::{percentile, process_cpu_seconds};
@@ -31,6 +31,19 @@ pub enum Workload {
     Smallbank,
     /// The committer alone on Fabric 2.5.16's 10,735-transaction ledger.
     Ledger,
+}
+
+/// How the measured transactions reach the orderer (not for `ledger`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Via {
+    /// Endorsed before the measurement, only broadcast during it (FastFabric's measure).
+    Orderer,
+    /// Each endorsed at the peers, assembled and broadcast during the measurement, as an SDK without a gateway.
+    Peers,
+    /// Each submitted through Org1's Gateway service during the measurement (Endorse, sign, Submit), as the
+    /// `fabric-gateway` SDKs do.
+    Gateway,
 }
 
 /// Arguments of `ferrofabric bench e2e`.
@@ -64,7 +77,10 @@ pub struct E2eBenchArgs {
     /// The channel (with addresses).
     #[arg(long, default_value = "mychannel")]
     pub channel: String,
-    /// Concurrent broadcast clients (K).
+    /// How the measured transactions reach the orderer.
+    #[arg(long, value_enum, default_value = "orderer")]
+    pub via: Via,
+    /// Concurrent broadcast clients (K); with `--via peers|gateway`, transactions in flight at once.
     #[arg(long, default_value_t = 4)]
     pub clients: usize,
     /// The shared fixtures directory (for `ledger`): holds fabric-2.5-bench/ and fabric-2.5/crypto.
@@ -87,6 +103,7 @@ impl Default for E2eBenchArgs {
             crypto: None,
             tls_ca: None,
             channel: "mychannel".into(),
+            via: Via::Orderer,
             clients: 4,
             fixtures: PathBuf::from("../shared/fixtures"),
             quiet: false,
@@ -107,6 +124,8 @@ impl E2eBenchArgs {
 pub struct E2eReport {
     /// The workload run.
     pub workload: Workload,
+    /// How the measured transactions reached the orderer (`orderer` for `ledger`).
+    pub via: Via,
     /// Transactions measured.
     pub txs: usize,
     /// Committed transactions per second between the first and the last committed block (the headline).
@@ -155,6 +174,11 @@ pub struct E2eReport {
 ///   orderer, which the committer checks); the committer validates and commits every block for real, and the final
 ///   commit hash must equal the one Fabric's peer computed.
 ///
+/// `--via peers` and `--via gateway` measure what a client sees instead: no pre-endorsement; during the measurement
+/// each transaction is endorsed at the peers, assembled and broadcast by the bench (as an SDK without a gateway),
+/// or submitted through Org1's Gateway service (Endorse, sign, Submit, as the `fabric-gateway` SDKs), `--clients`
+/// of them in flight; block latency then runs from the start of a transaction's endorsement.
+///
 /// Measures: `committed_tx_per_s` = transactions committed after the first block / (last block − first block),
 /// FastFabric's "between the first and the last committed block"; `end_to_end_tx_per_s` = N / (last block − first
 /// send); block latency = arrival of a block on DeliverFiltered − send of its earliest transaction. Setup and
@@ -189,6 +213,7 @@ fn print(args: &E2eBenchArgs, r: &E2eReport) -> anyhow::Result<()> {
     };
     let rows = [
         ("workload", format!("{:?}", r.workload).to_lowercase()),
+        ("via", format!("{:?}", r.via).to_lowercase()),
         ("transactions", r.txs.to_string()),
         ("committed tx/s (first→last block)", format!("{:.0}", r.committed_tx_per_s)),
         ("end-to-end tx/s (first send→last block)", format!("{:.0}", r.end_to_end_tx_per_s)),
@@ -326,6 +351,56 @@ async fn broadcast_all(
     Ok(())
 }
 
+/// `mutex`'s guard, also after a panic elsewhere (the map stays consistent: each update is one insert).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The measured submissions of `--via peers|gateway`.
+struct Submit {
+    client: NetworkClient,
+    creator: SigningIdentity,
+    chaincode: &'static str,
+    via: Via,
+    t0: Instant,
+}
+
+impl Submit {
+    /// Submits `planned`, `in_flight` at a time: each endorsed at its peers, assembled and broadcast by this client
+    /// ([`Via::Peers`]) or submitted through Org1's gateway ([`Via::Gateway`]); records each start time (ns since
+    /// `t0`) and txid before the transaction can reach the orderer.
+    async fn all(
+        self,
+        planned: Vec<Planned>,
+        in_flight: usize,
+        sent_at: Arc<Vec<AtomicU64>>,
+        index: Arc<Mutex<HashMap<String, usize>>>,
+    ) -> anyhow::Result<()> {
+        let this = &self;
+        let mut done = futures::stream::iter(planned.into_iter().enumerate())
+            .map(|(i, p)| {
+                let (sent_at, index) = (sent_at.clone(), index.clone());
+                async move {
+                    sent_at[i].store(this.t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    let args: Vec<&[u8]> = p.args.iter().map(Vec::as_slice).collect();
+                    if this.via == Via::Gateway {
+                        let proposal = this.client.proposal(&this.creator, this.chaincode, &args);
+                        lock(&index).insert(proposal.tx_id.clone(), i);
+                        return this.client.submit_through_gateway(0, &this.creator, &proposal).await;
+                    }
+                    let (tx_id, env) = this.client.endorsed_tx(&this.creator, this.chaincode, &args, &p.peers).await?;
+                    lock(&index).insert(tx_id, i);
+                    this.client.broadcast(vec![env]).await
+                }
+            })
+            .buffer_unordered(in_flight.max(1));
+        while let Some(r) = done.next().await {
+            r?;
+        }
+        Ok(())
+    }
+}
+
 async fn endorsed(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
     let target = target(args).await?;
     let result = endorsed_run(args, &target).await;
@@ -371,8 +446,7 @@ async fn endorsed_run(args: &E2eBenchArgs, target: &Target) -> anyhow::Result<E2
     require_valid(&events.wait_for(&setup_ids, RUN_TIMEOUT).await?)?;
     args.progress(&format!("setup committed in {:.1} s", t0.elapsed().as_secs_f64()));
 
-    // Pre-endorsement of the measured transactions.
-    args.progress(&format!("endorsing {n} {chaincode} transactions"));
+    // The measured transactions: endorsed now (`--via orderer`), or during the measurement.
     let planned: Vec<Planned> = (0..n)
         .map(|i| {
             let (from, to) = (key(2 * i).into_bytes(), key(2 * i + 1).into_bytes());
@@ -384,21 +458,39 @@ async fn endorsed_run(args: &E2eBenchArgs, target: &Target) -> anyhow::Result<E2
             Planned { args, peers: endorsers(i) }
         })
         .collect();
-    let endorse_started = Instant::now();
-    let txs = endorse_all(&client, &creator, chaincode, planned, &|d| args.progress(&format!("endorsed {d}"))).await?;
-    let endorse_seconds = endorse_started.elapsed().as_secs_f64();
-    let index: HashMap<String, usize> = txs.iter().enumerate().map(|(i, (id, _))| (id.clone(), i)).collect();
-    let envs: Arc<Vec<Bytes>> = Arc::new(txs.into_iter().map(|(_, e)| e).collect());
-    let envelope_bytes = envs.iter().map(Bytes::len).sum::<usize>() / n;
+    // txid -> index of the measured transaction.
+    let index: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let (mut endorse_seconds, mut envelope_bytes) = (0.0, 0);
+    let (envs, planned) = if args.via == Via::Orderer {
+        args.progress(&format!("endorsing {n} {chaincode} transactions"));
+        let endorse_started = Instant::now();
+        let txs =
+            endorse_all(&client, &creator, chaincode, planned, &|d| args.progress(&format!("endorsed {d}"))).await?;
+        endorse_seconds = endorse_started.elapsed().as_secs_f64();
+        lock(&index).extend(txs.iter().enumerate().map(|(i, (id, _))| (id.clone(), i)));
+        let envs: Arc<Vec<Bytes>> = Arc::new(txs.into_iter().map(|(_, e)| e).collect());
+        envelope_bytes = envs.iter().map(Bytes::len).sum::<usize>() / n;
+        (Some(envs), Vec::new())
+    } else {
+        (None, planned)
+    };
 
     // The measured run.
-    args.progress(&format!("broadcasting {n} transactions with {} clients", args.clients));
     let cpu_start = process_cpu_seconds();
     let t0 = Instant::now();
     let sent_at: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(u64::MAX)).collect());
-    let sender = {
-        let (client, envs, sent_at, clients) = (client.clone(), envs.clone(), sent_at.clone(), args.clients);
-        tokio::spawn(async move { broadcast_all(&client, envs, clients, t0, sent_at).await })
+    let sender = match envs {
+        Some(envs) => {
+            args.progress(&format!("broadcasting {n} transactions with {} clients", args.clients));
+            let (client, sent_at, clients) = (client.clone(), sent_at.clone(), args.clients);
+            tokio::spawn(async move { broadcast_all(&client, envs, clients, t0, sent_at).await })
+        }
+        None => {
+            args.progress(&format!("submitting {n} transactions via {:?}, {} in flight", args.via, args.clients));
+            let submit = Submit { client: client.clone(), creator: creator.clone(), chaincode, via: args.via, t0 };
+            let (sent_at, index, in_flight) = (sent_at.clone(), index.clone(), args.clients);
+            tokio::spawn(async move { submit.all(planned, in_flight, sent_at, index).await })
+        }
     };
     // (arrival ns since t0, our txs in the block, earliest send ns)
     let mut blocks: Vec<(u64, usize, u64)> = Vec::new();
@@ -413,7 +505,7 @@ async fn endorsed_run(args: &E2eBenchArgs, target: &Target) -> anyhow::Result<E2
         let mut ours = 0;
         let mut earliest = u64::MAX;
         for t in &block.filtered_transactions {
-            if let Some(&i) = index.get(&t.txid) {
+            if let Some(&i) = lock(&index).get(&t.txid) {
                 ours += 1;
                 earliest = earliest.min(sent_at[i].load(Ordering::Relaxed));
                 let code = TxValidationCode::try_from(t.tx_validation_code)
@@ -449,6 +541,7 @@ async fn endorsed_run(args: &E2eBenchArgs, target: &Target) -> anyhow::Result<E2
     let valid = codes.remove(TxValidationCode::Valid.as_str_name()).unwrap_or(0);
     Ok(E2eReport {
         workload: args.workload,
+        via: args.via,
         txs: n,
         committed_tx_per_s,
         end_to_end_tx_per_s: n as f64 / secs(last_at.saturating_sub(first_send)).max(1e-9),
@@ -601,6 +694,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
     let after_first: usize = tx_counts.iter().skip(2).sum();
     Ok(E2eReport {
         workload: Workload::Ledger,
+        via: Via::Orderer,
         txs: total,
         committed_tx_per_s: after_first as f64 / seconds.max(1e-9),
         end_to_end_tx_per_s: total as f64 / (end - started).as_secs_f64().max(1e-9),

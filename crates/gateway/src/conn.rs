@@ -1,5 +1,5 @@
-//! Client connections to the endorsers and orderers a gateway calls, dialled once and shared by all requests
-//! (a tonic channel multiplexes them), and dialled again after a failure.
+//! Client connections to the endorsers and orderers a gateway calls, dialled once and shared by all requests (a
+//! tonic channel multiplexes them and reconnects by itself after a failure).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -33,10 +33,5 @@ impl Connections {
             .map_err(|e| format!("failed to create new connection: {e:#}"))?;
         self.open.lock().await.insert(address.to_owned(), channel.clone());
         Ok(channel)
-    }
-
-    /// Forgets the connection to `address`, so that the next request dials again.
-    pub(crate) async fn forget(&self, address: &str) {
-        self.open.lock().await.remove(address);
     }
 }

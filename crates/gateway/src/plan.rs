@@ -99,24 +99,18 @@ impl Registry {
         signed: &SignedProposal,
     ) -> Result<ProposalResponse, Failure> {
         let unavailable = |message: String| Failure { code: Code::Unavailable, message, retry: true };
-        let channel = self.connections.get(&peer.address).await.map_err(unavailable)?;
-        let mut client = EndorserClient::new(channel)
-            .max_decoding_message_size(MAX_MESSAGE_SIZE)
-            .max_encoding_message_size(MAX_MESSAGE_SIZE);
-        let answer = tokio::time::timeout(self.timeout, client.process_proposal(signed.clone())).await;
-        let response = match answer {
-            Err(_) => {
-                return Err(unavailable("rpc error: code = DeadlineExceeded desc = context deadline exceeded".into()))
-            }
-            Ok(Err(status)) => {
-                if matches!(status.code(), Code::Unavailable | Code::Unknown) && status.message().contains("transport")
-                {
-                    self.connections.forget(&peer.address).await;
-                }
-                return Err(unavailable(go_error_text(&status)));
-            }
-            Ok(Ok(r)) => r.into_inner(),
+        // The dial counts against the endorsement timeout: a peer that is down must not hold the request longer.
+        let call = async {
+            let channel = self.connections.get(&peer.address).await?;
+            let mut client = EndorserClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE_SIZE)
+                .max_encoding_message_size(MAX_MESSAGE_SIZE);
+            client.process_proposal(signed.clone()).await.map(|r| r.into_inner()).map_err(|s| go_error_text(&s))
         };
+        let response = tokio::time::timeout(self.timeout, call)
+            .await
+            .unwrap_or_else(|_| Err("rpc error: code = DeadlineExceeded desc = context deadline exceeded".into()))
+            .map_err(unavailable)?;
         let (status, message) = response.response.as_ref().map_or((0, ""), |r| (r.status, r.message.as_str()));
         if (200..400).contains(&status) {
             return Ok(response);

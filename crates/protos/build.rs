@@ -38,6 +38,8 @@ const PROTO_FILES: &[&str] = &[
     "ledger/rwset/rwset.proto",
     "ledger/rwset/kvrwset/kv_rwset.proto",
     "gateway/gateway.proto",
+    "gossip/message.proto",
+    "discovery/protocol.proto",
     "ferrofabric/blockstore.proto",
 ];
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // Drives a running `ferrofabric node` with Hyperledger Fabric's own Node SDK (fabric-network 2.2), exactly as a
-// Fabric application would: a connection profile, an X.509 wallet identity (User1@org1.example.com), a Gateway with
-// discovery off, submitTransaction (endorse at both orgs' peers -> Broadcast to the orderer -> wait for the commit
+// Fabric application would: a connection profile, an X.509 wallet identity (User1@org1.example.com), a Gateway (discovery
+// off, or on with --discovery), submitTransaction (endorse at both orgs' peers -> Broadcast to the orderer -> wait for the commit
 // event on the peers' DeliverFiltered streams) and evaluateTransaction.
 //
-// Usage: node smallbank.js DIR/node.json
+// Usage: node smallbank.js DIR/node.json [--discovery]
+//   --discovery: the SDK asks the peer's discovery service instead of reading peers and orderers from the profile.
 //   node.json is what `ferrofabric node` writes when ready: {channel, crypto, connection_profile, ...}.
 // Exit status 0 only if every check passed; each step prints one line.
 
@@ -53,6 +54,7 @@ async function submit(contract, committed, fcn, ...args) {
 
 async function main() {
 	const nodeJson = process.argv[2];
+	const discovery = process.argv.includes('--discovery');
 	if (!nodeJson) {
 		fail('usage: node smallbank.js DIR/node.json');
 	}
@@ -69,7 +71,9 @@ async function main() {
 	await gateway.connect(ccp, {
 		wallet,
 		identity: USER,
-		discovery: { enabled: false },
+		// With --discovery the SDK asks the peer's discovery service for the MSPs, orderers, peers and endorsement
+		// layouts instead of taking them from the connection profile.
+		discovery: { enabled: discovery, asLocalhost: false },
 		eventHandlerOptions: {
 			strategy: DefaultEventHandlerStrategies.NETWORK_SCOPE_ALLFORTX,
 			endorseTimeout: 30,

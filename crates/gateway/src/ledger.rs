@@ -23,6 +23,9 @@ pub trait Ledger: Send + Sync + 'static {
     /// Errors: the definition in the state does not decode.
     fn endorsement_policy(&self, name: &str) -> Result<Option<Bytes>, String>;
 
+    /// The chaincodes defined on the channel, `(name, version)`, which this peer runs.
+    fn chaincodes(&self) -> Vec<(String, String)>;
+
     /// The number of committed blocks.
     fn height(&self) -> u64;
 

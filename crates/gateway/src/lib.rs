@@ -11,11 +11,14 @@
 //! | `ChaincodeEvents` | a chaincode's events, block by block, from a start block on | `events` |
 //!
 //! The gateway calls endorsers and orderers over gRPC like any client, its own peer included, and reads the
-//! peer's configuration and committed blocks through a [`Ledger`]. Failures answer with Fabric's gRPC codes and
+//! peer's configuration and committed blocks through a [`Ledger`]. The same peer's discovery service,
+//! `discovery.Discovery` ([`Gateway::discovery_service`]), answers from the same endorsers and plans: the
+//! channel's MSPs and orderers, its peers, and each chaincode's endorsement layouts. Failures answer with Fabric's gRPC codes and
 //! messages, and with a `gateway.ErrorDetail` per peer or orderer that failed.
 
 mod commit;
 mod conn;
+mod discovery;
 mod endorse;
 mod error;
 mod events;
@@ -35,6 +38,7 @@ use ferrofabric_protos::gateway::{
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+pub use discovery::DiscoveryService;
 pub use ledger::Ledger;
 pub use plan::EndorserEndpoint;
 

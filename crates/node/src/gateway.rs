@@ -31,6 +31,10 @@ impl ferrofabric_gateway::Ledger for PeerLedger {
         Ok(definition.map(|d| d.policy))
     }
 
+    fn chaincodes(&self) -> Vec<(String, String)> {
+        ferrofabric_validator::defined_chaincodes(&self.replica.view())
+    }
+
     fn height(&self) -> u64 {
         self.committed.height()
     }

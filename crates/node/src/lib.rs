@@ -8,9 +8,9 @@
 //!  SDK ◀──DeliverFiltered── peer port Org1 / Org2  (protos.Deliver: the committer's PeerDeliverService)
 //!                            committer ──Deliver──▶ endorser replicas (FastFabric III-G), block-store service
 //! ```
-//! A peer port serves `protos.Endorser`, `protos.Deliver` and `gateway.Gateway` (which endorses through both
-//! orgs' peer ports by the chaincode's policy, submits to the orderer and answers commit status and chaincode
-//! events from the committer's ledger), like a Fabric peer's address. The chaincodes
+//! A peer port serves `protos.Endorser`, `protos.Deliver`, `gateway.Gateway` (which endorses through both orgs'
+//! peer ports by the chaincode's policy, submits to the orderer and answers commit status and chaincode events from
+//! the committer's ledger) and `discovery.Discovery`, like a Fabric peer's address. The chaincodes
 //! `smallbank` (AND of Org1 and Org2 members), `transfer` and `kv` (OR) are defined through `_lifecycle` with
 //! transactions endorsed, ordered and validated like any other, as a Fabric admin defines them (approve per
 //! organisation, then commit), so the committer reads each endorsement policy from `_lifecycle` state.

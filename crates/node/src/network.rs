@@ -367,12 +367,14 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
             },
             Arc::new(PeerLedger { replica, committed: committer.store.clone() }),
             ferrofabric_comm::Shutdown::from_watch(shutdown_rx.clone()),
-        )
-        .into_service();
+        );
+        let discovery = gateway.discovery_service();
+        let gateway = gateway.into_service();
         let router = ferrofabric_comm::grpc_server_builder(&listener_tls(&layout.peer_node(org)))?
             .add_service(service)
             .add_service(deliver)
-            .add_service(gateway);
+            .add_service(gateway)
+            .add_service(discovery);
         tasks.push(ferrofabric_comm::spawn_grpc_server(
             router,
             incoming,

@@ -23,6 +23,8 @@
 //! | [`rwset`] | `rwset` | `ledger/rwset/rwset.proto` |
 //! | [`kvrwset`] | `kvrwset` | `ledger/rwset/kvrwset/kv_rwset.proto` |
 //! | [`gateway`] | `gateway` | `gateway/gateway.proto` |
+//! | [`discovery`] | `discovery` | `discovery/protocol.proto` |
+//! | [`gossip`] | `gossip` | `gossip/message.proto` (what discovery carries) |
 //!
 //! Names are converted by prost: `KVRWSet` becomes [`kvrwset::KvrwSet`],
 //! `MSPPrincipal` becomes [`common::MspPrincipal`], enums nested in a message
@@ -124,6 +126,18 @@ pub mod kvrwset {
 #[allow(missing_docs, clippy::all)]
 pub mod gateway {
     generated!("gateway.rs");
+}
+
+/// Package `discovery`: the peer's discovery service (`proto/discovery/protocol.proto`).
+#[allow(missing_docs, clippy::all)]
+pub mod discovery {
+    generated!("discovery.rs");
+}
+
+/// Package `gossip`: the alive and state-info messages discovery carries (`proto/gossip/message.proto`).
+#[allow(missing_docs, clippy::all)]
+pub mod gossip {
+    generated!("gossip.rs");
 }
 
 /// Package `ferrofabric.blockstore`: Ferrofabric's own block-store query

@@ -56,7 +56,9 @@ use ferrofabric_state::{UpdateBatch, WorldState};
 use prost::Message;
 
 pub use ferrofabric_protos::peer::TxValidationCode;
-pub use lifecycle::{definition as chaincode_definition, Definition as ChaincodeDefinition, LIFECYCLE};
+pub use lifecycle::{
+    defined_chaincodes, definition as chaincode_definition, Definition as ChaincodeDefinition, LIFECYCLE,
+};
 pub use mvcc::apply_write_set;
 pub use rangequery::{summarize as summarize_query_reads, MAX_DEGREE as MAX_DEGREE_QUERY_READS_HASHING};
 pub use txcheck::{

@@ -12,7 +12,9 @@ use ferrofabric_protos::common::{
     msp_principal::Classification, msp_role::MspRoleType, signature_policy, MspPrincipal, MspRole, SignaturePolicy,
     SignaturePolicyEnvelope,
 };
-use ferrofabric_protos::lifecycle::{state_data, ChaincodeValidationInfo, StateData, StateMetadata};
+use ferrofabric_protos::lifecycle::{
+    state_data, ChaincodeEndorsementInfo, ChaincodeValidationInfo, StateData, StateMetadata,
+};
 use ferrofabric_protos::peer::{application_policy, collection_config, ApplicationPolicy, CollectionConfigPackage};
 use ferrofabric_state::{StateKey, StateView};
 use prost::Message;
@@ -59,6 +61,30 @@ pub fn definition(config: &ChannelConfig, view: &StateView<'_>, name: &str) -> R
         None => None,
     };
     Ok(Some(Definition { plugin: vinfo.validation_plugin, policy: vinfo.validation_parameter, collections }))
+}
+
+/// The chaincodes defined in the committed `_lifecycle` state `view`, with the version of each definition, sorted by
+/// name (what a peer announces as its chaincodes on the channel, e.g. to discovery). A definition whose
+/// `EndorsementInfo` does not decode is listed with an empty version.
+pub fn defined_chaincodes(view: &StateView<'_>) -> Vec<(String, String)> {
+    const PREFIX: &str = "namespaces/metadata/";
+    // Every key with the prefix: '0' is the byte after '/'.
+    let mut out: Vec<(String, String)> = view
+        .range(LIFECYCLE, PREFIX.as_bytes(), b"namespaces/metadata0")
+        .into_iter()
+        .filter_map(|(key, _)| {
+            let name = std::str::from_utf8(key.key.as_ref()).ok()?.strip_prefix(PREFIX)?.to_owned();
+            let version = field_bytes(view, &name, "EndorsementInfo")
+                .ok()
+                .flatten()
+                .and_then(|b| ChaincodeEndorsementInfo::decode(b).ok())
+                .map(|i| i.version)
+                .unwrap_or_default();
+            Some((name, version))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn field_bytes(view: &StateView<'_>, name: &str, field: &str) -> Result<Option<Bytes>, String> {

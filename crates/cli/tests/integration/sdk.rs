@@ -2,7 +2,7 @@
 //! * Hyperledger Fabric's Node SDK `fabric-network` 2.2.20 talks to a `ferrofabric node` through its connection
 //!   profile: smallbank transactions endorsed by both orgs' endorsers, broadcast to our orderer, their commit events
 //!   received from our committer's `DeliverFiltered`, a query, a refused proposal and an MVCC conflict
-//!   (`tests/sdk/smallbank.js`);
+//!   (`tests/sdk/smallbank.js`), once with discovery off and once with it on (the peer's discovery service);
 //! * today's client API, `@hyperledger/fabric-gateway` 1.12, talks to the node's Gateway service
 //!   (`tests/sdk/gateway.js`), and so does its Java edition, `org.hyperledger.fabric:fabric-gateway` 1.10
 //!   (`tests/java`, pinned in its `pom.xml`).
@@ -142,12 +142,13 @@ pub(crate) fn start_node(dir: &Path, log: &Path, orderer_port: u16) -> (Running,
     (node, node_json)
 }
 
-/// Starts a fresh `ferrofabric node`, runs the client command `client(node.json)` (named `what` in logs) against it
-/// and checks that it printed `<tag> PASS`; on failure prints the node's log too.
-fn run_client_against_node(what: &str, tag: &str, client: impl FnOnce(&Path) -> Command) {
+/// Starts a fresh `ferrofabric node` (its orderer on `orderer_port`, see [`start_node`]), runs the client command
+/// `client(node.json)` (named `what` in logs) against it and checks that it printed `<tag> PASS`; on failure prints
+/// the node's log too.
+fn run_client_against_node(what: &str, tag: &str, orderer_port: u16, client: impl FnOnce(&Path) -> Command) {
     let tmp = tempfile::tempdir().unwrap();
     let node_log = tmp.path().join("node.log");
-    let (node, node_json) = start_node(&tmp.path().join("net"), &node_log, 0);
+    let (node, node_json) = start_node(&tmp.path().join("net"), &node_log, orderer_port);
     let client = client(&node_json);
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_logged(client, what, &tmp.path().join("client.log"), CLIENT_TIMEOUT)
@@ -161,21 +162,29 @@ fn run_client_against_node(what: &str, tag: &str, client: impl FnOnce(&Path) -> 
     assert!(output.lines().any(|l| l == format!("{tag} PASS")), "the client did not report PASS:\n{output}");
 }
 
-/// [`run_client_against_node`] with the Node.js script `script` of tests/sdk.
-fn run_script_against_node(script: &str, tag: &str) {
+/// [`run_client_against_node`] with the Node.js script `script` of tests/sdk and its extra arguments `args`.
+fn run_script_against_node(script: &str, args: &[&str], tag: &str, orderer_port: u16) {
     require_tool("node");
     require_tool("npm");
     install_sdk(&tempfile::tempdir().unwrap().path().join("npm.log"));
-    run_client_against_node(&format!("tests/sdk/{script}"), tag, |node_json| {
+    run_client_against_node(&format!("tests/sdk/{script} {}", args.join(" ")), tag, orderer_port, |node_json| {
         let mut client = Command::new("node");
-        client.arg(sdk_dir().join(script)).arg(node_json);
+        client.arg(sdk_dir().join(script)).arg(node_json).args(args);
         client
     });
 }
 
 #[test]
 fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
-    run_script_against_node("smallbank.js", "[sdk]");
+    run_script_against_node("smallbank.js", &[], "[sdk]", 0);
+}
+
+/// The same with discovery on: the SDK learns the MSPs, the orderer (from the channel configuration, so the node's
+/// orderer listens on the port it wrote there), the peers and smallbank's endorsement layout from the peer's
+/// discovery service, not from the connection profile.
+#[test]
+fn fabric_node_sdk_with_discovery_submits_smallbank_and_gets_commit_events() {
+    run_script_against_node("smallbank.js", &["--discovery"], "[sdk]", crate::fabric_peers::free_port());
 }
 
 /// `@hyperledger/fabric-gateway` (tests/sdk/gateway.js) through the Gateway service of Org1's peer port: smallbank
@@ -183,7 +192,7 @@ fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
 /// its error details, an MVCC conflict and an endorsement-policy failure with Fabric's codes, and chaincode events.
 #[test]
 fn fabric_gateway_client_submits_evaluates_and_reads_chaincode_events() {
-    run_script_against_node("gateway.js", "[gateway]");
+    run_script_against_node("gateway.js", &[], "[gateway]", 0);
 }
 
 /// Java's `org.hyperledger.fabric:fabric-gateway` (tests/java, its jars resolved by Maven from Maven Central): a
@@ -207,7 +216,7 @@ fn fabric_gateway_java_client_submits_and_evaluates() {
         .arg(&classes)
         .arg(dir.join("src/main/java/ferrofabric/GatewayRoundTrip.java"));
     run_logged(javac, "javac GatewayRoundTrip.java", &tmp.path().join("javac.log"), NPM_TIMEOUT);
-    run_client_against_node("tests/java GatewayRoundTrip", "[java]", |node_json| {
+    run_client_against_node("tests/java GatewayRoundTrip", "[java]", 0, |node_json| {
         let mut client = Command::new("java");
         client.args(["-cp", &classpath, "ferrofabric.GatewayRoundTrip"]).arg(node_json);
         client

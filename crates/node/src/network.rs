@@ -115,6 +115,11 @@ pub struct NodeArgs {
     /// organisations' TLS CAs, bundled in `DIR/tls-ca.pem` (node.json's `tls_ca`).
     #[arg(long)]
     pub no_tls: bool,
+    /// Mutual TLS: every listener also requires a client certificate issued by one of the organisations' TLS CAs
+    /// (Fabric's `clientAuthRequired`); node.json names the certificate and key our own client presents (User1 of
+    /// Org1's TLS pair).
+    #[arg(long, conflicts_with = "no_tls")]
+    pub mutual_tls: bool,
     /// Runs orderer, committer, each endorser and the block store as supervised child processes, each in its own
     /// CPU cgroup under a node cgroup when the host lets us write one (cgroup v2 `cpu.weight` or v1
     /// `cpu.shares`). The committer serves commit events on its own address (`events` in node.json).
@@ -142,6 +147,7 @@ impl Default for NodeArgs {
             batch_timeout: "1s".into(),
             quiet: false,
             no_tls: false,
+            mutual_tls: false,
             processes: false,
             isolation_threshold: None,
         }
@@ -255,7 +261,17 @@ pub(crate) fn addr(host: &str, port: u16) -> String {
 pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     let layout = Layout::new(&args.dir);
     let tls = !args.no_tls;
-    let listener_tls = |node: &std::path::Path| if tls { server_tls(node) } else { TlsConfig::default() };
+    let mutual = tls && args.mutual_tls;
+    let listener_tls = |node: &std::path::Path| match tls {
+        true if mutual => {
+            TlsConfig { client_auth_required: true, client_root_cas: vec![layout.tls_ca_bundle()], ..server_tls(node) }
+        }
+        true => server_tls(node),
+        false => TlsConfig::default(),
+    };
+    // What a peer presents as a TLS client (to the orderer, to the other peers) under mutual TLS.
+    let peer_client_pair =
+        |node: &std::path::Path| mutual.then(|| (node.join("tls/server.crt"), node.join("tls/server.key")));
     let params = ChannelParams {
         channel: args.channel.clone(),
         batch_size: args.batch_size,
@@ -271,6 +287,8 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         .map_err(|e| anyhow!("the genesis block: {e}"))?
         .channel_id()
         .to_owned();
+    // The TLS CA bundle, which clients trust and, under mutual TLS, every listener checks client certificates with.
+    let tls_ca = if tls { Some(layout.write_tls_ca_bundle()?) } else { None };
 
     // The orderer.
     args.progress("starting the orderer");
@@ -304,6 +322,8 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         orderer_tls: ClientTlsConfig {
             enabled: tls,
             root_cas: vec![layout.orderer_node().join("tls/ca.crt")],
+            client_certificate: peer_client_pair(&layout.peer_node(0)).map(|p| p.0),
+            client_key: peer_client_pair(&layout.peer_node(0)).map(|p| p.1),
             ..ClientTlsConfig::default()
         },
         listen_address: addr(&args.host, 0),
@@ -321,8 +341,6 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     let mut endorsers = Vec::new();
     let mut peers = BTreeMap::new();
     // Both peer ports are bound before either serves, so that each port's gateway knows both endorsers.
-    let tls_ca = if tls { Some(layout.write_tls_ca_bundle()?) } else { None };
-    let client_tls = crate::profile::client_tls(tls_ca.as_deref())?;
     let mut ports = Vec::new();
     for (org, port) in [(0, args.peer_port), (1, args.peer2_port)] {
         let mspid = PEER_MSPIDS[org];
@@ -362,7 +380,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
                 local_mspid: mspid.to_owned(),
                 endorsers: gateway_endorsers.clone(),
                 orderers: vec![orderer.grpc_addr.to_string()],
-                tls: client_tls.clone(),
+                tls: crate::profile::client_tls(tls_ca.as_deref(), peer_client_pair(&layout.peer_node(org)))?,
                 ..GatewayConfig::default()
             },
             Arc::new(PeerLedger { replica, committed: committer.store.clone() }),
@@ -407,6 +425,10 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         blockstore: blockstore.listen_addr.to_string(),
         events: None,
         tls_ca: tls_ca.as_deref().map(absolute),
+        tls_client: mutual.then(|| {
+            let dir = layout.user_msp(0, "User1").with_file_name("tls");
+            (absolute(&dir.join("client.crt")), absolute(&dir.join("client.key")))
+        }),
         operations: [
             ("orderer", orderer.operations_addr),
             ("committer", committer.operations_addr),

@@ -346,6 +346,7 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
             blockstore: addr(ports.blockstore),
             events: Some(addr(ports.committer)),
             tls_ca: None,
+            tls_client: None,
             operations: [("committer".to_owned(), addr(ports.committer_operations))].into(),
             crypto: absolute(&layout.crypto()),
             connection_profile: absolute(&layout.connection_profile()),

@@ -32,6 +32,10 @@ pub struct NodeInfo {
     /// absent: plain text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls_ca: Option<PathBuf>,
+    /// Under mutual TLS, the TLS certificate and key a client presents (PEM files: User1 of Org1's TLS pair);
+    /// absent: the listeners ask for no client certificate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_client: Option<(PathBuf, PathBuf)>,
     /// The operations listeners (`/metrics`, `/healthz`, `/version`; plain HTTP) by component: `orderer`,
     /// `committer`, `blockstore`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -42,14 +46,23 @@ pub struct NodeInfo {
     pub connection_profile: PathBuf,
 }
 
-/// The TLS of a client of a node whose listeners trust-anchor in the PEM bundle `tls_ca` (`None`: plain text):
-/// servers are checked against the host dialled, which the node's certificates name.
+/// The TLS of a client of a node whose listeners trust-anchor in the PEM bundle `tls_ca` (`None`: plain text),
+/// presenting the certificate and key files `pair` under mutual TLS: servers are checked against the host dialled,
+/// which the node's certificates name.
 ///
-/// Errors: the bundle cannot be read.
-pub(crate) fn client_tls(tls_ca: Option<&Path>) -> anyhow::Result<Option<ferrofabric_comm::ClientTls>> {
+/// Errors: a file cannot be read.
+pub(crate) fn client_tls(
+    tls_ca: Option<&Path>,
+    pair: Option<(PathBuf, PathBuf)>,
+) -> anyhow::Result<Option<ferrofabric_comm::ClientTls>> {
     let Some(path) = tls_ca else { return Ok(None) };
-    let ca_pem = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(Some(ferrofabric_comm::ClientTls { ca_pem, server_name: String::new(), identity: None }))
+    let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
+    let ca_pem = read(path)?;
+    let identity = match pair {
+        Some((cert, key)) => Some((read(&cert)?, read(&key)?)),
+        None => None,
+    };
+    Ok(Some(ferrofabric_comm::ClientTls { ca_pem, server_name: String::new(), identity }))
 }
 
 impl NodeInfo {
@@ -57,7 +70,7 @@ impl NodeInfo {
     ///
     /// Errors: the bundle cannot be read.
     pub fn client_tls(&self) -> anyhow::Result<Option<ferrofabric_comm::ClientTls>> {
-        client_tls(self.tls_ca.as_deref())
+        client_tls(self.tls_ca.as_deref(), self.tls_client.clone())
     }
 
     /// Reads `node.json`.
@@ -160,6 +173,7 @@ mod tests {
             blockstore: "127.0.0.1:7060".into(),
             events: None,
             tls_ca: None,
+            tls_client: None,
             operations: BTreeMap::new(),
             crypto: "/n/crypto".into(),
             connection_profile: "/n/connection-profile.json".into(),

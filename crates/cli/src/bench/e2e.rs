@@ -261,6 +261,7 @@ async fn target(args: &E2eBenchArgs) -> anyhow::Result<Target> {
             blockstore: String::new(),
             events: None,
             tls_ca: args.tls_ca.clone(),
+            tls_client: None,
             operations: Default::default(),
             crypto: crypto.clone(),
             connection_profile: PathBuf::new(),

@@ -162,3 +162,37 @@ async fn mvcc_conflicts_and_endorsement_policy_failures_show_up_in_deliver_filte
     drop((events, client));
     node.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_serves_clients_with_a_certificate_and_refuses_those_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = NodeArgs { mutual_tls: true, ..NodeArgs::ephemeral(dir.path()) };
+    // Starting defines the chaincodes through our own client, which presents User1's TLS certificate.
+    let node = tokio::time::timeout(Duration::from_secs(120), start(&args)).await.unwrap().unwrap();
+    let (cert, _) = node.info.tls_client.clone().expect("node.json names the client's TLS pair");
+    assert!(cert.ends_with("users/User1@org1.example.com/tls/client.crt"), "{}", cert.display());
+
+    // A transaction endorsed at a peer, ordered, and seen committed: every hop under mutual TLS.
+    let client = NetworkClient::connect(&node.info).await.unwrap();
+    let user1 = user(&node, 0);
+    let mut events = client.commit_events(0, &user1).await.unwrap();
+    let (tx, env) = client.endorsed_tx(&user1, "transfer", &[b"open", b"m1", b"5"], &[0]).await.unwrap();
+    client.broadcast(vec![env]).await.unwrap();
+    assert_eq!(events.wait_for(std::slice::from_ref(&tx), WAIT).await.unwrap()[&tx], Code::Valid);
+    // And through the gateway, which dials the endorsers and the orderer with its peer's TLS pair.
+    let proposal = client.proposal(&user1, "transfer", &[b"open", b"m2", b"5"]);
+    client.submit_through_gateway(0, &user1, &proposal).await.unwrap();
+    let tx = proposal.tx_id.clone();
+    assert_eq!(events.wait_for(std::slice::from_ref(&tx), WAIT).await.unwrap()[&tx], Code::Valid);
+
+    // The same TLS without a client certificate: the handshake is refused, so no call gets through.
+    let mut anonymous = node.info.clone();
+    anonymous.tls_client = None;
+    let refused = match NetworkClient::connect(&anonymous).await {
+        Err(_) => true,
+        Ok(c) => c.propose(0, &c.proposal(&user1, "transfer", &[b"query", b"m1"])).await.is_err(),
+    };
+    assert!(refused, "a client without a certificate was served");
+    drop((events, client));
+    node.shutdown().await.unwrap();
+}

@@ -1,7 +1,7 @@
 //! `ferrofabric ledger replay`: the embeddable validator driven over a ledger file.
 //!
 //! The report lists every block of the file with its validation codes (Fabric's TxValidationCode names) and commit
-//! hash; block 0, when the file starts with the genesis block, is reported as committed at join (all VALID, no
+//! hash; block 0, when the file starts with the genesis block (as the orderer or a peer stored it), is reported as committed at join (all VALID, no
 //! commit hash), as a Fabric peer does. A malformed file or a refused block stops the replay with a message naming
 //! the block and byte offset, after writing the report of what was committed so far.
 
@@ -38,11 +38,16 @@ struct Report {
     tx_per_s: f64,
 }
 
+/// One row of the state file. A value that is UTF-8 text without control characters is written as `value`, any
+/// other as `value_hex`, as the fixtures' state.json writes them.
 #[derive(Serialize)]
 struct StateEntry {
     namespace: String,
     key: String,
-    value: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value_hex: Option<String>,
     version: String,
 }
 
@@ -72,7 +77,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let mut transactions = 0u64;
     let mut to_commit = &records_ok[..];
     if let Some(((_, first), rest)) = records_ok.split_first() {
-        if *first == genesis {
+        if is_genesis(first, &genesis) {
             // Block 0 was committed when the channel was joined: every transaction VALID, no commit hash.
             let n = ferrofabric_arena::BlockArena::decode(first.clone()).map(|a| a.txs().len()).unwrap_or(0);
             reports.push(BlockReport { number: 0, validation_codes: vec!["VALID"; n], commit_hash: None });
@@ -130,18 +135,34 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     }
 }
 
-/// The public world state, every namespace but `_lifecycle`, sorted by namespace then key bytes.
+/// Whether `block` is the genesis block: the same bytes, or block 0 with the same header as a peer stores it (with
+/// its TRANSACTIONS_FILTER added to the metadata).
+fn is_genesis(block: &bytes::Bytes, genesis: &bytes::Bytes) -> bool {
+    if block == genesis {
+        return true;
+    }
+    let header =
+        |raw: &bytes::Bytes| ferrofabric_arena::BlockArena::decode(raw.clone()).ok().map(|a| a.header().clone());
+    matches!((header(block), header(genesis)), (Some(a), Some(b)) if a.number == 0 && a == b)
+}
+
+/// The public world state, every namespace but `_lifecycle` (namespace `""` holds the peer's copy of the channel
+/// configuration), sorted by namespace then key bytes.
 fn write_state(validator: &Validator, path: &PathBuf) -> Result<()> {
     let view = validator.state().view();
     let entries: Vec<StateEntry> = view
         .entries()
         .into_iter()
         .filter(|(k, _)| k.collection.is_empty() && k.namespace != "_lifecycle")
-        .map(|(k, v)| StateEntry {
-            namespace: k.namespace,
-            key: String::from_utf8_lossy(&k.key).into_owned(),
-            value: String::from_utf8_lossy(&v.value).into_owned(),
-            version: v.version.to_string(),
+        .map(|(k, v)| {
+            let text = std::str::from_utf8(&v.value).ok().filter(|t| !t.chars().any(char::is_control));
+            StateEntry {
+                namespace: k.namespace,
+                key: String::from_utf8_lossy(&k.key).into_owned(),
+                value: text.map(str::to_owned),
+                value_hex: text.is_none().then(|| hex::encode(&v.value)),
+                version: v.version.to_string(),
+            }
         })
         .collect();
     std::fs::write(path, serde_json::to_vec_pretty(&entries)?).with_context(|| format!("writing {}", path.display()))

@@ -1,4 +1,4 @@
-//! The embeddable Fabric 2.5 validator: give it a channel's config block, then blocks; it returns what a Fabric 2.5
+//! The embeddable Fabric 2.5 and 3 validator: give it a channel's config block, then blocks; it returns what a Fabric
 //! peer would decide for each block — every transaction's [`TxValidationCode`], the TRANSACTIONS_FILTER bytes, the
 //! state updates and the COMMIT_HASH — and keeps the world state in memory.
 //!
@@ -15,14 +15,16 @@
 //!
 //! # Pipeline (Fabric's `core/committer/txvalidator/v20` + `core/ledger/kvledger`)
 //! 1. **Block checks** ([`Validator::commit_block`]): number, previous hash, data hash and the orderer signatures
-//!    against `/Channel/Orderer/BlockValidation`. A block that fails is refused as a whole ([`ValidatorError`]).
+//!    against `/Channel/Orderer/BlockValidation` — on BFT channels (V3_0 capability) signatures that name their
+//!    consenter by id. A block that fails is refused as a whole ([`ValidatorError`]).
 //! 2. **Per transaction, in parallel** on a rayon pool (`txcheck`): headers, creator MSP validity and signature, txid,
 //!    proposal hash, the ledger's txids, chaincode definitions from `_lifecycle`, and VSCC — the endorsement policy,
 //!    collection policies and key-level (state-based) policies, evaluated lazily (a signature is verified only when a
 //!    policy needs it).
 //! 3. **In order** (`mvcc`): key-level policy updates made earlier in the block, duplicate txids in the block, then
 //!    MVCC (MVCC_READ_CONFLICT, PHANTOM_READ_CONFLICT) against the committed state plus the updates of earlier valid
-//!    transactions, write-set application at height (block, tx), and the commit hash.
+//!    transactions, write-set application at height (block, tx) — a valid CONFIG transaction writes its
+//!    `ConfigEnvelope` under [`CHANNEL_CONFIG_KEY`] — and the commit hash.
 //!
 //! # Not supported (yet)
 //! * Private data: only the hashed read/write sets are validated and kept (as Fabric's hashed state is); the private
@@ -50,7 +52,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
-use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType, Metadata, SignatureHeader};
+use ferrofabric_protos::common::{
+    BlockMetadataIndex, ConfigEnvelope, HeaderType, IdentifierHeader, Metadata, SignatureHeader,
+};
+use ferrofabric_protos::msp::SerializedIdentity;
 use ferrofabric_protoutil::{block_header_bytes, block_header_hash};
 use ferrofabric_state::{UpdateBatch, WorldState};
 use prost::Message;
@@ -59,7 +64,7 @@ pub use ferrofabric_protos::peer::TxValidationCode;
 pub use lifecycle::{
     defined_chaincodes, definition as chaincode_definition, Definition as ChaincodeDefinition, LIFECYCLE,
 };
-pub use mvcc::apply_write_set;
+pub use mvcc::{apply_write_set, CHANNEL_CONFIG_KEY};
 pub use rangequery::{summarize as summarize_query_reads, MAX_DEGREE as MAX_DEGREE_QUERY_READS_HASHING};
 pub use txcheck::{
     check_common_header, check_creator, check_endorser_transaction, check_payload, check_structure, check_txid,
@@ -216,11 +221,14 @@ impl Validator {
         if arena.number() != 0 {
             return Err(bad(arena.number(), "a genesis block must be block 0"));
         }
-        let config = config_from_block(&arena)?;
+        let (config, envelope) = config_from_block(&arena)?;
         let mut txids = TxIds::default();
         record_txids(&arena, &mut txids);
         let state = Arc::new(WorldState::new());
-        state.apply(0, &UpdateBatch::new());
+        // The peer writes the genesis configuration into its state when it creates the ledger.
+        let mut genesis_writes = UpdateBatch::new();
+        mvcc::put_channel_config(&mut genesis_writes, envelope, ferrofabric_state::Height::new(0, 0));
+        state.apply(0, &genesis_writes);
         Ok(Validator {
             config: Arc::new(config),
             state,
@@ -253,7 +261,7 @@ impl Validator {
         }
         let config_block = config_block.ok_or_else(|| bad(number, "no configuration block among the stored blocks"))?;
         Ok(Validator {
-            config: Arc::new(config_from_block(&config_block)?),
+            config: Arc::new(config_from_block(&config_block)?.0),
             state: Arc::new(state),
             txids,
             last_number: number,
@@ -434,8 +442,14 @@ fn check_block(config: &ChannelConfig, arena: &BlockArena) -> Result<(), Validat
     check_block_signatures(config, arena)
 }
 
-/// Verifies the SIGNATURES metadata against `/Channel/Orderer/BlockValidation`: each signature covers
-/// `metadata.value ‖ signature_header ‖ DER(block header)` (Fabric's `protoutil.BlockSignatureVerifier`).
+/// Verifies the SIGNATURES metadata against `/Channel/Orderer/BlockValidation` (Fabric's
+/// `protoutil.BlockSignatureVerifier`). A signature names its signer in one of two ways:
+/// * a `signature_header` (etcdraft, solo): the signer is its `creator`, and the signature covers
+///   `metadata.value ‖ signature_header ‖ DER(block header)`;
+/// * on channels with the V3_0 channel capability (BFT), an empty `signature_header` and an `identifier_header`
+///   (`IdentifierHeader{consenter id, nonce}`): the signer is the consenter of that id in the Orderer group's
+///   `Orderers.consenter_mapping`, and the signature covers `metadata.value ‖ identifier_header ‖ DER(block header)`.
+///   A signature whose id names no consenter is skipped, as Fabric skips it.
 fn check_block_signatures(config: &ChannelConfig, arena: &BlockArena) -> Result<(), ValidatorError> {
     let number = arena.number();
     let sig_err = |reason: String| ValidatorError::BadSignature { number, reason };
@@ -446,15 +460,33 @@ fn check_block_signatures(config: &ChannelConfig, arena: &BlockArena) -> Result<
         .ok_or_else(|| sig_err("no SIGNATURES metadata".into()))?;
     let md = Metadata::decode(raw.clone()).map_err(|e| sig_err(format!("SIGNATURES metadata: {e}")))?;
     let header_bytes = block_header_bytes(arena.header());
+    let consenters = match config.orderer() {
+        Some(orderer) if config.capabilities().consensus_type_bft() => Some(orderer.consenters()),
+        _ => None,
+    };
     let mut items = Vec::with_capacity(md.signatures.len());
     for s in &md.signatures {
-        let shdr = SignatureHeader::decode(s.signature_header.clone())
-            .map_err(|e| sig_err(format!("signature header: {e}")))?;
-        let mut data = Vec::with_capacity(md.value.len() + s.signature_header.len() + header_bytes.len());
+        let (identity, signed_header) = match consenters {
+            Some(consenters) if s.signature_header.is_empty() && !s.identifier_header.is_empty() => {
+                let id = IdentifierHeader::decode(s.identifier_header.clone())
+                    .map_err(|e| sig_err(format!("identifier header: {e}")))?
+                    .identifier;
+                let Some(consenter) = consenters.iter().find(|c| c.id == id) else { continue };
+                let identity =
+                    SerializedIdentity { mspid: consenter.msp_id.clone(), id_bytes: consenter.identity.clone() };
+                (Bytes::from(identity.encode_to_vec()), &s.identifier_header)
+            }
+            _ => {
+                let shdr = SignatureHeader::decode(s.signature_header.clone())
+                    .map_err(|e| sig_err(format!("signature header: {e}")))?;
+                (shdr.creator, &s.signature_header)
+            }
+        };
+        let mut data = Vec::with_capacity(md.value.len() + signed_header.len() + header_bytes.len());
         data.extend_from_slice(&md.value);
-        data.extend_from_slice(&s.signature_header);
+        data.extend_from_slice(signed_header);
         data.extend_from_slice(&header_bytes);
-        items.push(SignedData { data: Bytes::from(data), identity: shdr.creator, signature: s.signature.clone() });
+        items.push(SignedData { data: Bytes::from(data), identity, signature: s.signature.clone() });
     }
     let policy = config
         .policy("/Channel/Orderer/BlockValidation")
@@ -489,14 +521,15 @@ fn bad(number: u64, reason: impl Into<String>) -> ValidatorError {
     ValidatorError::BadBlock { number, reason: reason.into() }
 }
 
-/// The channel configuration carried by a config block's single CONFIG envelope.
-fn config_from_block(arena: &BlockArena) -> Result<ChannelConfig, ValidatorError> {
+/// The channel configuration carried by a config block's single CONFIG envelope, with the marshaled
+/// `ConfigEnvelope` it came from.
+fn config_from_block(arena: &BlockArena) -> Result<(ChannelConfig, Bytes), ValidatorError> {
     let number = arena.number();
     let tx = arena.txs().first().ok_or_else(|| bad(number, "config block has no transaction"))?;
     let payload = tx.payload().map_err(|e| bad(number, e.to_string()))?;
     let env = ConfigEnvelope::decode(payload.data.clone()).map_err(|e| bad(number, format!("ConfigEnvelope: {e}")))?;
     let channel = tx.channel_header().map_err(|e| bad(number, e.to_string()))?;
-    config_from_envelope(&channel.channel_id, &env)
+    Ok((config_from_envelope(&channel.channel_id, &env)?, payload.data.clone()))
 }
 
 /// A channel configuration from a CONFIG transaction's `ConfigEnvelope`; the channel is named by the transaction's

@@ -101,8 +101,13 @@ pub(crate) fn validate_and_prepare(
             codes[i] = Code::InvalidOtherReason;
             continue;
         };
-        // CONFIG transactions write only to the peer's own namespace "", which the commit hash skips and which
-        // Ferrofabric does not keep in the world state (the configuration lives in the validator).
+        if ch.r#type == HeaderType::Config as i32 {
+            match tx.payload() {
+                Ok(payload) => put_channel_config(&mut batch, payload.data.clone(), Height::new(block, i as u64)),
+                Err(_) => codes[i] = Code::InvalidOtherReason,
+            }
+            continue;
+        }
         if ch.r#type != HeaderType::EndorserTransaction as i32 {
             continue;
         }
@@ -117,6 +122,18 @@ pub(crate) fn validate_and_prepare(
         }
     }
     (codes, batch)
+}
+
+/// The key under which a peer keeps the latest channel configuration in its world state, in the peer's own
+/// namespace `""` (Fabric's `core/peer/configtx_processor.go`).
+pub const CHANNEL_CONFIG_KEY: &str = "CHANNEL_CONFIG_ENV_BYTES";
+
+/// The write a valid CONFIG transaction makes (Fabric's `ConfigTxProcessor.GenerateSimulationResults`): its payload
+/// data, the marshaled `ConfigEnvelope`, under [`CHANNEL_CONFIG_KEY`] in namespace `""`. The commit hash skips
+/// namespace `""` ([`commit_hash`]), so the write shows only in the world state.
+pub(crate) fn put_channel_config(batch: &mut UpdateBatch, config_envelope: Bytes, at: Height) {
+    let value = VersionedValue { value: config_envelope, metadata: vec![], version: at };
+    batch.put(StateKey::public("", CHANNEL_CONFIG_KEY), Update::Put(value));
 }
 
 fn height(v: &Option<Version>) -> Option<Height> {

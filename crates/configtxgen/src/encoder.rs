@@ -6,16 +6,20 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use ferrofabric_channelconfig::{format_go_duration, parse_go_duration};
 use ferrofabric_protos::common::{
-    policy, BlockDataHashingStructure, ConfigGroup, ConfigPolicy, ConfigValue, Consortium as ConsortiumValue,
-    HashingAlgorithm, OrdererAddresses, Policy as PolicyProto, SignaturePolicyEnvelope,
+    msp_principal, policy, signature_policy, BlockDataHashingStructure, ConfigGroup, ConfigPolicy, ConfigValue,
+    Consenter, Consortium as ConsortiumValue, HashingAlgorithm, MspPrincipal, OrdererAddresses, Orderers,
+    Policy as PolicyProto, SignaturePolicy, SignaturePolicyEnvelope,
 };
 use ferrofabric_protos::etcdraft;
-use ferrofabric_protos::orderer::{BatchSize, BatchTimeout, ChannelRestrictions, ConsensusType, KafkaBrokers};
+use ferrofabric_protos::msp::SerializedIdentity;
+use ferrofabric_protos::orderer::{
+    smartbft, BatchSize, BatchTimeout, ChannelRestrictions, ConsensusType, KafkaBrokers,
+};
 use ferrofabric_protos::peer::{AnchorPeer, AnchorPeers};
 use prost::encoding::{encode_key, encode_varint, WireType};
 use prost::Message;
 
-use crate::model::{Application, Consortium, Orderer, Organization, Policy, Profile};
+use crate::model::{Application, Consortium, Orderer, Organization, Policy, Profile, SmartBftOptions};
 use crate::{implicit_meta_policy, signature_policy, ConfigtxgenError};
 
 const ADMINS: &str = "Admins";
@@ -46,6 +50,12 @@ fn sorted_map<'a>(tag: u32, entries: impl Iterator<Item = (&'a str, Vec<u8>)>) -
         put_bytes(&mut buf, tag, &entry);
     }
     buf
+}
+
+/// A Go `map[string]bool` as `%v` prints it: `map[K:V ...]`, keys sorted.
+fn go_map(map: &BTreeMap<String, bool>) -> String {
+    let entries: Vec<String> = map.iter().map(|(k, v)| format!("{k}:{v}")).collect();
+    format!("map[{}]", entries.join(" "))
 }
 
 /// A new, empty group (version 0) with the given mod_policy.
@@ -140,11 +150,17 @@ fn org_group(org: &Organization, path: &str) -> Result<ConfigGroup, ConfigtxgenE
 }
 
 /// `Orderer/<org>`: MSP, policies and, when given, `Endpoints`.
-fn orderer_org_group(org: &Organization) -> Result<ConfigGroup, ConfigtxgenError> {
+/// With the V3_0 channel capability the endpoints are required: such channels have no global orderer addresses.
+fn orderer_org_group(org: &Organization, v3_0: bool) -> Result<ConfigGroup, ConfigtxgenError> {
     let mut g = org_group(org, "/Channel/Orderer")?;
     if !org.orderer_endpoints.is_empty() {
         let value = OrdererAddresses { addresses: org.orderer_endpoints.clone() };
         add_value(&mut g, "Endpoints", value.encode_to_vec(), ADMINS);
+    } else if v3_0 {
+        return Err(profile_err(format!(
+            "orderer endpoints for organization {} are missing and must be configured when capability V3_0 is enabled",
+            org.name
+        )));
     }
     Ok(g)
 }
@@ -191,10 +207,97 @@ fn etcdraft_metadata(orderer: &Orderer) -> Result<Vec<u8>, ConfigtxgenError> {
     Ok(metadata.encode_to_vec())
 }
 
+/// The BFT consenters (Fabric 3's `consenterProtosFromConfig`), their certificate files embedded.
+fn bft_consenters(orderer: &Orderer) -> Result<Vec<Consenter>, ConfigtxgenError> {
+    let read = |p: &std::path::Path| std::fs::read(p).map(Bytes::from).map_err(|e| ConfigtxgenError::io(p, e));
+    orderer
+        .consenter_mapping
+        .iter()
+        .map(|c| {
+            Ok(Consenter {
+                id: c.id,
+                host: c.host.clone(),
+                port: c.port,
+                msp_id: c.msp_id.clone(),
+                identity: read(&c.identity)?,
+                client_tls_cert: read(&c.client_tls_cert)?,
+                server_tls_cert: read(&c.server_tls_cert)?,
+            })
+        })
+        .collect()
+}
+
+/// The SmartBFT `Options` of the `ConsensusType` metadata.
+fn smartbft_metadata(orderer: &Orderer) -> Vec<u8> {
+    let o = orderer.smart_bft.clone().unwrap_or_else(SmartBftOptions::fabric_defaults);
+    smartbft::Options {
+        request_batch_max_count: o.request_batch_max_count,
+        request_batch_max_bytes: o.request_batch_max_bytes,
+        request_batch_max_interval: o.request_batch_max_interval,
+        incoming_message_buffer_size: o.incoming_message_buffer_size,
+        request_pool_size: o.request_pool_size,
+        request_forward_timeout: o.request_forward_timeout,
+        request_complain_timeout: o.request_complain_timeout,
+        request_auto_remove_timeout: o.request_auto_remove_timeout,
+        request_max_bytes: o.request_max_bytes,
+        view_change_resend_interval: o.view_change_resend_interval,
+        view_change_timeout: o.view_change_timeout,
+        leader_heartbeat_timeout: o.leader_heartbeat_timeout,
+        leader_heartbeat_count: o.leader_heartbeat_count,
+        collect_timeout: o.collect_timeout,
+        sync_on_start: o.sync_on_start,
+        speed_up_view_change: o.speed_up_view_change,
+        leader_rotation: o.leader_rotation,
+        decisions_per_leader: o.decisions_per_leader,
+    }
+    .encode_to_vec()
+}
+
+/// The `BlockValidation` policy of a BFT channel (Fabric 3's `policies.EncodeBFTBlockVerificationPolicy`), which
+/// replaces whatever the profile says: a signature policy over each consenter's identity (an `IDENTITY`
+/// principal, in consenter order) satisfied by `Q = ⌈(n + f + 1) / 2⌉` of them, `f = ⌊(n − 1) / 3⌋`.
+fn bft_block_validation_policy(consenters: &[Consenter]) -> PolicyProto {
+    let n = consenters.len();
+    let f = n.saturating_sub(1) / 3;
+    let quorum = (n + f + 1).div_ceil(2);
+    let identities = consenters
+        .iter()
+        .map(|c| MspPrincipal {
+            principal_classification: msp_principal::Classification::Identity as i32,
+            principal: Bytes::from(
+                SerializedIdentity { mspid: c.msp_id.clone(), id_bytes: c.identity.clone() }.encode_to_vec(),
+            ),
+        })
+        .collect();
+    let rules = (0..n).map(|i| SignaturePolicy { r#type: Some(signature_policy::Type::SignedBy(i as i32)) }).collect();
+    let rule = SignaturePolicy {
+        r#type: Some(signature_policy::Type::NOutOf(signature_policy::NOutOf { n: quorum as i32, rules })),
+    };
+    let envelope = SignaturePolicyEnvelope { version: 0, rule: Some(rule), identities };
+    PolicyProto { r#type: policy::PolicyType::Signature as i32, value: Bytes::from(envelope.encode_to_vec()) }
+}
+
 /// `/Channel/Orderer` (Fabric `NewOrdererGroup`): policies (plus required `BlockValidation`),
 /// `BatchSize`, `BatchTimeout`, `ChannelRestrictions`, `Capabilities`, `KafkaBrokers` (kafka only),
-/// `ConsensusType`, one group per organisation; everything under `Admins`.
-fn orderer_group(orderer: &Orderer) -> Result<ConfigGroup, ConfigtxgenError> {
+/// `Orderers` and the computed `BlockValidation` (BFT only), `ConsensusType`, one group per organisation;
+/// everything under `Admins`. BFT requires the V3_0 channel capability, which forbids global orderer addresses.
+fn orderer_group(
+    orderer: &Orderer,
+    channel_capabilities: &BTreeMap<String, bool>,
+) -> Result<ConfigGroup, ConfigtxgenError> {
+    let v3_0 = channel_capabilities.get("V3_0").copied().unwrap_or(false);
+    if orderer.orderer_type == "BFT" && !v3_0 {
+        return Err(profile_err(format!(
+            "orderer type BFT must be used with V3_0 channel capability: {}",
+            go_map(channel_capabilities)
+        )));
+    }
+    if !orderer.addresses.is_empty() && v3_0 {
+        return Err(profile_err(format!(
+            "global orderer endpoints exist, but can not be used with V3_0 capability: [{}]",
+            orderer.addresses.join(" ")
+        )));
+    }
     let mut g = group(ADMINS);
     if !orderer.policies.is_empty() && !orderer.policies.contains_key("BlockValidation") {
         return Err(profile_err("no BlockValidation policy defined for /Channel/Orderer"));
@@ -223,12 +326,20 @@ fn orderer_group(orderer: &Orderer) -> Result<ConfigGroup, ConfigtxgenError> {
             Vec::new()
         }
         "etcdraft" => etcdraft_metadata(orderer)?,
+        "BFT" => {
+            let consenters = bft_consenters(orderer)?;
+            add_value(&mut g, "Orderers", Orderers { consenter_mapping: consenters.clone() }.encode_to_vec(), ADMINS);
+            let mod_policy = g.policies.get("BlockValidation").map(|p| p.mod_policy.clone()).unwrap_or_default();
+            let policy = Some(bft_block_validation_policy(&consenters));
+            g.policies.insert("BlockValidation".into(), ConfigPolicy { version: 0, policy, mod_policy });
+            smartbft_metadata(orderer)
+        }
         other => return Err(profile_err(format!("unknown orderer type: {other}"))),
     };
     let consensus = ConsensusType { r#type: orderer.orderer_type.clone(), metadata: Bytes::from(metadata), state: 0 };
     add_value(&mut g, "ConsensusType", consensus.encode_to_vec(), ADMINS);
     for org in &orderer.organizations {
-        g.groups.insert(org.name.clone(), orderer_org_group(org)?);
+        g.groups.insert(org.name.clone(), orderer_org_group(org, v3_0)?);
     }
     Ok(g)
 }
@@ -327,7 +438,7 @@ pub fn channel_group(profile: &Profile) -> Result<ConfigGroup, ConfigtxgenError>
         add_value(&mut g, "Capabilities", capabilities(&profile.capabilities), ADMINS);
     }
     if let Some(orderer) = &profile.orderer {
-        g.groups.insert("Orderer".into(), orderer_group(orderer)?);
+        g.groups.insert("Orderer".into(), orderer_group(orderer, &profile.capabilities)?);
     }
     if let Some(app) = &profile.application {
         g.groups.insert("Application".into(), application_group(app)?);

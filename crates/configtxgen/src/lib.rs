@@ -1,6 +1,8 @@
 //! Ferrofabric's configtxgen: a channel's genesis (config) block from a configtx.yaml profile, encoded as
-//! Fabric 2.5's `configtxgen -profile P -outputBlock F -channelID ID` encodes it, for the orderers'
-//! channel participation API and peers joining the channel.
+//! Fabric's `configtxgen -profile P -outputBlock F -channelID ID` encodes it, for the orderers'
+//! channel participation API and peers joining the channel: solo, etcdraft and kafka as Fabric 2.5 does, and
+//! Fabric 3.1's `BFT` (the `Orderers` consenter mapping, SmartBFT options, and a `BlockValidation` policy computed
+//! from the consenters, `common/policies/bft.go`).
 //!
 //! Follows Fabric `internal/configtxgen/genesisconfig/config.go` (YAML model, defaults, relative paths),
 //! `internal/configtxgen/encoder/encoder.go` (the `ConfigGroup` tree: versions, mod_policies, policies,
@@ -35,7 +37,7 @@ pub use encoder::channel_group;
 pub use error::ConfigtxgenError;
 pub use genesis::{genesis_block, genesis_block_at, NONCE_SIZE};
 pub use model::{
-    AnchorPeer, Application, BatchSize, ConfigTx, Consenter, Consortium, EtcdRaft, EtcdRaftOptions, Kafka, Orderer,
-    Organization, Policy, Profile,
+    AnchorPeer, Application, BatchSize, BftConsenter, ConfigTx, Consenter, Consortium, EtcdRaft, EtcdRaftOptions,
+    Kafka, Orderer, Organization, Policy, Profile, SmartBftOptions,
 };
 pub use policydsl::{implicit_meta_policy, signature_policy};

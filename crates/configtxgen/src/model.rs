@@ -202,7 +202,7 @@ pub struct AnchorPeer {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "PascalCase")]
 pub struct Orderer {
-    /// `solo`, `etcdraft` or `kafka` (default `solo`).
+    /// `solo`, `etcdraft`, `kafka` or `BFT` (default `solo`).
     #[serde(default, deserialize_with = "null_default")]
     pub orderer_type: String,
     /// Global orderer addresses (the channel's `OrdererAddresses` value).
@@ -220,6 +220,13 @@ pub struct Orderer {
     /// Raft consenters and options (required for `etcdraft`).
     #[serde(default)]
     pub etcd_raft: Option<EtcdRaft>,
+    /// BFT consenters (required for `BFT`): the Orderer group's `Orderers` value, from which `BlockValidation` is
+    /// computed.
+    #[serde(default, deserialize_with = "null_default")]
+    pub consenter_mapping: Vec<BftConsenter>,
+    /// SmartBFT options (`BFT`), the `ConsensusType` metadata; absent, SmartBFT's defaults.
+    #[serde(rename = "SmartBFT", default)]
+    pub smart_bft: Option<SmartBftOptions>,
     /// Orderer organisations.
     #[serde(default, deserialize_with = "null_default")]
     pub organizations: Vec<Organization>,
@@ -286,6 +293,119 @@ pub struct Consenter {
     /// Server TLS certificate file.
     #[serde(rename = "ServerTLSCert", alias = "ServerTlsCert", default, deserialize_with = "null_default")]
     pub server_tls_cert: PathBuf,
+}
+
+/// One BFT consenter (Fabric 3's `genesisconfig.Consenter`); the files are paths relative to the config file, embedded
+/// as they are (PEM).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BftConsenter {
+    /// The consenter id, which block signatures name in their `IdentifierHeader`.
+    #[serde(rename = "ID", alias = "Id", default, deserialize_with = "null_default")]
+    pub id: u32,
+    /// Cluster host.
+    #[serde(rename = "Host", default, deserialize_with = "null_default")]
+    pub host: String,
+    /// Cluster port.
+    #[serde(rename = "Port", default, deserialize_with = "byte_size")]
+    pub port: u32,
+    /// The consenter's MSP.
+    #[serde(rename = "MSPID", alias = "MspId", default, deserialize_with = "null_default")]
+    pub msp_id: String,
+    /// The consenter's signing certificate file (its identity).
+    #[serde(rename = "Identity", default, deserialize_with = "null_default")]
+    pub identity: PathBuf,
+    /// Client TLS certificate file.
+    #[serde(rename = "ClientTLSCert", alias = "ClientTlsCert", default, deserialize_with = "null_default")]
+    pub client_tls_cert: PathBuf,
+    /// Server TLS certificate file.
+    #[serde(rename = "ServerTLSCert", alias = "ServerTlsCert", default, deserialize_with = "null_default")]
+    pub server_tls_cert: PathBuf,
+}
+
+/// SmartBFT `Options` (fabric-protos `orderer/smartbft/configuration.proto`). As in Fabric, a `SmartBFT` section
+/// replaces the defaults as a whole: a field it leaves out is encoded as zero. Durations are Go duration text,
+/// kept as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "PascalCase")]
+pub struct SmartBftOptions {
+    /// Requests per batch (block).
+    #[serde(default, deserialize_with = "null_default")]
+    pub request_batch_max_count: u64,
+    /// Bytes per batch.
+    #[serde(default, deserialize_with = "null_default")]
+    pub request_batch_max_bytes: u64,
+    /// How long the leader waits to fill a batch.
+    #[serde(default, deserialize_with = "null_default")]
+    pub request_batch_max_interval: String,
+    /// Messages buffered per node.
+    #[serde(default, deserialize_with = "null_default")]
+    pub incoming_message_buffer_size: u64,
+    /// Requests pending in the pool.
+    #[serde(default, deserialize_with = "null_default")]
+    pub request_pool_size: u64,
+    /// When a follower forwards a request to the leader.
+    #[serde(default, deserialize_with = "null_default")]
+    pub request_forward_timeout: String,
+    /// When a follower complains about the leader.
+    #[serde(default, deserialize_with = "null_default")]
+    pub request_complain_timeout: String,
+    /// When a request is dropped from the pool.
+    #[serde(default, deserialize_with = "null_default")]
+    pub request_auto_remove_timeout: String,
+    /// Largest request.
+    #[serde(default, deserialize_with = "null_default")]
+    pub request_max_bytes: u64,
+    /// View-change message resend interval.
+    #[serde(default, deserialize_with = "null_default")]
+    pub view_change_resend_interval: String,
+    /// View-change timeout.
+    #[serde(default, deserialize_with = "null_default")]
+    pub view_change_timeout: String,
+    /// Leader heartbeat timeout.
+    #[serde(default, deserialize_with = "null_default")]
+    pub leader_heartbeat_timeout: String,
+    /// Heartbeats per timeout.
+    #[serde(default, deserialize_with = "null_default")]
+    pub leader_heartbeat_count: u64,
+    /// Collect timeout of a sync.
+    #[serde(default, deserialize_with = "null_default")]
+    pub collect_timeout: String,
+    /// Sync at start.
+    #[serde(default, deserialize_with = "null_default")]
+    pub sync_on_start: bool,
+    /// Faster view changes.
+    #[serde(default, deserialize_with = "null_default")]
+    pub speed_up_view_change: bool,
+    /// `Options.Rotation`: 0 unspecified, 1 off, 2 on.
+    #[serde(default, deserialize_with = "null_default")]
+    pub leader_rotation: i32,
+    /// Decisions per leader when rotating.
+    #[serde(default, deserialize_with = "null_default")]
+    pub decisions_per_leader: u64,
+}
+
+impl SmartBftOptions {
+    /// The options configtxgen 3.1 uses when the profile has no `SmartBFT` section: SmartBFT v1's
+    /// `types.DefaultConfig` (batches of 100 requests or 10 MiB within 50ms, pool of 400, ...).
+    pub fn fabric_defaults() -> SmartBftOptions {
+        SmartBftOptions {
+            request_batch_max_count: 100,
+            request_batch_max_bytes: 10 << 20,
+            request_batch_max_interval: "50ms".into(),
+            incoming_message_buffer_size: 200,
+            request_pool_size: 400,
+            request_forward_timeout: "2s".into(),
+            request_complain_timeout: "20s".into(),
+            request_auto_remove_timeout: "3m0s".into(),
+            view_change_resend_interval: "5s".into(),
+            view_change_timeout: "20s".into(),
+            leader_heartbeat_timeout: "1m0s".into(),
+            leader_heartbeat_count: 10,
+            collect_timeout: "1s".into(),
+            ..SmartBftOptions::default()
+        }
+    }
 }
 
 /// etcdraft `Options`; zero / empty values get Fabric's defaults (500ms, 10, 1, 5, 16 MB).
@@ -470,6 +590,40 @@ impl Orderer {
                     }
                     c.client_tls_cert = translate(base, &c.client_tls_cert);
                     c.server_tls_cert = translate(base, &c.server_tls_cert);
+                }
+                Ok(())
+            }
+            "BFT" => {
+                if self.smart_bft.is_none() {
+                    self.smart_bft = Some(SmartBftOptions::fabric_defaults());
+                }
+                if self.consenter_mapping.is_empty() {
+                    return Err(profile_err("BFT configuration did not specify any consenter"));
+                }
+                for c in &mut self.consenter_mapping {
+                    let missing =
+                        |what: &str| profile_err(format!("consenter info in BFT configuration did not specify {what}"));
+                    if c.host.is_empty() {
+                        return Err(missing("host"));
+                    }
+                    if c.port == 0 {
+                        return Err(missing("port"));
+                    }
+                    if c.client_tls_cert.as_os_str().is_empty() {
+                        return Err(missing("client TLS cert"));
+                    }
+                    if c.server_tls_cert.as_os_str().is_empty() {
+                        return Err(missing("server TLS cert"));
+                    }
+                    if c.msp_id.is_empty() {
+                        return Err(missing("MSP ID"));
+                    }
+                    if c.identity.as_os_str().is_empty() {
+                        return Err(missing("identity certificate"));
+                    }
+                    c.client_tls_cert = translate(base, &c.client_tls_cert);
+                    c.server_tls_cert = translate(base, &c.server_tls_cert);
+                    c.identity = translate(base, &c.identity);
                 }
                 Ok(())
             }

@@ -1,5 +1,6 @@
-//! The fixture's configtx.yaml + crypto folder against the real configtxgen (Fabric 2.5.16) genesis block
-//! in `fixtures/fabric-2.5/genesis.block`.
+//! The fixtures' configtx.yaml + crypto folder against the real configtxgen's genesis blocks: Fabric 2.5.16's
+//! etcdraft channel in `fixtures/fabric-2.5/genesis.block`, Fabric 3.1.5's BFT channel in
+//! `fixtures/fabric-3.1-bft/genesis.block`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -11,16 +12,37 @@ use ferrofabric_configtxgen::{channel_group, genesis_block, genesis_block_at, Co
 use ferrofabric_protos::common::{
     Block, ChannelHeader, ConfigEnvelope, ConfigGroup, Envelope, Payload, SignatureHeader,
 };
-use ferrofabric_testkit::fabric_fixture;
+use ferrofabric_testkit::{fabric_fixtures_dir, fixture};
 use prost::Message;
+
+/// A fixture network: its directory, the configtx.yaml profile its genesis block was made from and the channel.
+struct Net {
+    dir: PathBuf,
+    profile: &'static str,
+    channel: &'static str,
+}
+
+/// Fabric 2.5.16's etcdraft channel.
+fn raft_net() -> Net {
+    Net { dir: fabric_fixtures_dir(), profile: "AppChannelEtcdRaft", channel: "mychannel" }
+}
+
+/// Fabric 3.1.5's BFT channel (4 consenters).
+fn bft_net() -> Net {
+    Net { dir: fixture("fabric-3.1-bft"), profile: "BFTChannel", channel: "bftchannel" }
+}
 
 /// A directory holding the fixture's configtx.yaml with `organizations/` pointing at the fixture's
 /// `crypto/` (the paths in the file are relative to its directory).
 fn staged_config() -> (tempfile::TempDir, PathBuf) {
+    staged(&raft_net())
+}
+
+fn staged(net: &Net) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("configtx.yaml");
-    std::fs::copy(fabric_fixture("configtx.yaml"), &path).unwrap();
-    std::os::unix::fs::symlink(fabric_fixture("crypto"), tmp.path().join("organizations")).unwrap();
+    std::fs::copy(net.dir.join("configtx.yaml"), &path).unwrap();
+    std::os::unix::fs::symlink(net.dir.join("crypto"), tmp.path().join("organizations")).unwrap();
     (tmp, path)
 }
 
@@ -45,18 +67,22 @@ fn parts(block: &Block) -> Parts {
     }
 }
 
-fn fixture_block() -> Block {
-    Block::decode(Bytes::from(std::fs::read(fabric_fixture("genesis.block")).unwrap())).unwrap()
+fn fixture_block(net: &Net) -> Block {
+    Block::decode(Bytes::from(std::fs::read(net.dir.join("genesis.block")).unwrap())).unwrap()
 }
 
 /// Our block generated with the fixture's timestamp and nonce.
 fn our_block() -> (Block, Block) {
-    let fixture = fixture_block();
+    our_block_of(&raft_net())
+}
+
+fn our_block_of(net: &Net) -> (Block, Block) {
+    let fixture = fixture_block(net);
     let fp = parts(&fixture);
-    let (_tmp, path) = staged_config();
-    let profile = ConfigTx::load(&path).unwrap().profile("AppChannelEtcdRaft").unwrap();
+    let (_tmp, path) = staged(net);
+    let profile = ConfigTx::load(&path).unwrap().profile(net.profile).unwrap();
     let nonce: [u8; NONCE_SIZE] = fp.signature_header.nonce.as_ref().try_into().unwrap();
-    let ours = genesis_block_at(&profile, "mychannel", fp.channel_header.timestamp.unwrap().seconds, nonce).unwrap();
+    let ours = genesis_block_at(&profile, net.channel, fp.channel_header.timestamp.unwrap().seconds, nonce).unwrap();
     (ours, fixture)
 }
 
@@ -98,7 +124,19 @@ fn assert_same_group(ours: &ConfigGroup, theirs: &ConfigGroup, path: &str) {
 /// ConfigPolicies — and the same headers, unsigned envelope and metadata.
 #[test]
 fn fixture_profile_gives_configtxgens_config() {
-    let (ours, fixture) = our_block();
+    assert_gives_configtxgens_config(&raft_net());
+}
+
+/// The same for Fabric 3.1.5's BFT profile: the `Orderers` value (consenter mapping with the identities and TLS
+/// certificates embedded), the SmartBFT options as `ConsensusType` metadata, and `BlockValidation` replaced by the
+/// 3-of-4 signature policy over the consenters' identities.
+#[test]
+fn bft_profile_gives_configtxgen_3_1s_config() {
+    assert_gives_configtxgens_config(&bft_net());
+}
+
+fn assert_gives_configtxgens_config(net: &Net) {
+    let (ours, fixture) = our_block_of(net);
     let (op, fp) = (parts(&ours), parts(&fixture));
     let (oc, fc) = (op.config_envelope.config.as_ref().unwrap(), fp.config_envelope.config.as_ref().unwrap());
     assert_eq!(oc.sequence, fc.sequence);
@@ -131,7 +169,13 @@ fn sha2_256(b: &[u8]) -> Vec<u8> {
 /// byte the block we generate.
 #[test]
 fn fixture_block_in_key_order_is_byte_identical() {
-    let (ours, fixture) = our_block();
+    for net in [raft_net(), bft_net()] {
+        assert_byte_identical_in_key_order(&net);
+    }
+}
+
+fn assert_byte_identical_in_key_order(net: &Net) {
+    let (ours, fixture) = our_block_of(net);
     let fp = parts(&fixture);
     let payload = Payload {
         header: fp.payload.header.clone(),
@@ -215,4 +259,22 @@ fn paths_resolve_against_the_config_directory() {
         Err(ferrofabric_configtxgen::ConfigtxgenError::Io { path, .. }) => assert_eq!(path, cert),
         other => panic!("expected an I/O error on the consenter certificate, got {other:?}"),
     }
+}
+
+/// configtxgen 3.1's rules for BFT profiles: BFT needs the V3_0 channel capability, and V3_0 forbids global
+/// orderer addresses; each is refused with Fabric's message.
+#[test]
+fn bft_profile_needs_v3_0_and_no_global_orderer_addresses() {
+    let net = bft_net();
+    let (_tmp, path) = staged(&net);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let generate = |yaml: String| {
+        std::fs::write(&path, yaml).unwrap();
+        let profile = ConfigTx::load(&path).unwrap().profile(net.profile).unwrap();
+        genesis_block(&profile, net.channel).unwrap_err().to_string()
+    };
+    let err = generate(text.replace("    V3_0: true", "    V2_0: true"));
+    assert!(err.contains("orderer type BFT must be used with V3_0 channel capability: map[V2_0:true]"), "{err}");
+    let err = generate(text.replace("  OrdererType: BFT\n", "  OrdererType: BFT\n  Addresses:\n  - 127.0.0.1:7050\n"));
+    assert!(err.contains("global orderer endpoints exist, but can not be used with V3_0 capability"), "{err}");
 }

@@ -748,7 +748,8 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
     let metrics = CommitMetrics::register(&registry, &channel_id)?;
     metrics.set_height(store.height());
     let deliver_metrics = DeliverMetrics::register(&registry)?;
-    let (config_tx, config_rx) = watch::channel(Some(channel_config));
+    let (config_tx, config_rx) = watch::channel(Some(channel_config.clone()));
+    let attestation_config = config_rx.clone();
     let (status_tx, status_rx) =
         watch::channel(Status { height: store.height(), commit_hash: validator.commit_hash(), failed: None });
     let (shutdown_tx, shutdown_rx) = Shutdown::new();
@@ -818,12 +819,17 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
         result
     });
 
-    let follow = config.delivery.follow_config(
+    let mut follow = config.delivery.follow_config(
         config.orderers.clone(),
         DeliverApi::Orderer,
         channel_id.clone(),
         ClientTls::from_config(&config.orderer_tls)?,
     )?;
+    if channel_config.orderer().is_some_and(|o| o.consensus_type() == "BFT") {
+        // Fabric 3's BFT deliverer: blocks from one orderer, attestations from the others.
+        let verifier = Arc::new(ConfigAttestations(attestation_config));
+        follow.bft = Some(config.delivery.bft_follow(verifier)?);
+    }
     let follower = tokio::spawn(Follower::new(follow, signer).run(store.height(), blocks_tx, Some(restart_rx)));
 
     Ok(RunningCommitter {
@@ -853,4 +859,15 @@ fn health_from_status(mut status: watch::Receiver<Status>) -> Health {
         }
     });
     rx
+}
+
+/// Checks the BFT deliverer's attestations under the channel configuration in force (the last committed config
+/// block's), as Fabric's peer does with its channel's block verifier.
+struct ConfigAttestations(watch::Receiver<Option<Arc<ChannelConfig>>>);
+
+impl ferrofabric_deliver::AttestationVerifier for ConfigAttestations {
+    fn verify(&self, block: &Bytes) -> Result<u64, String> {
+        let config = self.0.borrow().clone().ok_or_else(|| "no channel configuration".to_string())?;
+        ferrofabric_validator::verify_block_attestation(&config, block.clone()).map_err(|e| e.to_string())
+    }
 }

@@ -17,6 +17,8 @@ use serde::Deserialize;
 use tokio::sync::mpsc;
 use tonic::transport::Channel;
 
+use crate::censorship::{AttestationVerifier, BftFollow, CensorshipMonitor, HeaderReceivers};
+
 /// How a follower talks to its servers, in configuration files (Fabric's `peer.deliveryclient` and
 /// `peer.keepalive.deliveryClient`).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -30,6 +32,9 @@ pub struct DeliveryConfig {
     /// HTTP/2 keepalive ping interval (`peer.keepalive.deliveryClient.interval`); a dead server is detected within
     /// interval + timeout.
     pub keepalive_interval: String,
+    /// How long a verified attestation of a BFT channel may stay ahead of the blocks received before the block
+    /// source is dropped (`peer.deliveryclient.blockCensorshipTimeoutKey`; see [`BftFollow`]).
+    pub block_censorship_timeout: String,
     /// How long a keepalive ping may go unanswered (`peer.keepalive.deliveryClient.timeout`).
     pub keepalive_timeout: String,
 }
@@ -40,13 +45,14 @@ impl Default for DeliveryConfig {
             connect_timeout: "3s".into(),
             reconnect_backoff_threshold: "10s".into(),
             keepalive_interval: "10s".into(),
+            block_censorship_timeout: "30s".into(),
             keepalive_timeout: "5s".into(),
         }
     }
 }
 
 impl DeliveryConfig {
-    /// Checks that the four durations parse.
+    /// Checks that the five durations parse.
     ///
     /// Errors: a malformed duration.
     pub fn validate(&self) -> anyhow::Result<()> {
@@ -55,6 +61,7 @@ impl DeliveryConfig {
             &self.reconnect_backoff_threshold,
             &self.keepalive_interval,
             &self.keepalive_timeout,
+            &self.block_censorship_timeout,
         ] {
             parse_duration(d)?;
         }
@@ -80,7 +87,15 @@ impl DeliveryConfig {
             max_backoff: parse_duration(&self.reconnect_backoff_threshold)?,
             keepalive_interval: parse_duration(&self.keepalive_interval)?,
             keepalive_timeout: parse_duration(&self.keepalive_timeout)?,
+            bft: None,
         })
+    }
+
+    /// The BFT deliverer's settings with these timeouts, checking attestations with `verifier`.
+    ///
+    /// Errors: a malformed duration.
+    pub fn bft_follow(&self, verifier: Arc<dyn AttestationVerifier>) -> anyhow::Result<BftFollow> {
+        Ok(BftFollow { censorship_timeout: parse_duration(&self.block_censorship_timeout)?, verifier })
     }
 }
 
@@ -103,6 +118,8 @@ pub struct FollowConfig {
     pub keepalive_interval: Duration,
     /// HTTP/2 keepalive ping timeout.
     pub keepalive_timeout: Duration,
+    /// On BFT channels: watch the other servers' attestations and drop a block source that withholds blocks.
+    pub bft: Option<BftFollow>,
 }
 
 /// A block as received.
@@ -214,9 +231,38 @@ impl Follower {
             Err(e) => return fail(anyhow!("opening the Deliver stream: {e}"), *next),
         };
         tracing::info!(%endpoint, from = *next, "receiving blocks");
+        // On BFT channels: the other servers' attestations, and Fabric's censorship rule over them.
+        let mut censorship = self.config.bft.as_ref().map(|bft| {
+            (
+                bft,
+                HeaderReceivers::start(&self.config, bft, &self.signer, endpoint, *next),
+                CensorshipMonitor::default(),
+            )
+        });
+        let tick =
+            censorship.as_ref().map_or(Duration::from_secs(3600), |c| CensorshipMonitor::tick(c.0.censorship_timeout));
+        let mut ticker = tokio::time::interval(tick);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             let item = tokio::select! {
                 m = stream.message() => m,
+                _ = ticker.tick(), if censorship.is_some() => {
+                    if let Some((bft, receivers, monitor)) = censorship.as_mut() {
+                        if let Some((witness, number)) =
+                            monitor.check(receivers, *next, bft.censorship_timeout, Instant::now())
+                        {
+                            return fail(
+                                anyhow!(
+                                    "block censorship suspected: {witness} attests block {number}, which this server \
+                                     has not delivered within {:?}",
+                                    bft.censorship_timeout
+                                ),
+                                *next,
+                            );
+                        }
+                    }
+                    continue;
+                }
                 from = recv_restart(&mut restart) => match from {
                     Some(from) => return SessionEnd::Restart(from),
                     None => return SessionEnd::Closed,
@@ -260,7 +306,7 @@ async fn recv_restart(restart: &mut Option<&mut mpsc::Receiver<u64>>) -> Option<
 }
 
 /// Fabric's reconnection pause: 100 ms × 2^(failures − 1), capped.
-fn backoff(failures: u32, max: Duration) -> Duration {
+pub(crate) fn backoff(failures: u32, max: Duration) -> Duration {
     let exp = failures.saturating_sub(1).min(20);
     Duration::from_millis(100u64.saturating_mul(1u64 << exp)).min(max)
 }

@@ -11,13 +11,16 @@
 //! * Fabric's `FilteredBlock` of a committed block, [`filtered_block`];
 //! * the block-pulling client, [`Follower`], that follows a channel from a list of servers with fail-over and
 //!   back-off ([`FollowConfig`], [`DeliveryConfig`] in configuration files) — the committer's orderer client and
-//!   the block store's committer client.
+//!   the block store's committer client — on BFT channels with Fabric 3's censorship monitor ([`BftFollow`],
+//!   [`AttestationVerifier`]).
 
+mod censorship;
 mod filtered;
 mod follower;
 mod peer;
 mod server;
 
+pub use censorship::{headers_from, AttestationVerifier, BftFollow};
 pub use filtered::filtered_block;
 pub use follower::{block_number, connect, seek_envelope, seek_from, DeliveryConfig, Fetched, FollowConfig, Follower};
 pub use peer::{DeliverLedger, DeliverMetrics, PeerAcl, PeerDeliverService, DEFAULT_EVENT_POLICY};

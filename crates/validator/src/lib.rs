@@ -495,6 +495,18 @@ fn check_block_signatures(config: &ChannelConfig, arena: &BlockArena) -> Result<
     policy.evaluate(&set).map_err(|e| sig_err(e.to_string()))
 }
 
+/// Checks a block attestation under `config`: the header and metadata of a block as Deliver serves them for
+/// `HEADER_WITH_SIG` (data only for config blocks), whose SIGNATURES must satisfy `/Channel/Orderer/BlockValidation`
+/// (Fabric's `VerifyBlockAttestation`: the data hash is not checked). The BFT deliverer uses it to believe an
+/// orderer that says a block exists. Returns the block number.
+///
+/// Errors: the bytes do not decode, or the signatures do not satisfy the policy.
+pub fn verify_block_attestation(config: &ChannelConfig, block: Bytes) -> Result<u64, ValidatorError> {
+    let arena = BlockArena::decode(block)?;
+    check_block_signatures(config, &arena)?;
+    Ok(arena.number())
+}
+
 /// The pool of validation threads ([`ValidatorOptions::threads`]).
 fn validation_pool(options: &ValidatorOptions) -> Result<Arc<rayon::ThreadPool>, ValidatorError> {
     rayon::ThreadPoolBuilder::new()

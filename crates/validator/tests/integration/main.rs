@@ -3,6 +3,7 @@
 
 mod support;
 
+mod bft_attestation;
 mod fabric_hang;
 mod fuzz_envelopes;
 mod lazy_signatures;

@@ -175,6 +175,7 @@ pub(crate) fn follow_config(addr: &str) -> FollowConfig {
         max_backoff: Duration::from_secs(1),
         keepalive_interval: Duration::from_secs(10),
         keepalive_timeout: Duration::from_secs(5),
+        bft: None,
     }
 }
 

@@ -45,7 +45,7 @@ impl Default for PipelineConfig {
 /// CheckpointInterval: 500            # blocks between state checkpoints
 /// SyncEveryBlock: false
 /// TimeWindow: 15m                    # peer.authentication.timewindow
-/// Delivery: {ConnectTimeout: 3s, ReconnectBackoffThreshold: 10s}
+/// Delivery: {ConnectTimeout: 3s, ReconnectBackoffThreshold: 10s, BlockCensorshipTimeout: 30s}  # the last: BFT channels
 /// ```
 ///
 /// Relative paths are resolved against the directory of the file. Durations use Go's syntax (`500ms`, `2s`, `15m`).

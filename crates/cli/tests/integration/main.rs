@@ -18,6 +18,7 @@ mod committer_kill9;
 mod crypto;
 mod daemon;
 mod deploy;
+mod fabric_bft;
 mod fabric_orderer;
 mod fabric_peers;
 mod fixture_replay;

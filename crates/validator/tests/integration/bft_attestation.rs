@@ -1,5 +1,6 @@
 //! Block attestations of a real Fabric 3.1.5 BFT ledger (`fixtures/fabric-3.1-bft`): a block's header and metadata
 //! alone, as Deliver serves them for `HEADER_WITH_SIG`, are believed only with a quorum of consenter signatures.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use bytes::Bytes;
 use ferrofabric_channelconfig::ChannelConfig;

@@ -1,0 +1,303 @@
+//! Our committer against a real Fabric 3.1.5 BFT ordering service: four SmartBFT orderers (`orderer` 3.1.5) on
+//! 127.0.0.1, the channel made by the real `cryptogen` and `configtxgen` 3.1.5 from the BFT fixture's
+//! `crypto-config.yaml` and `configtx.yaml` (`BFTChannel`), every consenter joined with `osnadmin`.
+//!
+//! The committer follows three of the orderers (the SmartBFT leader is left out of its list, so that stopping its
+//! block source leaves a quorum ordering): it commits every block, each checked against the 3-of-4 consenter
+//! signatures of `BlockValidation`. Then its block source is frozen (SIGSTOP) while the others go on ordering:
+//! the other orderers' `HEADER_WITH_SIG` attestations expose the withheld blocks, and within the censorship
+//! timeout the committer takes them from another orderer — not from a broken connection, which keepalive would
+//! only notice after a minute here.
+//!
+//! Needs `zstd` to unpack the binaries; fails, not skips, without it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ferrofabric_protos::common::Block;
+use prost::Message;
+
+use crate::fabric_peers::{fabric_dir, free_port, output, unpack};
+use crate::sdk::{require_tool, Running};
+
+/// How long a daemon may take to listen, and blocks to arrive.
+const WAIT: Duration = Duration::from_secs(90);
+/// The committer's censorship timeout in this test (Fabric's default is 30 s).
+const CENSORSHIP_TIMEOUT: &str = "3s";
+
+/// The Fabric 3.1.5 binaries, their sample config and the work directory with the channel's artefacts.
+struct Fabric {
+    bin: PathBuf,
+    config: PathBuf,
+    work: PathBuf,
+}
+
+impl Fabric {
+    fn cmd(&self, tool: &str) -> Command {
+        let mut cmd = Command::new(self.bin.join(tool));
+        cmd.env("FABRIC_CFG_PATH", &self.config).env("FABRIC_LOGGING_SPEC", "warning").stdin(Stdio::null());
+        cmd
+    }
+
+    fn orderer_dir(&self, i: usize) -> PathBuf {
+        self.work.join(format!("organizations/ordererOrganizations/example.com/orderers/orderer{i}.example.com"))
+    }
+
+    fn tls_ca(&self) -> PathBuf {
+        self.orderer_dir(1).join("tls/ca.crt")
+    }
+
+    /// Block `which` (`newest`, a number) of `bftchannel` from the orderer at `orderer` (TLS), as Org1's admin.
+    fn fetch_from_orderer(&self, orderer: &str, which: &str) -> Result<Block, String> {
+        let admin = self.work.join("organizations/peerOrganizations/org1.example.com/users/Admin@org1.example.com/msp");
+        let file = self.work.join(format!("fetched-{}-{which}.block", orderer.replace(':', "_")));
+        let mut cmd = self.cmd("peer");
+        cmd.env("CORE_PEER_LOCALMSPID", "Org1MSP").env("CORE_PEER_MSPCONFIGPATH", admin);
+        cmd.env("CORE_PEER_TLS_ENABLED", "true").args(["channel", "fetch", which]).arg(&file);
+        cmd.args(["-c", "bftchannel", "-o", orderer, "--tls", "--cafile"]).arg(self.tls_ca());
+        output(&mut cmd)?;
+        Ok(Block::decode(std::fs::read(&file).unwrap().as_slice()).unwrap())
+    }
+
+    /// Block `which` of `bftchannel` from our committer's peer Deliver at `peer` (plain text), as Org1's admin.
+    fn fetch_from_peer(&self, peer: &str, which: &str) -> Result<Block, String> {
+        let admin = self.work.join("organizations/peerOrganizations/org1.example.com/users/Admin@org1.example.com/msp");
+        let file = self.work.join(format!("committed-{which}.block"));
+        let mut cmd = self.cmd("peer");
+        cmd.env("CORE_PEER_LOCALMSPID", "Org1MSP").env("CORE_PEER_MSPCONFIGPATH", admin);
+        cmd.env("CORE_PEER_ADDRESS", peer).args(["channel", "fetch", which]).arg(&file).args(["-c", "bftchannel"]);
+        output(&mut cmd)?;
+        Ok(Block::decode(std::fs::read(&file).unwrap().as_slice()).unwrap())
+    }
+}
+
+/// One SmartBFT orderer: its process and client address.
+struct Orderer {
+    process: Running,
+    grpc: String,
+}
+
+/// Unpacks Fabric 3.1.5, makes the crypto material and the genesis block of `bftchannel` with its tools, from the
+/// fixture's files with fresh ports; returns the tools and each orderer's (client, cluster) ports.
+fn fabric_bft(tmp: &Path) -> (Fabric, Vec<(u16, u16)>) {
+    let root = unpack("3.1.5", &tmp.join("fabric"), &tmp.join("unpack.log"));
+    let fabric = Fabric { bin: root.join("bin"), config: root.join("config"), work: tmp.join("work") };
+    let fixture = fabric_dir().join("../fixtures/fabric-3.1-bft");
+    std::fs::create_dir_all(&fabric.work).unwrap();
+    let mut cryptogen = fabric.cmd("cryptogen");
+    cryptogen.arg("generate").arg(format!("--config={}", fixture.join("crypto-config.yaml").display()));
+    output(cryptogen.arg(format!("--output={}", fabric.work.join("organizations").display()))).unwrap();
+    let ports: Vec<(u16, u16)> = (0..4).map(|_| (free_port(), free_port())).collect();
+    let mut configtx = std::fs::read_to_string(fixture.join("configtx.yaml")).unwrap();
+    for (i, (port, cluster)) in ports.iter().enumerate() {
+        configtx = configtx
+            .replace(&format!("127.0.0.1:{}", 7050 + 100 * i), &format!("127.0.0.1:{port}"))
+            .replace(&format!("Port: {}\n", 7060 + 100 * i), &format!("Port: {cluster}\n"));
+    }
+    // Batches of up to 50 within half a second, so that the test does not wait on SmartBFT's 2-s interval.
+    let configtx = configtx.replace("RequestBatchMaxInterval: 2s", "RequestBatchMaxInterval: 500ms");
+    std::fs::write(fabric.work.join("configtx.yaml"), configtx).unwrap();
+    let mut genesis = fabric.cmd("configtxgen");
+    genesis.env("FABRIC_CFG_PATH", &fabric.work).args(["-profile", "BFTChannel", "-channelID", "bftchannel"]);
+    output(genesis.arg("-outputBlock").arg(fabric.work.join("genesis.block"))).unwrap();
+    (fabric, ports)
+}
+
+/// Starts orderer `i` (1-4) with its client and cluster ports, the channel participation API and TLS.
+fn start_orderer(fabric: &Fabric, i: usize, port: u16, cluster: u16) -> Orderer {
+    let (admin, ops) = (free_port(), free_port());
+    let dir = fabric.orderer_dir(i);
+    let tls = |f: &str| dir.join("tls").join(f).display().to_string();
+    let data = fabric.work.join(format!("orderer{i}-data"));
+    let log = fabric.work.join(format!("orderer{i}.log"));
+    let mut cmd = fabric.cmd("orderer");
+    cmd.env("FABRIC_LOGGING_SPEC", "info")
+        .env("ORDERER_GENERAL_LISTENADDRESS", "127.0.0.1")
+        .env("ORDERER_GENERAL_LISTENPORT", port.to_string())
+        .env("ORDERER_GENERAL_LOCALMSPID", "OrdererMSP")
+        .env("ORDERER_GENERAL_LOCALMSPDIR", dir.join("msp"))
+        .env("ORDERER_GENERAL_TLS_ENABLED", "true")
+        .env("ORDERER_GENERAL_TLS_PRIVATEKEY", tls("server.key"))
+        .env("ORDERER_GENERAL_TLS_CERTIFICATE", tls("server.crt"))
+        .env("ORDERER_GENERAL_TLS_ROOTCAS", format!("[{}]", tls("ca.crt")))
+        .env("ORDERER_GENERAL_CLUSTER_CLIENTCERTIFICATE", tls("server.crt"))
+        .env("ORDERER_GENERAL_CLUSTER_CLIENTPRIVATEKEY", tls("server.key"))
+        .env("ORDERER_GENERAL_CLUSTER_SERVERCERTIFICATE", tls("server.crt"))
+        .env("ORDERER_GENERAL_CLUSTER_SERVERPRIVATEKEY", tls("server.key"))
+        .env("ORDERER_GENERAL_CLUSTER_LISTENADDRESS", "127.0.0.1")
+        .env("ORDERER_GENERAL_CLUSTER_LISTENPORT", cluster.to_string())
+        .env("ORDERER_GENERAL_CLUSTER_ROOTCAS", format!("[{}]", tls("ca.crt")))
+        .env("ORDERER_GENERAL_BOOTSTRAPMETHOD", "none")
+        .env("ORDERER_CHANNELPARTICIPATION_ENABLED", "true")
+        .env("ORDERER_ADMIN_LISTENADDRESS", format!("127.0.0.1:{admin}"))
+        .env("ORDERER_ADMIN_TLS_ENABLED", "true")
+        .env("ORDERER_ADMIN_TLS_PRIVATEKEY", tls("server.key"))
+        .env("ORDERER_ADMIN_TLS_CERTIFICATE", tls("server.crt"))
+        .env("ORDERER_ADMIN_TLS_CLIENTAUTHREQUIRED", "true")
+        .env("ORDERER_ADMIN_TLS_CLIENTROOTCAS", format!("[{}]", tls("ca.crt")))
+        .env("ORDERER_OPERATIONS_LISTENADDRESS", format!("127.0.0.1:{ops}"))
+        .env("ORDERER_METRICS_PROVIDER", "disabled")
+        .env("ORDERER_FILELEDGER_LOCATION", data.join("ledger"))
+        .env("ORDERER_CONSENSUS_WALDIR", data.join("wal"))
+        .env("ORDERER_CONSENSUS_SNAPDIR", data.join("snap"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let process = Running(cmd.spawn().unwrap());
+    let admin = format!("127.0.0.1:{admin}");
+    wait_listening(&admin, &format!("orderer{i}"), &log);
+    let mut join = fabric.cmd("osnadmin");
+    join.args(["channel", "join", "--channelID", "bftchannel", "--config-block"]);
+    join.arg(fabric.work.join("genesis.block")).args(["-o", &admin, "--ca-file"]).arg(tls("ca.crt"));
+    join.arg("--client-cert").arg(tls("server.crt")).arg("--client-key").arg(tls("server.key"));
+    let joined = output(&mut join).unwrap_or_else(|e| panic!("osnadmin channel join on orderer{i}: {e}"));
+    assert!(joined.starts_with("Status: 201"), "osnadmin channel join on orderer{i}: {joined}");
+    Orderer { process, grpc: format!("127.0.0.1:{port}") }
+}
+
+/// Waits until something listens on `addr`.
+fn wait_listening(addr: &str, what: &str, log: &Path) {
+    let deadline = Instant::now() + WAIT;
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not listen on {addr}:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Broadcasts `txs` endorser transactions of User1 of `org` (1 or 2) to `orderer` with our bench client, which
+/// returns when all of them are in blocks. The bench's envelopes are the same on every run; SmartBFT refuses a
+/// request it already ordered, so each run needs another creator.
+fn broadcast(fabric: &Fabric, orderer: &str, org: u8, txs: u32) {
+    let user = fabric
+        .work
+        .join(format!("organizations/peerOrganizations/org{org}.example.com/users/User1@org{org}.example.com/msp"));
+    let out = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+        .args(["bench", "orderer", "--address", orderer, "--channel", "bftchannel", "--msp-id"])
+        .arg(format!("Org{org}MSP"))
+        .arg("--msp-dir")
+        .arg(user)
+        .args(["--tls", "--tls-ca"])
+        .arg(fabric.tls_ca())
+        .args(["--txs", &txs.to_string(), "--clients", "1", "--skip-o2-off", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "bench orderer against {orderer}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The height of `bftchannel` at the orderer `orderer`.
+fn orderer_height(fabric: &Fabric, orderer: &str) -> u64 {
+    fabric.fetch_from_orderer(orderer, "newest").unwrap().header.map_or(0, |h| h.number + 1)
+}
+
+/// Waits until our committer at `peer` serves block `number`; returns it.
+fn committed(fabric: &Fabric, peer: &str, number: u64, log: &Path, within: Duration) -> Block {
+    let deadline = Instant::now() + within;
+    loop {
+        match fabric.fetch_from_peer(peer, &number.to_string()) {
+            Ok(b) => return b,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            Err(e) => panic!(
+                "our committer did not serve block {number} within {within:?}: {e}\ncommitter log:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            ),
+        }
+    }
+}
+
+/// The orderer the committer currently takes blocks from: which of `candidates` its last "receiving blocks" log
+/// line names.
+fn block_source(log: &Path, candidates: &[String]) -> Option<String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let line = text.lines().rfind(|l| l.contains("receiving blocks"))?;
+    candidates
+        .iter()
+        .find(|c| line.contains(&format!("{c}\u{1b}")) || line.ends_with(c.as_str()) || line.contains(&format!("{c} ")))
+        .cloned()
+}
+
+#[test]
+fn committer_follows_a_real_fabric_3_bft_cluster_and_leaves_a_censoring_orderer() {
+    require_tool("zstd");
+    let tmp = tempfile::tempdir().unwrap();
+    let (fabric, ports) = fabric_bft(tmp.path());
+    let orderers: Vec<Orderer> =
+        ports.iter().enumerate().map(|(i, (port, cluster))| start_orderer(&fabric, i + 1, *port, *cluster)).collect();
+    let leader = &orderers[0].grpc;
+
+    // Block 1 from the cluster before the committer starts: the channel is up on a quorum.
+    broadcast(&fabric, leader, 1, 60);
+    let first_height = orderer_height(&fabric, leader);
+    assert!(first_height >= 2, "no block ordered");
+
+    // Our committer, following orderers 2-4 over TLS with Fabric 3's BFT deliverer.
+    let listen = format!("127.0.0.1:{}", free_port());
+    let config = tmp.path().join("committer.yaml");
+    let peer0 = fabric.work.join("organizations/peerOrganizations/org1.example.com/peers/peer0.org1.example.com");
+    let followed: Vec<String> = orderers[1..].iter().map(|o| format!("\"{}\"", o.grpc)).collect();
+    std::fs::write(
+        &config,
+        format!(
+            "Channel: bftchannel\nGenesisBlock: {genesis}\nDataDir: {data}\nLocalMSPDir: {msp}\nLocalMSPID: Org1MSP\n\
+             Orderers: [{followed}]\nOrdererTLS: {{Enabled: true, RootCAs: [\"{ca}\"]}}\nListenAddress: {listen}\n\
+             Delivery: {{BlockCensorshipTimeout: {CENSORSHIP_TIMEOUT}, KeepaliveInterval: 60s, KeepaliveTimeout: 60s}}\n",
+            genesis = fabric.work.join("genesis.block").display(),
+            data = tmp.path().join("committer").display(),
+            msp = peer0.join("msp").display(),
+            followed = followed.join(", "),
+            ca = fabric.tls_ca().display(),
+        ),
+    )
+    .unwrap();
+    let log = tmp.path().join("committer.log");
+    let mut committer = Running(
+        Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+            .args(["committer", "--config"])
+            .arg(&config)
+            .args(["--operations-listen", ""])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let ready = BufReader::new(committer.0.stdout.take().unwrap()).lines().next();
+    assert!(matches!(&ready, Some(Ok(l)) if l.starts_with("committer ready")), "committer: {ready:?}");
+
+    // Every block so far, committed with the cluster's header and data.
+    for n in 1..first_height {
+        let ours = committed(&fabric, &listen, n, &log, WAIT);
+        let theirs = fabric.fetch_from_orderer(leader, &n.to_string()).unwrap();
+        assert_eq!((&ours.header, &ours.data), (&theirs.header, &theirs.data), "block {n}");
+    }
+
+    // Freeze the block source: the other orderers' attestations show it withholding the next blocks.
+    let candidates: Vec<String> = orderers[1..].iter().map(|o| o.grpc.clone()).collect();
+    let source = block_source(&log, &candidates).expect("the committer logs its block source");
+    let frozen = orderers.iter().find(|o| o.grpc == source).expect("the source is one of orderers 2-4");
+    let pid = frozen.process.0.id().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    broadcast(&fabric, leader, 2, 60);
+    let height = orderer_height(&fabric, leader);
+    assert!(height > first_height, "the remaining quorum ordered nothing");
+    let frozen_at = Instant::now();
+    let last = committed(&fabric, &listen, height - 1, &log, Duration::from_secs(30));
+    let switched_after = frozen_at.elapsed();
+    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    let theirs = fabric.fetch_from_orderer(leader, &(height - 1).to_string()).unwrap();
+    assert_eq!((&last.header, &last.data), (&theirs.header, &theirs.data), "block {} after the switch", height - 1);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("block censorship suspected"), "no censorship detected:\n{text}");
+    let new_source = block_source(&log, &candidates).unwrap();
+    assert_ne!(new_source, source, "still following the frozen orderer");
+    println!(
+        "blocks 1..{height}: committed; block source {source} frozen, blocks taken from {new_source} after \
+         {switched_after:?}"
+    );
+    drop((committer, orderers));
+}

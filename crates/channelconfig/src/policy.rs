@@ -20,6 +20,15 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
     fn evaluate(&self, set: &SignatureSet<'_>) -> Result<(), PolicyError>;
 }
 
+/// The quorum of a BFT cluster of `n` consenters (Fabric 3's `policies.ComputeBFTQuorum`, SmartBFT's
+/// `computeBFTQuorum`): `Q = ⌈(n + f + 1) / 2⌉` with `f = ⌊(n − 1) / 3⌋` tolerated faults, so that any two quorums
+/// share at least `f + 1` consenters. A BFT channel's `BlockValidation` needs `Q` consenter signatures, and the
+/// gateway `Q` orderers accepting a transaction.
+pub fn bft_quorum(n: usize) -> usize {
+    let f = n.saturating_sub(1) / 3;
+    (n + f + 1).div_ceil(2)
+}
+
 /// Compile a `SignaturePolicyEnvelope` (e.g. a chaincode's endorsement policy) into a policy.
 ///
 /// Follows Fabric's `cauthdsl.EnvelopeBasedPolicyProvider` (`common/cauthdsl/policy.go`): the envelope
@@ -181,5 +190,16 @@ pub(crate) struct UnsupportedPolicy {
 impl Policy for UnsupportedPolicy {
     fn evaluate(&self, _set: &SignatureSet<'_>) -> Result<(), PolicyError> {
         Err(PolicyError::UnsupportedPolicyType { path: self.path.clone(), policy_type: self.policy_type })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bft_quorum;
+
+    #[test]
+    fn bft_quorums_follow_smartbft() {
+        let quorums: Vec<usize> = (1..=10).map(bft_quorum).collect();
+        assert_eq!(quorums, [1, 2, 2, 3, 4, 4, 5, 6, 6, 7]);
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use ferrofabric_channelconfig::{format_go_duration, parse_go_duration};
+use ferrofabric_channelconfig::{bft_quorum, format_go_duration, parse_go_duration};
 use ferrofabric_protos::common::{
     msp_principal, policy, signature_policy, BlockDataHashingStructure, ConfigGroup, ConfigPolicy, ConfigValue,
     Consenter, Consortium as ConsortiumValue, HashingAlgorithm, MspPrincipal, OrdererAddresses, Orderers,
@@ -255,11 +255,10 @@ fn smartbft_metadata(orderer: &Orderer) -> Vec<u8> {
 
 /// The `BlockValidation` policy of a BFT channel (Fabric 3's `policies.EncodeBFTBlockVerificationPolicy`), which
 /// replaces whatever the profile says: a signature policy over each consenter's identity (an `IDENTITY`
-/// principal, in consenter order) satisfied by `Q = ⌈(n + f + 1) / 2⌉` of them, `f = ⌊(n − 1) / 3⌋`.
+/// principal, in consenter order) satisfied by a quorum of them ([`bft_quorum`]).
 fn bft_block_validation_policy(consenters: &[Consenter]) -> PolicyProto {
     let n = consenters.len();
-    let f = n.saturating_sub(1) / 3;
-    let quorum = (n + f + 1).div_ceil(2);
+    let quorum = bft_quorum(n);
     let identities = consenters
         .iter()
         .map(|c| MspPrincipal {

@@ -9,6 +9,9 @@
 //! timeout the committer takes them from another orderer — not from a broken connection, which keepalive would
 //! only notice after a minute here.
 //!
+//! Then our gateway's `Submit` on the same channel: the transaction goes to all four orderers and is accepted with
+//! a quorum of three; with two orderers frozen it is refused as Fabric 3's gateway refuses it.
+//!
 //! Needs `zstd` to unpack the binaries; fails, not skips, without it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,7 +20,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ferrofabric_protos::common::Block;
+use std::sync::Arc;
+
+use ferrofabric_channelconfig::ChannelConfig;
+use ferrofabric_comm::{ClientTls, Shutdown};
+use ferrofabric_gateway::{Gateway, GatewayConfig, GatewayOptions, Ledger};
+use ferrofabric_protos::common::{Block, Envelope};
+use ferrofabric_protos::gateway::gateway_server::Gateway as _;
+use ferrofabric_protos::gateway::SubmitRequest;
 use prost::Message;
 
 use crate::fabric_peers::{fabric_dir, free_port, output, unpack};
@@ -222,7 +232,7 @@ fn block_source(log: &Path, candidates: &[String]) -> Option<String> {
 }
 
 #[test]
-fn committer_follows_a_real_fabric_3_bft_cluster_and_leaves_a_censoring_orderer() {
+fn committer_leaves_a_censoring_orderer_and_gateway_submits_to_a_quorum_on_a_real_fabric_3_bft_cluster() {
     require_tool("zstd");
     let tmp = tempfile::tempdir().unwrap();
     let (fabric, ports) = fabric_bft(tmp.path());
@@ -299,5 +309,98 @@ fn committer_follows_a_real_fabric_3_bft_cluster_and_leaves_a_censoring_orderer(
         "blocks 1..{height}: committed; block source {source} frozen, blocks taken from {new_source} after \
          {switched_after:?}"
     );
-    drop((committer, orderers));
+    drop(committer);
+    gateway_submit_needs_a_quorum_of_orderers(&fabric, &orderers);
+}
+
+/// What the gateway reads of a peer for `Submit`: only the channel configuration, here the genesis block's.
+struct GenesisLedger {
+    config: Arc<ChannelConfig>,
+    height: tokio::sync::watch::Sender<u64>,
+}
+
+impl Ledger for GenesisLedger {
+    fn channel_id(&self) -> &str {
+        self.config.channel_id()
+    }
+    fn config(&self) -> Arc<ChannelConfig> {
+        self.config.clone()
+    }
+    fn endorsement_policy(&self, _: &str) -> Result<Option<bytes::Bytes>, String> {
+        Ok(None)
+    }
+    fn chaincodes(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    fn height(&self) -> u64 {
+        *self.height.borrow()
+    }
+    fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.height.subscribe()
+    }
+    fn block(&self, _: u64) -> Result<Option<bytes::Bytes>, String> {
+        Ok(None)
+    }
+    fn tx_location(&self, _: &str) -> Result<Option<(u64, u32)>, String> {
+        Ok(None)
+    }
+}
+
+/// Our gateway submits to the four orderers of the channel configuration: accepted (a quorum of 3 answered
+/// SUCCESS) and ordered; with two of them frozen, refused with UNAVAILABLE and an error detail per failed orderer.
+fn gateway_submit_needs_a_quorum_of_orderers(fabric: &Fabric, orderers: &[Orderer]) {
+    let genesis = Block::decode(std::fs::read(fabric.work.join("genesis.block")).unwrap().as_slice()).unwrap();
+    let config = Arc::new(ChannelConfig::from_config_block(&genesis).unwrap());
+    let ledger = Arc::new(GenesisLedger { config, height: tokio::sync::watch::channel(1).0 });
+    let tls = ClientTls { ca_pem: std::fs::read(fabric.tls_ca()).unwrap(), ..ClientTls::default() };
+    let options = GatewayOptions { broadcast_timeout: Duration::from_secs(5), ..GatewayOptions::default() };
+    let config = GatewayConfig { local_mspid: "Org1MSP".into(), tls: Some(tls), options, ..GatewayConfig::default() };
+    let (_stop, shutdown) = Shutdown::new();
+    let gateway = Gateway::new(config, ledger, shutdown);
+    let net = ferrofabric_testkit::Network::generate(7).unwrap();
+    let user = fabric.work.join("organizations/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
+    let user = ferrofabric_msp::SigningIdentity::from_msp_dir("Org1MSP", &user).unwrap();
+    let submit = |gateway: &Gateway<GenesisLedger>| {
+        let tx = ferrofabric_testkit::TxBuilder::new(&net)
+            .channel("bftchannel")
+            .creator(&user)
+            .chaincode("kv", "1.0")
+            .write("kv", "k", "v")
+            .build()
+            .unwrap();
+        let request = SubmitRequest {
+            transaction_id: tx.tx_id.clone(),
+            channel_id: "bftchannel".into(),
+            prepared_transaction: Some(Envelope::decode(tx.envelope).unwrap()),
+        };
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        (tx.tx_id, runtime.block_on(gateway.submit(tonic::Request::new(request))))
+    };
+
+    let leader = &orderers[0].grpc;
+    let before = orderer_height(fabric, leader);
+    let (txid, accepted) = submit(&gateway);
+    assert!(accepted.is_ok(), "a BFT submit with every orderer up: {accepted:?}");
+    let deadline = Instant::now() + WAIT;
+    while orderer_height(fabric, leader) <= before {
+        assert!(Instant::now() < deadline, "the submitted transaction {txid} was never ordered");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    let frozen: Vec<String> = orderers[2..].iter().map(|o| o.process.0.id().to_string()).collect();
+    for pid in &frozen {
+        assert!(Command::new("kill").args(["-STOP", pid]).status().unwrap().success());
+    }
+    let (_, refused) = submit(&gateway);
+    for pid in &frozen {
+        let _ = Command::new("kill").args(["-CONT", pid]).status();
+    }
+    let status = refused.expect_err("a BFT submit that only two of four orderers accepted");
+    assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+    assert_eq!(
+        status.message(),
+        "insufficient number of orderers could successfully process transaction to satisfy quorum requirement"
+    );
+    let details = tonic_types::Status::decode(status.details()).unwrap().details;
+    assert_eq!(details.len(), 2, "one gateway.ErrorDetail per failed orderer: {status:?}");
 }

@@ -514,6 +514,40 @@ fn profile_err(msg: impl Into<String>) -> ConfigtxgenError {
     ConfigtxgenError::Profile(msg.into())
 }
 
+fn missing_consenter_info(kind: &str, what: &str) -> ConfigtxgenError {
+    profile_err(format!("consenter info in {kind} configuration did not specify {what}"))
+}
+
+/// What etcdraft and BFT consenters share: a cluster endpoint and its TLS certificate files.
+struct ConsenterEndpoint<'a> {
+    host: &'a str,
+    port: u32,
+    client_tls_cert: &'a mut PathBuf,
+    server_tls_cert: &'a mut PathBuf,
+}
+
+impl ConsenterEndpoint<'_> {
+    /// Fabric's checks of a `kind` consenter (host, port and both certificates given, in that order); the
+    /// certificate paths become relative to `base`.
+    fn complete(self, kind: &str, base: &Path) -> Result<(), ConfigtxgenError> {
+        if self.host.is_empty() {
+            return Err(missing_consenter_info(kind, "host"));
+        }
+        if self.port == 0 {
+            return Err(missing_consenter_info(kind, "port"));
+        }
+        if self.client_tls_cert.as_os_str().is_empty() {
+            return Err(missing_consenter_info(kind, "client TLS cert"));
+        }
+        if self.server_tls_cert.as_os_str().is_empty() {
+            return Err(missing_consenter_info(kind, "server TLS cert"));
+        }
+        *self.client_tls_cert = translate(base, self.client_tls_cert);
+        *self.server_tls_cert = translate(base, self.server_tls_cert);
+        Ok(())
+    }
+}
+
 impl Orderer {
     fn complete(&mut self, base: &Path) -> Result<(), ConfigtxgenError> {
         if self.orderer_type.is_empty() {
@@ -573,23 +607,13 @@ impl Orderer {
                     return Err(profile_err("election tick must be greater than heartbeat tick"));
                 }
                 for c in &mut raft.consenters {
-                    let missing = |what: &str| {
-                        profile_err(format!("consenter info in etcdraft configuration did not specify {what}"))
+                    let endpoint = ConsenterEndpoint {
+                        host: &c.host,
+                        port: c.port,
+                        client_tls_cert: &mut c.client_tls_cert,
+                        server_tls_cert: &mut c.server_tls_cert,
                     };
-                    if c.host.is_empty() {
-                        return Err(missing("host"));
-                    }
-                    if c.port == 0 {
-                        return Err(missing("port"));
-                    }
-                    if c.client_tls_cert.as_os_str().is_empty() {
-                        return Err(missing("client TLS cert"));
-                    }
-                    if c.server_tls_cert.as_os_str().is_empty() {
-                        return Err(missing("server TLS cert"));
-                    }
-                    c.client_tls_cert = translate(base, &c.client_tls_cert);
-                    c.server_tls_cert = translate(base, &c.server_tls_cert);
+                    endpoint.complete("etcdraft", base)?;
                 }
                 Ok(())
             }
@@ -601,28 +625,19 @@ impl Orderer {
                     return Err(profile_err("BFT configuration did not specify any consenter"));
                 }
                 for c in &mut self.consenter_mapping {
-                    let missing =
-                        |what: &str| profile_err(format!("consenter info in BFT configuration did not specify {what}"));
-                    if c.host.is_empty() {
-                        return Err(missing("host"));
-                    }
-                    if c.port == 0 {
-                        return Err(missing("port"));
-                    }
-                    if c.client_tls_cert.as_os_str().is_empty() {
-                        return Err(missing("client TLS cert"));
-                    }
-                    if c.server_tls_cert.as_os_str().is_empty() {
-                        return Err(missing("server TLS cert"));
-                    }
+                    let endpoint = ConsenterEndpoint {
+                        host: &c.host,
+                        port: c.port,
+                        client_tls_cert: &mut c.client_tls_cert,
+                        server_tls_cert: &mut c.server_tls_cert,
+                    };
+                    endpoint.complete("BFT", base)?;
                     if c.msp_id.is_empty() {
-                        return Err(missing("MSP ID"));
+                        return Err(missing_consenter_info("BFT", "MSP ID"));
                     }
                     if c.identity.as_os_str().is_empty() {
-                        return Err(missing("identity certificate"));
+                        return Err(missing_consenter_info("BFT", "identity certificate"));
                     }
-                    c.client_tls_cert = translate(base, &c.client_tls_cert);
-                    c.server_tls_cert = translate(base, &c.server_tls_cert);
                     c.identity = translate(base, &c.identity);
                 }
                 Ok(())

@@ -30,6 +30,7 @@ use ferrofabric_protos::gateway::gateway_server::Gateway as _;
 use ferrofabric_protos::gateway::SubmitRequest;
 use prost::Message;
 
+use crate::fabric_orderer::{real_orderer_env, wait_listening};
 use crate::fabric_peers::{fabric_dir, free_port, output, unpack};
 use crate::sdk::{require_tool, Running};
 
@@ -124,35 +125,12 @@ fn start_orderer(fabric: &Fabric, i: usize, port: u16, cluster: u16) -> Orderer 
     let data = fabric.work.join(format!("orderer{i}-data"));
     let log = fabric.work.join(format!("orderer{i}.log"));
     let mut cmd = fabric.cmd("orderer");
-    cmd.env("FABRIC_LOGGING_SPEC", "info")
-        .env("ORDERER_GENERAL_LISTENADDRESS", "127.0.0.1")
-        .env("ORDERER_GENERAL_LISTENPORT", port.to_string())
-        .env("ORDERER_GENERAL_LOCALMSPID", "OrdererMSP")
-        .env("ORDERER_GENERAL_LOCALMSPDIR", dir.join("msp"))
-        .env("ORDERER_GENERAL_TLS_ENABLED", "true")
-        .env("ORDERER_GENERAL_TLS_PRIVATEKEY", tls("server.key"))
-        .env("ORDERER_GENERAL_TLS_CERTIFICATE", tls("server.crt"))
-        .env("ORDERER_GENERAL_TLS_ROOTCAS", format!("[{}]", tls("ca.crt")))
-        .env("ORDERER_GENERAL_CLUSTER_CLIENTCERTIFICATE", tls("server.crt"))
-        .env("ORDERER_GENERAL_CLUSTER_CLIENTPRIVATEKEY", tls("server.key"))
-        .env("ORDERER_GENERAL_CLUSTER_SERVERCERTIFICATE", tls("server.crt"))
+    real_orderer_env(&mut cmd, &dir, port, admin, ops, &data);
+    // SmartBFT's cluster service on its own port, the consenter mapping's.
+    cmd.env("ORDERER_GENERAL_CLUSTER_SERVERCERTIFICATE", tls("server.crt"))
         .env("ORDERER_GENERAL_CLUSTER_SERVERPRIVATEKEY", tls("server.key"))
         .env("ORDERER_GENERAL_CLUSTER_LISTENADDRESS", "127.0.0.1")
         .env("ORDERER_GENERAL_CLUSTER_LISTENPORT", cluster.to_string())
-        .env("ORDERER_GENERAL_CLUSTER_ROOTCAS", format!("[{}]", tls("ca.crt")))
-        .env("ORDERER_GENERAL_BOOTSTRAPMETHOD", "none")
-        .env("ORDERER_CHANNELPARTICIPATION_ENABLED", "true")
-        .env("ORDERER_ADMIN_LISTENADDRESS", format!("127.0.0.1:{admin}"))
-        .env("ORDERER_ADMIN_TLS_ENABLED", "true")
-        .env("ORDERER_ADMIN_TLS_PRIVATEKEY", tls("server.key"))
-        .env("ORDERER_ADMIN_TLS_CERTIFICATE", tls("server.crt"))
-        .env("ORDERER_ADMIN_TLS_CLIENTAUTHREQUIRED", "true")
-        .env("ORDERER_ADMIN_TLS_CLIENTROOTCAS", format!("[{}]", tls("ca.crt")))
-        .env("ORDERER_OPERATIONS_LISTENADDRESS", format!("127.0.0.1:{ops}"))
-        .env("ORDERER_METRICS_PROVIDER", "disabled")
-        .env("ORDERER_FILELEDGER_LOCATION", data.join("ledger"))
-        .env("ORDERER_CONSENSUS_WALDIR", data.join("wal"))
-        .env("ORDERER_CONSENSUS_SNAPDIR", data.join("snap"))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());
     let process = Running(cmd.spawn().unwrap());
@@ -165,19 +143,6 @@ fn start_orderer(fabric: &Fabric, i: usize, port: u16, cluster: u16) -> Orderer 
     let joined = output(&mut join).unwrap_or_else(|e| panic!("osnadmin channel join on orderer{i}: {e}"));
     assert!(joined.starts_with("Status: 201"), "osnadmin channel join on orderer{i}: {joined}");
     Orderer { process, grpc: format!("127.0.0.1:{port}") }
-}
-
-/// Waits until something listens on `addr`.
-fn wait_listening(addr: &str, what: &str, log: &Path) {
-    let deadline = Instant::now() + WAIT;
-    while std::net::TcpStream::connect(addr).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not listen on {addr}:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Broadcasts `txs` endorser transactions of User1 of `org` (1 or 2) to `orderer` with our bench client, which

@@ -167,7 +167,7 @@ fn org1_has_anchor_peer(block: &Block) -> bool {
 }
 
 /// Waits until something listens on `addr`.
-fn wait_listening(addr: &str, what: &str, log: &Path) {
+pub(crate) fn wait_listening(addr: &str, what: &str, log: &Path) {
     let deadline = Instant::now() + WAIT;
     while std::net::TcpStream::connect(addr).is_err() {
         assert!(
@@ -179,25 +179,16 @@ fn wait_listening(addr: &str, what: &str, log: &Path) {
     }
 }
 
-/// The height of the channel on the orderer at `orderer`, as `peer channel getinfo` would give it: the number of
-/// the newest block + 1.
-fn height(tools: &Tools, orderer: &str) -> u64 {
-    tools.fetch(orderer, "newest").header.map_or(0, |h| h.number + 1)
-}
-
-/// Starts a real Fabric 2.5.16 orderer with the channel participation API and TLS; returns it, its gRPC and admin
-/// addresses.
-fn real_orderer(tools: &Tools) -> (Running, String, String) {
-    let (port, admin, ops) = (free_port(), free_port(), free_port());
-    let dir = tools.work.join("real-orderer");
-    let (o, tls) = (tools.orderer_dir(), |f: &str| tools.tls(f).display().to_string());
-    let log = tools.work.join("real-orderer.log");
-    let mut cmd = tools.cmd("orderer");
+/// Sets up `cmd` (a real Fabric `orderer`) as the node whose cryptogen folder is `node` (`msp/`, `tls/`): TLS
+/// everywhere, the channel participation API (mutual TLS) on `admin`, operations on `ops`, no system channel,
+/// ledger, WAL and snapshots under `data`.
+pub(crate) fn real_orderer_env(cmd: &mut Command, node: &Path, port: u16, admin: u16, ops: u16, data: &Path) {
+    let tls = |f: &str| node.join("tls").join(f).display().to_string();
     cmd.env("FABRIC_LOGGING_SPEC", "info")
         .env("ORDERER_GENERAL_LISTENADDRESS", "127.0.0.1")
         .env("ORDERER_GENERAL_LISTENPORT", port.to_string())
         .env("ORDERER_GENERAL_LOCALMSPID", "OrdererMSP")
-        .env("ORDERER_GENERAL_LOCALMSPDIR", o.join("msp"))
+        .env("ORDERER_GENERAL_LOCALMSPDIR", node.join("msp"))
         .env("ORDERER_GENERAL_TLS_ENABLED", "true")
         .env("ORDERER_GENERAL_TLS_PRIVATEKEY", tls("server.key"))
         .env("ORDERER_GENERAL_TLS_CERTIFICATE", tls("server.crt"))
@@ -215,10 +206,25 @@ fn real_orderer(tools: &Tools) -> (Running, String, String) {
         .env("ORDERER_ADMIN_TLS_CLIENTROOTCAS", format!("[{}]", tls("ca.crt")))
         .env("ORDERER_OPERATIONS_LISTENADDRESS", format!("127.0.0.1:{ops}"))
         .env("ORDERER_METRICS_PROVIDER", "disabled")
-        .env("ORDERER_FILELEDGER_LOCATION", dir.join("ledger"))
-        .env("ORDERER_CONSENSUS_WALDIR", dir.join("wal"))
-        .env("ORDERER_CONSENSUS_SNAPDIR", dir.join("snap"))
-        .stdout(std::fs::File::create(&log).unwrap())
+        .env("ORDERER_FILELEDGER_LOCATION", data.join("ledger"))
+        .env("ORDERER_CONSENSUS_WALDIR", data.join("wal"))
+        .env("ORDERER_CONSENSUS_SNAPDIR", data.join("snap"));
+}
+
+/// The height of the channel on the orderer at `orderer`, as `peer channel getinfo` would give it: the number of
+/// the newest block + 1.
+fn height(tools: &Tools, orderer: &str) -> u64 {
+    tools.fetch(orderer, "newest").header.map_or(0, |h| h.number + 1)
+}
+
+/// Starts a real Fabric 2.5.16 orderer with the channel participation API and TLS; returns it, its gRPC and admin
+/// addresses.
+fn real_orderer(tools: &Tools) -> (Running, String, String) {
+    let (port, admin, ops) = (free_port(), free_port(), free_port());
+    let log = tools.work.join("real-orderer.log");
+    let mut cmd = tools.cmd("orderer");
+    real_orderer_env(&mut cmd, &tools.orderer_dir(), port, admin, ops, &tools.work.join("real-orderer"));
+    cmd.stdout(std::fs::File::create(&log).unwrap())
         .stderr(std::fs::File::create(tools.work.join("real-orderer.err")).unwrap());
     let process = Running(cmd.spawn().unwrap());
     let (grpc, admin) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{admin}"));

@@ -149,6 +149,10 @@ enum SessionEnd {
 /// a broken stream, a status, a block out of order, or a block the consumer refused) pause (100 ms, doubling up to a
 /// threshold, reset by the next block received) and resume from the consumer's height at the next server.
 ///
+/// On a BFT channel ([`FollowConfig::bft`]) it is Fabric 3's BFT deliverer: while blocks come from one server, the
+/// others' `HEADER_WITH_SIG` attestations are watched, and a server that withholds an attested block past the
+/// censorship timeout is left for the next one.
+///
 /// The same client follows an orderer (`orderer.AtomicBroadcast/Deliver`: the committer) or a peer
 /// (`protos.Deliver/Deliver`: the block store and endorser replicas following a committer): both answer with
 /// `DeliverResponse{status = 1 | block = 2}`. Blocks are handed on as the bytes received, never re-encoded.

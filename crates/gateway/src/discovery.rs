@@ -5,8 +5,9 @@
 //!   endpoints by organisation;
 //! * peer membership: the channel's peers by organisation, each with its identity, its endpoint in a gossip alive
 //!   message and its ledger height and chaincodes in a gossip state-info message;
-//! * chaincode: for each chaincode of an interest, its endorsers grouped by organisation and the layouts of its
-//!   endorsement policy (the gateway's plan: one endorsement from each organisation of a layout).
+//! * chaincode: for each interest (a chaincode and those it calls), its endorsers grouped by organisation and the
+//!   layouts that satisfy every one of their endorsement policies (the gateway's plan: one endorsement from each
+//!   organisation of a layout). Collections named in an interest do not narrow the endorsers.
 //!
 //! The client must be a reader of the channel (its signature over the request verified) or every query answers
 //! `access denied`, as Fabric's does. The gossip envelopes are unsigned: Ferrofabric does not gossip, and clients
@@ -148,13 +149,20 @@ impl<L: Ledger> Inner<L> {
         by_org
     }
 
-    /// The endorsement descriptor of chaincode `name`: a group per organisation (named by its MSP ID).
-    fn endorsement_descriptor(&self, config: &ChannelConfig, name: &str) -> Result<EndorsementDescriptor, String> {
-        let policy = match self.ledger.endorsement_policy(name)? {
-            Some(p) => config.application_policy(&p)?,
-            None => return Err(format!("chaincode {name} is not defined on channel {}", self.ledger.channel_id())),
-        };
-        let layouts = self.registry.layouts(policy.as_ref(), config, self.registry.local_mspid());
+    /// The endorsement descriptor of an interest, the chaincodes `names` (the first one invoked, the others called
+    /// by it): a group per organisation (named by its MSP ID), and the layouts that satisfy every chaincode's
+    /// endorsement policy. The descriptor is named after the first chaincode, as Fabric's is.
+    fn endorsement_descriptor(&self, config: &ChannelConfig, names: &[&str]) -> Result<EndorsementDescriptor, String> {
+        let mut policies = Vec::with_capacity(names.len());
+        for name in names {
+            match self.ledger.endorsement_policy(name)? {
+                Some(p) => policies.push(config.application_policy(&p)?),
+                None => return Err(format!("chaincode {name} is not defined on channel {}", self.ledger.channel_id())),
+            }
+        }
+        let policies: Vec<&dyn ferrofabric_channelconfig::Policy> = policies.iter().map(|p| p.as_ref()).collect();
+        let layouts = self.registry.layouts(&policies, config, self.registry.local_mspid());
+        let name = names.first().copied().unwrap_or_default();
         if layouts.is_empty() {
             return Err(format!("no peer combination can satisfy the endorsement policy of chaincode {name}"));
         }
@@ -185,8 +193,11 @@ impl<L: Ledger> Inner<L> {
             Some(query::Query::CcQuery(q)) => {
                 let mut content = Vec::new();
                 for interest in &q.interests {
-                    let Some(call) = interest.chaincodes.first() else { return error("chaincode interest is empty") };
-                    match self.endorsement_descriptor(&config, &call.name) {
+                    let names: Vec<&str> = interest.chaincodes.iter().map(|c| c.name.as_str()).collect();
+                    if names.is_empty() {
+                        return error("chaincode interest is empty");
+                    }
+                    match self.endorsement_descriptor(&config, &names) {
                         Ok(d) => content.push(d),
                         Err(e) => return error(&e),
                     }

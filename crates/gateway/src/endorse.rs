@@ -163,7 +163,7 @@ impl<L: Ledger> Inner<L> {
             .map_err(|e| {
                 Status::failed_precondition(format!("no endorsement plan for chaincode {}: {e}", up.chaincode))
             })?;
-            let layouts = self.registry.layouts(policy.as_ref(), &config, &first);
+            let layouts = self.registry.layouts(&[policy.as_ref()], &config, &first);
             if layouts.is_empty() {
                 return Err(Status::failed_precondition(format!(
                     "no combination of peers can satisfy the endorsement policy of chaincode {}",

@@ -122,9 +122,11 @@ impl Registry {
         })
     }
 
-    /// The layouts of `policy` (see the module docs), those that include `first` first, then smallest first.
-    /// Organisations whose peers' identities the channel does not know never appear.
-    pub(crate) fn layouts(&self, policy: &dyn Policy, config: &ChannelConfig, first: &str) -> Vec<Vec<String>> {
+    /// The layouts of `policies` (see the module docs): the minimal sets of organisations that satisfy every one
+    /// of them — one policy per chaincode of an interest, so that a chaincode calling another is endorsed for
+    /// both (Fabric's discovery merges their principal sets the same way). Those that include `first` come first,
+    /// then smallest first. Organisations whose peers' identities the channel does not know never appear.
+    pub(crate) fn layouts(&self, policies: &[&dyn Policy], config: &ChannelConfig, first: &str) -> Vec<Vec<String>> {
         let orgs: Vec<(&str, Bytes)> = self
             .orgs()
             .into_iter()
@@ -138,10 +140,16 @@ impl Registry {
             if layouts.iter().any(|l| l & subset == *l) {
                 continue;
             }
-            let identities =
-                orgs.iter().enumerate().filter(|(i, _)| subset & (1 << i) != 0).map(|(_, (_, id))| id.clone());
-            let set = SignatureSet::presumed_signed(identities.collect(), config.msp_manager());
-            if policy.evaluate(&set).is_ok() {
+            let identities: Vec<Bytes> = orgs
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| subset & (1 << i) != 0)
+                .map(|(_, (_, id))| id.clone())
+                .collect();
+            let satisfies = |policy: &&dyn Policy| {
+                policy.evaluate(&SignatureSet::presumed_signed(identities.clone(), config.msp_manager())).is_ok()
+            };
+            if !policies.is_empty() && policies.iter().all(satisfies) {
                 layouts.push(subset);
             }
         }
@@ -196,21 +204,28 @@ mod tests {
         let both = vec![vec!["Org1MSP".to_owned(), "Org2MSP".to_owned()]];
 
         let and = dsl("AND('Org1MSP.member', 'Org2MSP.member')");
-        assert_eq!(reg.layouts(and.as_ref(), &config, "Org1MSP"), both);
+        assert_eq!(reg.layouts(&[and.as_ref()], &config, "Org1MSP"), both);
 
         // Either org alone; the first endorser's org comes first, and no superset of a layout is one.
         let or = dsl("OR('Org1MSP.peer', 'Org2MSP.peer')");
         assert_eq!(
-            reg.layouts(or.as_ref(), &config, "Org2MSP"),
+            reg.layouts(&[or.as_ref()], &config, "Org2MSP"),
             vec![vec!["Org2MSP".to_owned()], vec!["Org1MSP".to_owned()]]
         );
 
         // The channel's default endorsement policy: MAJORITY of the orgs' Endorsement policies, i.e. both of two.
         let majority = config.policy("/Channel/Application/Endorsement").unwrap();
-        assert_eq!(reg.layouts(majority.as_ref(), &config, "Org1MSP"), both);
+        assert_eq!(reg.layouts(&[majority.as_ref()], &config, "Org1MSP"), both);
 
         // A peer is no admin: no set of peers satisfies an admins' policy.
         let admins = dsl("OR('Org1MSP.admin', 'Org2MSP.admin')");
-        assert!(reg.layouts(admins.as_ref(), &config, "Org1MSP").is_empty());
+        assert!(reg.layouts(&[admins.as_ref()], &config, "Org1MSP").is_empty());
+
+        // A chaincode endorsed by Org2 alone calling one endorsed by either org: only Org2 satisfies both.
+        let org2 = dsl("OR('Org2MSP.peer')");
+        assert_eq!(reg.layouts(&[org2.as_ref(), or.as_ref()], &config, "Org1MSP"), vec![vec!["Org2MSP".to_owned()]]);
+        // One calling another that needs both: both.
+        assert_eq!(reg.layouts(&[or.as_ref(), and.as_ref()], &config, "Org1MSP"), both);
+        assert!(reg.layouts(&[], &config, "Org1MSP").is_empty());
     }
 }

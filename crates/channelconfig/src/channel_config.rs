@@ -379,6 +379,25 @@ impl ChannelConfig {
         self.config.sequence
     }
 
+    /// TLS root and intermediate CA certificates (PEM) of the channel's orderer organizations: what a consenter
+    /// trusts for the other consenters' server certificates (Fabric's cluster `Comm` adds them to its roots).
+    pub fn orderer_tls_roots(&self) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let Some(orderer) = self.config().channel_group.as_ref().and_then(|g| g.groups.get("Orderer")) else {
+            return out;
+        };
+        for org in orderer.groups.values() {
+            let Some(value) = org.values.get("MSP") else { continue };
+            let Ok(msp) = MspConfig::decode(value.value.clone()) else { continue };
+            if msp.r#type != 0 {
+                continue;
+            }
+            let Ok(fabric) = ferrofabric_protos::msp::FabricMspConfig::decode(msp.config) else { continue };
+            out.extend(fabric.tls_root_certs.iter().chain(fabric.tls_intermediate_certs.iter()).map(|c| c.to_vec()));
+        }
+        out
+    }
+
     /// The raw config proto, for values not wrapped here.
     pub fn config(&self) -> &Config {
         &self.config

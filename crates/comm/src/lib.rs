@@ -7,6 +7,8 @@
 //! * the gRPC client: connections with TLS ([`connect`], [`connect_with`], [`ClientTls`]),
 //!   `orderer.AtomicBroadcast` [`broadcast`] / [`deliver`] and the peer's `protos.Deliver` ([`open_deliver`] of a
 //!   [`DeliverApi`]) with blocks left as bytes ([`DeliverItem`]), seek envelopes ([`seek_envelope`]);
+//! * the mutual-TLS connections between consenters ([`ClusterTls`], [`cluster_endpoint`],
+//!   [`cluster_peer_certificate`]);
 //! * TLS settings of listeners ([`TlsConfig`], Fabric's `localconfig.TLS`) and of outgoing connections
 //!   ([`ClientTlsConfig`]), rustls server configurations ([`http_server_tls`]);
 //! * gRPC listeners bound, served and stopped by a [`Shutdown`] ([`grpc_listener`], or step by step
@@ -18,6 +20,7 @@
 //!   and the HTTP(S) accept loop ([`serve_http`]).
 
 mod client;
+mod cluster;
 mod codec;
 mod listener;
 mod operations;
@@ -29,6 +32,7 @@ pub use client::{
     broadcast, connect, connect_with, deliver, deliver_with, open_deliver, seek_envelope, seek_range, ClientTls,
     ConnectOptions, DeliverApi, DeliverItem,
 };
+pub use cluster::{cluster_endpoint, cluster_peer_certificate, ClusterTls};
 pub use codec::{unimplemented_response, PairCodec, ProstDecoder, ProstEncoder, RawDecoder, RawEncoder};
 pub use listener::{
     bind as bind_grpc, grpc_listener, server_builder as grpc_server_builder, spawn as spawn_grpc_server, unused_port,

@@ -69,17 +69,15 @@ use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use anyhow::Context as _;
 use bytes::Bytes;
-use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex, Metadata, OrdererBlockMetadata};
 use ferrofabric_protos::etcdraft;
-use ferrofabric_protos::msp::{FabricMspConfig, MspConfig};
 use prost::Message;
 use tokio::sync::{mpsc, watch};
 
 pub use chain::RaftChain;
-pub use transport::{ClusterService, ClusterTls, CLUSTER_SERVICE_NAME};
+pub use ferrofabric_comm::ClusterTls;
+pub use transport::{ClusterService, CLUSTER_SERVICE_NAME};
 
 use self::book::Book;
 use self::catchup::Source;
@@ -124,10 +122,6 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-fn read(path: &std::path::Path, what: &str) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("reading the cluster {what} {}", path.display()))
-}
-
 impl Cluster {
     /// A cluster dialing with `tls` (None: multi-consenter channels are refused) and accepting messages up
     /// to `max_message` bytes.
@@ -142,22 +136,7 @@ impl Cluster {
     ///
     /// Errors: configured files that cannot be read.
     pub fn from_config(config: &OrdererConfig) -> anyhow::Result<Arc<Cluster>> {
-        let g = &config.general;
-        let (cert, key) = match (&g.cluster.client_certificate, &g.cluster.client_private_key) {
-            (Some(c), Some(k)) => (Some(c.clone()), Some(k.clone())),
-            _ if g.tls.enabled => (g.tls.certificate.clone(), g.tls.private_key.clone()),
-            _ => (None, None),
-        };
-        let tls = match (cert, key) {
-            (Some(cert), Some(key)) => Some(ClusterTls {
-                certificate_pem: read(&cert, "client certificate")?,
-                private_key_pem: read(&key, "client key")?,
-                root_cas_pem: g.tls.root_cas.iter().map(|p| read(p, "root CA")).collect::<anyhow::Result<_>>()?,
-            }),
-            _ => None,
-        };
-        let max = g.max_recv_msg_size.unwrap_or(100 << 20).max(g.max_send_msg_size.unwrap_or(100 << 20));
-        Ok(Cluster::new(tls, usize::try_from(max).unwrap_or(usize::MAX)))
+        Ok(Cluster::new(config.cluster_tls()?, config.cluster_max_message()))
     }
 
     /// The factory to register under `etcdraft` in the node's [`ferrofabric_orderer::ConsensusRegistry`].
@@ -231,24 +210,6 @@ fn tip_metadata(support: &ChainSupport) -> Option<etcdraft::BlockMetadata> {
     let height = support.store().height();
     let raw = support.store().block(height.checked_sub(1)?).ok()??;
     raft_block_metadata(&Block::decode(raw).ok()?)
-}
-
-/// TLS root and intermediate CA certificates (PEM) of the channel's orderer organizations.
-fn orderer_tls_roots(config: &ChannelConfig) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let Some(orderer) = config.config().channel_group.as_ref().and_then(|g| g.groups.get("Orderer")) else {
-        return out;
-    };
-    for org in orderer.groups.values() {
-        let Some(value) = org.values.get("MSP") else { continue };
-        let Ok(msp) = MspConfig::decode(value.value.clone()) else { continue };
-        if msp.r#type != 0 {
-            continue;
-        }
-        let Ok(fabric) = FabricMspConfig::decode(msp.config) else { continue };
-        out.extend(fabric.tls_root_certs.iter().chain(fabric.tls_intermediate_certs.iter()).map(|c| c.to_vec()));
-    }
-    out
 }
 
 /// The options of `md` with Fabric's defaults for zero values.
@@ -392,7 +353,7 @@ impl ConsensusFactory for RaftFactory {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (halt_tx, halt_rx) = watch::channel(false);
         let (status_tx, _) = watch::channel(RaftStatus::default());
-        let extra_roots = orderer_tls_roots(&config);
+        let extra_roots = config.orderer_tls_roots();
         let report_tx = raft_tx.clone();
         let report: Arc<dyn Fn(transport::LinkEvent) + Send + Sync> = Arc::new(move |ev| {
             let _ = report_tx.send(Input::Link(ev));

@@ -26,10 +26,11 @@ use prost::Message;
 use tokio::sync::{mpsc, oneshot, watch};
 use tonic::codegen::BoxFuture;
 use tonic::server::{Grpc, NamedService, StreamingService};
-use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+use tonic::transport::Endpoint;
 use tonic::Streaming;
 
 use super::Cluster;
+pub(crate) use ferrofabric_comm::{cluster_endpoint as endpoint, ClusterTls};
 use ferrofabric_comm::{PairCodec, ProstDecoder, ProstEncoder, RawEncoder};
 
 /// gRPC service name of the cluster service (`/orderer.Cluster/Step`, Fabric `orderer/cluster.proto`).
@@ -95,52 +96,6 @@ pub(crate) fn submit_request(channel: &str, envelope: Bytes, seq: u64) -> Bytes 
 /// A `SubmitResponse` with `status` and `info`.
 pub(crate) fn submit_response(channel: &str, status: Status, info: impl Into<String>) -> SubmitResponse {
     SubmitResponse { channel: channel.to_owned(), status: status as i32, info: info.into() }
-}
-
-/// TLS material a consenter uses to dial the others (Fabric `General.Cluster.ClientCertificate` /
-/// `ClientPrivateKey`, and root CAs to check the servers).
-#[derive(Clone)]
-pub struct ClusterTls {
-    /// Client certificate (PEM); consenter lists name this node by it.
-    pub certificate_pem: Vec<u8>,
-    /// Its private key (PEM, PKCS#8 or SEC1).
-    pub private_key_pem: Vec<u8>,
-    /// CA certificates (PEM) trusted for the other consenters' server certificates, besides the TLS root
-    /// CAs of the channel's orderer organizations.
-    pub root_cas_pem: Vec<Vec<u8>>,
-}
-
-impl std::fmt::Debug for ClusterTls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ClusterTls").field("root_cas", &self.root_cas_pem.len()).finish_non_exhaustive()
-    }
-}
-
-/// A gRPC endpoint for `host:port` with mutual TLS: `tls`'s identity, the roots `tls.root_cas_pem` plus
-/// `extra_roots`, the server name checked against `host`.
-///
-/// Errors: a malformed address or TLS material tonic refuses.
-pub(crate) fn endpoint(
-    host: &str,
-    port: u16,
-    tls: &ClusterTls,
-    extra_roots: &[Vec<u8>],
-) -> Result<Endpoint, tonic::transport::Error> {
-    let roots = tls.root_cas_pem.iter().chain(extra_roots.iter()).map(Certificate::from_pem);
-    let config = ClientTlsConfig::new()
-        .ca_certificates(roots)
-        .identity(Identity::from_pem(&tls.certificate_pem, &tls.private_key_pem))
-        .domain_name(host.to_owned());
-    let authority = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
-    Ok(Endpoint::from_shared(format!("https://{authority}"))?
-        .tls_config(config)?
-        .connect_timeout(Duration::from_secs(2))
-        .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(5))
-        .keep_alive_timeout(Duration::from_secs(5))
-        .keep_alive_while_idle(true)
-        .initial_connection_window_size(Some(8 << 20))
-        .initial_stream_window_size(Some(4 << 20)))
 }
 
 /// Something to send to a peer.
@@ -400,12 +355,7 @@ impl StreamingService<StepRequestRaw> for StepSvc {
     fn call(&mut self, request: tonic::Request<Streaming<StepRequestRaw>>) -> Self::Future {
         let cluster = self.0.clone();
         Box::pin(async move {
-            let peer = request.peer_certs().and_then(|c| c.first().map(|c| c.as_ref().to_vec()));
-            let Some(peer) = peer else {
-                return Err(tonic::Status::unauthenticated(
-                    "the cluster service needs a TLS client certificate (mutual TLS with General.TLS.ClientRootCAs)",
-                ));
-            };
+            let peer = ferrofabric_comm::cluster_peer_certificate(&request)?;
             let (tx, rx) = mpsc::channel(64);
             tokio::spawn(serve_step(cluster, peer, request.into_inner(), tx));
             Ok(tonic::Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)))

@@ -253,6 +253,40 @@ impl OrdererConfig {
         parse_addr(&format!("{host}:{}", self.general.listen_port))
     }
 
+    /// The TLS material this node dials other consenters with: client certificate and key from
+    /// `General.Cluster.ClientCertificate` / `ClientPrivateKey`, else `General.TLS.Certificate` / `PrivateKey` when
+    /// TLS is enabled; root CAs from `General.TLS.RootCAs`. `None` when neither is configured (a cluster consensus
+    /// then refuses channels with more than one consenter).
+    ///
+    /// Errors: configured files that cannot be read.
+    pub fn cluster_tls(&self) -> anyhow::Result<Option<ferrofabric_comm::ClusterTls>> {
+        let g = &self.general;
+        let (cert, key) = match (&g.cluster.client_certificate, &g.cluster.client_private_key) {
+            (Some(c), Some(k)) => (Some(c.clone()), Some(k.clone())),
+            _ if g.tls.enabled => (g.tls.certificate.clone(), g.tls.private_key.clone()),
+            _ => (None, None),
+        };
+        let read = |path: &Path, what: &str| {
+            std::fs::read(path).with_context(|| format!("reading the cluster {what} {}", path.display()))
+        };
+        match (cert, key) {
+            (Some(cert), Some(key)) => Ok(Some(ferrofabric_comm::ClusterTls {
+                certificate_pem: read(&cert, "client certificate")?,
+                private_key_pem: read(&key, "client key")?,
+                root_cas_pem: g.tls.root_cas.iter().map(|p| read(p, "root CA")).collect::<anyhow::Result<_>>()?,
+            })),
+            _ => Ok(None),
+        }
+    }
+
+    /// The largest node-to-node message, bytes: the larger of `General.MaxRecvMsgSize` and `MaxSendMsgSize`
+    /// (default 100 MiB each).
+    pub fn cluster_max_message(&self) -> usize {
+        let g = &self.general;
+        let max = g.max_recv_msg_size.unwrap_or(100 << 20).max(g.max_send_msg_size.unwrap_or(100 << 20));
+        usize::try_from(max).unwrap_or(usize::MAX)
+    }
+
     /// `General.Authentication.TimeWindow`, default 15 minutes.
     pub fn time_window(&self) -> anyhow::Result<Duration> {
         opt_duration(self.general.authentication.time_window.as_deref(), Duration::from_secs(15 * 60))

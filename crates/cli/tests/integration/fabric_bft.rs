@@ -40,29 +40,29 @@ const WAIT: Duration = Duration::from_secs(90);
 const CENSORSHIP_TIMEOUT: &str = "3s";
 
 /// The Fabric 3.1.5 binaries, their sample config and the work directory with the channel's artefacts.
-struct Fabric {
-    bin: PathBuf,
-    config: PathBuf,
-    work: PathBuf,
+pub(crate) struct Fabric {
+    pub(crate) bin: PathBuf,
+    pub(crate) config: PathBuf,
+    pub(crate) work: PathBuf,
 }
 
 impl Fabric {
-    fn cmd(&self, tool: &str) -> Command {
+    pub(crate) fn cmd(&self, tool: &str) -> Command {
         let mut cmd = Command::new(self.bin.join(tool));
         cmd.env("FABRIC_CFG_PATH", &self.config).env("FABRIC_LOGGING_SPEC", "warning").stdin(Stdio::null());
         cmd
     }
 
-    fn orderer_dir(&self, i: usize) -> PathBuf {
+    pub(crate) fn orderer_dir(&self, i: usize) -> PathBuf {
         self.work.join(format!("organizations/ordererOrganizations/example.com/orderers/orderer{i}.example.com"))
     }
 
-    fn tls_ca(&self) -> PathBuf {
+    pub(crate) fn tls_ca(&self) -> PathBuf {
         self.orderer_dir(1).join("tls/ca.crt")
     }
 
     /// Block `which` (`newest`, a number) of `bftchannel` from the orderer at `orderer` (TLS), as Org1's admin.
-    fn fetch_from_orderer(&self, orderer: &str, which: &str) -> Result<Block, String> {
+    pub(crate) fn fetch_from_orderer(&self, orderer: &str, which: &str) -> Result<Block, String> {
         let admin = self.work.join("organizations/peerOrganizations/org1.example.com/users/Admin@org1.example.com/msp");
         let file = self.work.join(format!("fetched-{}-{which}.block", orderer.replace(':', "_")));
         let mut cmd = self.cmd("peer");
@@ -92,8 +92,9 @@ struct Orderer {
 }
 
 /// Unpacks Fabric 3.1.5, makes the crypto material and the genesis block of `bftchannel` with its tools, from the
-/// fixture's files with fresh ports; returns the tools and each orderer's (client, cluster) ports.
-fn fabric_bft(tmp: &Path) -> (Fabric, Vec<(u16, u16)>) {
+/// fixture's files with fresh ports; returns the tools and each orderer's (client, cluster) ports. Without
+/// `cluster_listener` the consenters' cluster port is their client port (one gRPC listener per node, as ours).
+pub(crate) fn fabric_bft(tmp: &Path, cluster_listener: bool) -> (Fabric, Vec<(u16, u16)>) {
     let root = unpack("3.1.5", &tmp.join("fabric"), &tmp.join("unpack.log"));
     let fabric = Fabric { bin: root.join("bin"), config: root.join("config"), work: tmp.join("work") };
     let fixture = fabric_dir().join("../fixtures/fabric-3.1-bft");
@@ -101,7 +102,12 @@ fn fabric_bft(tmp: &Path) -> (Fabric, Vec<(u16, u16)>) {
     let mut cryptogen = fabric.cmd("cryptogen");
     cryptogen.arg("generate").arg(format!("--config={}", fixture.join("crypto-config.yaml").display()));
     output(cryptogen.arg(format!("--output={}", fabric.work.join("organizations").display()))).unwrap();
-    let ports: Vec<(u16, u16)> = (0..4).map(|_| (free_port(), free_port())).collect();
+    let ports: Vec<(u16, u16)> = (0..4)
+        .map(|_| {
+            let port = free_port();
+            (port, if cluster_listener { free_port() } else { port })
+        })
+        .collect();
     let mut configtx = std::fs::read_to_string(fixture.join("configtx.yaml")).unwrap();
     for (i, (port, cluster)) in ports.iter().enumerate() {
         configtx = configtx
@@ -136,19 +142,27 @@ fn start_orderer(fabric: &Fabric, i: usize, port: u16, cluster: u16) -> Orderer 
     let process = Running(cmd.spawn().unwrap());
     let admin = format!("127.0.0.1:{admin}");
     wait_listening(&admin, &format!("orderer{i}"), &log);
+    osnadmin_join(fabric, i, &admin);
+    Orderer { process, grpc: format!("127.0.0.1:{port}") }
+}
+
+/// Joins orderer `i` (admin endpoint `admin`, mutual TLS with its own TLS identity) to `bftchannel` with the
+/// genesis block, with the real `osnadmin`.
+pub(crate) fn osnadmin_join(fabric: &Fabric, i: usize, admin: &str) {
+    let dir = fabric.orderer_dir(i);
+    let tls = |f: &str| dir.join("tls").join(f);
     let mut join = fabric.cmd("osnadmin");
     join.args(["channel", "join", "--channelID", "bftchannel", "--config-block"]);
-    join.arg(fabric.work.join("genesis.block")).args(["-o", &admin, "--ca-file"]).arg(tls("ca.crt"));
+    join.arg(fabric.work.join("genesis.block")).args(["-o", admin, "--ca-file"]).arg(tls("ca.crt"));
     join.arg("--client-cert").arg(tls("server.crt")).arg("--client-key").arg(tls("server.key"));
     let joined = output(&mut join).unwrap_or_else(|e| panic!("osnadmin channel join on orderer{i}: {e}"));
     assert!(joined.starts_with("Status: 201"), "osnadmin channel join on orderer{i}: {joined}");
-    Orderer { process, grpc: format!("127.0.0.1:{port}") }
 }
 
 /// Broadcasts `txs` endorser transactions of User1 of `org` (1 or 2) to `orderer` with our bench client, which
 /// returns when all of them are in blocks. The bench's envelopes are the same on every run; SmartBFT refuses a
 /// request it already ordered, so each run needs another creator.
-fn broadcast(fabric: &Fabric, orderer: &str, org: u8, txs: u32) {
+pub(crate) fn broadcast(fabric: &Fabric, orderer: &str, org: u8, txs: u32) {
     let user = fabric
         .work
         .join(format!("organizations/peerOrganizations/org{org}.example.com/users/User1@org{org}.example.com/msp"));
@@ -166,7 +180,7 @@ fn broadcast(fabric: &Fabric, orderer: &str, org: u8, txs: u32) {
 }
 
 /// The height of `bftchannel` at the orderer `orderer`.
-fn orderer_height(fabric: &Fabric, orderer: &str) -> u64 {
+pub(crate) fn orderer_height(fabric: &Fabric, orderer: &str) -> u64 {
     fabric.fetch_from_orderer(orderer, "newest").unwrap().header.map_or(0, |h| h.number + 1)
 }
 
@@ -200,7 +214,7 @@ fn block_source(log: &Path, candidates: &[String]) -> Option<String> {
 fn committer_leaves_a_censoring_orderer_and_gateway_submits_to_a_quorum_on_a_real_fabric_3_bft_cluster() {
     require_tool("zstd");
     let tmp = tempfile::tempdir().unwrap();
-    let (fabric, ports) = fabric_bft(tmp.path());
+    let (fabric, ports) = fabric_bft(tmp.path(), true);
     let orderers: Vec<Orderer> =
         ports.iter().enumerate().map(|(i, (port, cluster))| start_orderer(&fabric, i + 1, *port, *cluster)).collect();
     let leader = &orderers[0].grpc;

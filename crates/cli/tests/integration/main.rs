@@ -11,6 +11,7 @@ mod support;
 mod configtxgen_support;
 
 mod bench;
+mod bft_cluster;
 mod blockstore_kill9;
 mod caliper;
 mod channel;

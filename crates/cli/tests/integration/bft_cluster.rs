@@ -1,0 +1,169 @@
+//! Our BFT ordering service: four `ferrofabric orderer` processes (f = 1) on 127.0.0.1 serving a Fabric 3 BFT
+//! channel made by the real Fabric 3.1.5 `cryptogen` and `configtxgen` (the BFT fixture's `BFTChannel` profile),
+//! each joined with the real `osnadmin`. Clients broadcast to different consenters; then every consenter's chain
+//! must hold the same blocks (headers and data), each signed by a quorum (3 of 4) of consenters as Fabric 3's
+//! `BlockValidation` demands, and every transaction that got SUCCESS exactly once.
+//!
+//! Needs `zstd` to unpack the Fabric binaries; fails, not skips, without it.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferrofabric_channelconfig::ChannelConfig;
+use ferrofabric_comm::{connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem};
+use ferrofabric_protos::common::{Block, ChannelHeader, Envelope, Metadata, Payload, Status};
+use ferrofabric_protos::orderer::seek_info::SeekBehavior;
+use futures::StreamExt;
+use prost::Message;
+
+use crate::fabric_bft::{broadcast, fabric_bft, orderer_height, osnadmin_join, Fabric};
+use crate::fabric_orderer::wait_listening;
+use crate::fabric_peers::free_port;
+use crate::sdk::{require_tool, Running};
+
+/// One of our orderers: its process, client address and log.
+struct Node {
+    process: Option<Running>,
+    grpc: String,
+    admin: String,
+    config: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl Node {
+    fn start(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+            .args(["orderer", "--config"])
+            .arg(&self.config)
+            .env("RUST_LOG", "info,ferrofabric_consensus_bft=debug")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.process = Some(Running(child));
+        wait_listening(&self.admin, "our orderer", &self.log);
+    }
+}
+
+/// Writes orderer `i`'s configuration (its cryptogen folders, TLS on the gRPC port with client certificates
+/// requested for the cluster service, mutual TLS on the admin port) and returns the node, not started.
+fn node(fabric: &Fabric, i: usize, port: u16) -> Node {
+    let dir = fabric.orderer_dir(i);
+    let home = fabric.work.join(format!("ours{i}"));
+    std::fs::create_dir_all(&home).unwrap();
+    let admin = free_port();
+    let tls = dir.join("tls");
+    let yaml = format!(
+        "General:\n  ListenAddress: 127.0.0.1\n  ListenPort: {port}\n  TLS:\n    Enabled: true\n    \
+         Certificate: {tls}/server.crt\n    PrivateKey: {tls}/server.key\n    RootCAs: [{tls}/ca.crt]\n    \
+         ClientAuthRequired: false\n    ClientRootCAs: [{tls}/ca.crt]\n  Cluster:\n    ClientCertificate: \
+         {tls}/server.crt\n    ClientPrivateKey: {tls}/server.key\n  LocalMSPDir: {msp}\n  LocalMSPID: OrdererMSP\n\
+         FileLedger:\n  Location: {home}/ledger\nAdmin:\n  ListenAddress: 127.0.0.1:{admin}\n  TLS:\n    Enabled: true\n    \
+         Certificate: {tls}/server.crt\n    PrivateKey: {tls}/server.key\n    ClientAuthRequired: true\n    \
+         ClientRootCAs: [{tls}/ca.crt]\nChannelParticipation:\n  Enabled: true\nOperations:\n  ListenAddress: \"\"\n\
+         Consensus:\n  WALDir: {home}/wal\n  SnapDir: {home}/snap\n",
+        tls = tls.display(),
+        msp = dir.join("msp").display(),
+        home = home.display(),
+    );
+    let config = home.join("orderer.yaml");
+    std::fs::write(&config, yaml).unwrap();
+    Node {
+        process: None,
+        grpc: format!("127.0.0.1:{port}"),
+        admin: format!("127.0.0.1:{admin}"),
+        config,
+        log: home.join("orderer.log"),
+    }
+}
+
+/// Blocks `0..height` of `bftchannel` from the orderer at `addr`, as Org1's admin over Deliver.
+async fn chain(fabric: &Fabric, addr: &str, height: u64) -> Vec<Bytes> {
+    let admin = fabric.work.join("organizations/peerOrganizations/org1.example.com/users/Admin@org1.example.com/msp");
+    let reader = ferrofabric_msp::SigningIdentity::from_msp_dir("Org1MSP", &admin).unwrap();
+    let seek = seek_range(0, Some(height - 1), SeekBehavior::BlockUntilReady);
+    let env = seek_envelope("bftchannel", reader.serialized(), |m| reader.sign(m), &seek);
+    let tls = ClientTls { ca_pem: std::fs::read(fabric.tls_ca()).unwrap(), ..ClientTls::default() };
+    let ch = connect(addr, Some(&tls)).await.unwrap();
+    let requests = futures::stream::iter(vec![env]).chain(futures::stream::pending());
+    let mut stream = deliver(ch, requests).await.unwrap();
+    let mut blocks = Vec::new();
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), stream.next()).await.expect("Deliver timed out") {
+            Some(Ok(DeliverItem::Block(b))) => blocks.push(b),
+            Some(Ok(DeliverItem::Status(s))) => {
+                assert_eq!(s, Status::Success as i32, "Deliver status from {addr}");
+                return blocks;
+            }
+            other => panic!("Deliver stream from {addr} ended: {other:?}"),
+        }
+    }
+}
+
+/// Transaction IDs of a block, in order.
+fn tx_ids(block: &Block) -> Vec<String> {
+    let data = block.data.clone().unwrap_or_default().data;
+    data.into_iter()
+        .map(|e| {
+            let p = Payload::decode(Envelope::decode(e).unwrap().payload).unwrap();
+            ChannelHeader::decode(p.header.unwrap().channel_header).unwrap().tx_id
+        })
+        .collect()
+}
+
+/// Every consenter's chain holds the same blocks (header and data), each carrying a quorum of valid consenter
+/// signatures; returns how often each transaction ID occurs.
+async fn same_chain_everywhere(fabric: &Fabric, nodes: &[&Node], genesis: &Path) -> HashMap<String, usize> {
+    let genesis = Block::decode(std::fs::read(genesis).unwrap().as_slice()).unwrap();
+    let config = ChannelConfig::from_config_block(&genesis).unwrap();
+    let height = nodes.iter().map(|n| orderer_height(fabric, &n.grpc)).min().unwrap();
+    let mut chains = Vec::new();
+    for n in nodes {
+        chains.push(chain(fabric, &n.grpc, height).await);
+    }
+    let mut seen = HashMap::new();
+    for number in 1..height as usize {
+        let blocks: Vec<Block> = chains.iter().map(|c| Block::decode(c[number].clone()).unwrap()).collect();
+        for (b, n) in blocks.iter().zip(nodes) {
+            assert_eq!((&b.header, &b.data), (&blocks[0].header, &blocks[0].data), "block {number} at {}", n.grpc);
+            let signatures = Metadata::decode(b.metadata.as_ref().unwrap().metadata[0].clone()).unwrap().signatures;
+            assert!(signatures.len() >= 3, "block {number} at {} has {} signatures", n.grpc, signatures.len());
+            ferrofabric_validator::verify_block_attestation(&config, chains[0][number].clone())
+                .unwrap_or_else(|e| panic!("block {number} at {}: {e}", n.grpc));
+        }
+        for id in tx_ids(&blocks[0]) {
+            *seen.entry(id).or_insert(0) += 1;
+        }
+    }
+    seen
+}
+
+#[test]
+fn four_bft_orderers_order_a_stream_with_a_quorum_of_signatures_on_every_block() {
+    require_tool("zstd");
+    let tmp = tempfile::tempdir().unwrap();
+    let (fabric, ports) = fabric_bft(tmp.path(), false);
+    let mut nodes: Vec<Node> = ports.iter().enumerate().map(|(i, (port, _))| node(&fabric, i + 1, *port)).collect();
+    for (i, n) in nodes.iter_mut().enumerate() {
+        n.start();
+        osnadmin_join(&fabric, i + 1, &n.admin);
+    }
+    // Two clients, each at its own consenter.
+    let (a, b) = (nodes[0].grpc.clone(), nodes[2].grpc.clone());
+    let fabric_ref = &fabric;
+    std::thread::scope(|s| {
+        s.spawn(|| broadcast(fabric_ref, &a, 1, 200));
+        s.spawn(|| broadcast(fabric_ref, &b, 2, 200));
+    });
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block")));
+    assert_eq!(seen.len(), 400, "every transaction ordered");
+    assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
+    println!("400 transactions in {} blocks on four consenters", orderer_height(&fabric, &nodes[0].grpc) - 1);
+}

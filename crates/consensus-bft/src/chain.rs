@@ -1,0 +1,761 @@
+//! One BFT channel: the request pool, the Tendermint state machine (Malachite) and its effects, and the blocks it
+//! decides.
+//!
+//! Flow: a request accepted by Broadcast on any consenter enters that consenter's pool and is forwarded to all
+//! others, which check it and pool it too, so every proposer can include it (and a proposer that leaves it out
+//! is only one of `n` in turn). A height starts once a pool holds a request (or another consenter is already at
+//! it); its proposer proposes a block of pooled requests (a config request alone); the others check the block
+//! (number, previous hash, data hash, metadata, every request) before voting. Each precommit for a block carries
+//! the voter's Fabric block signature as vote extension, so once a quorum has precommitted, its signatures are
+//! the block's SIGNATURES metadata; every consenter appends the same block (the signature sets may differ, as in
+//! Fabric 3, where each orderer writes the signatures it collected).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferrofabric_orderer::ChainSupport;
+use ferrofabric_protos::common::{
+    BlockHeader, ChannelHeader, Envelope, HeaderType, IdentifierHeader, MetadataSignature, OrdererBlockMetadata,
+    Payload,
+};
+use ferrofabric_protoutil::{
+    block_data_hash, block_header_hash, encode_block, new_nonce, orderer_metadata, signature_value, signed_bytes,
+};
+use malachitebft_core_consensus::{
+    ConsensusMsg, Effect, Input, LivenessMsg, LocallyProposedValue, Params, Resumable, Resume, SignedConsensusMsg,
+    State, ThresholdParams, VoteExtensionError, WalEntry,
+};
+use malachitebft_core_types::{
+    Round, SignedMessage, SigningProvider, SigningProviderExt, Timeout, TimeoutKind, ValidatorSet as _, Validity,
+    ValuePayload,
+};
+use prost::Message;
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::context::{Batch, BatchId, BftContext, BftProposal, BftVote, BlockNumber, ConsenterId, Consenters, Signer};
+use crate::transport::Link;
+use crate::wal::Wal;
+use crate::wire::{encode_proposal, encode_vote, frame, WireBody, WireRequest};
+
+/// Requests remembered after they were ordered, to drop late duplicates.
+const MAX_RECENT: usize = 1 << 18;
+
+/// What the chain's loop reacts to.
+pub(crate) enum Event {
+    /// A request accepted by this node's Broadcast; the answer says when it is pooled.
+    Order(Bytes, oneshot::Sender<()>),
+    /// A request forwarded by another consenter (already checked).
+    PeerRequest(Bytes),
+    /// A vote from consenter `.0` (the sender, authenticated by TLS).
+    Vote(ConsenterId, SignedMessage<BftContext, BftVote>),
+    /// A proposal from consenter `.0`.
+    Proposal(ConsenterId, SignedMessage<BftContext, BftProposal>),
+    /// A timeout of height `.1` elapsed.
+    Timer(Timeout, u64),
+}
+
+/// Timeouts of round 0 and their growth per round.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Timeouts {
+    pub(crate) propose: Duration,
+    pub(crate) vote: Duration,
+    pub(crate) per_round: Duration,
+}
+
+impl Timeouts {
+    fn of(&self, t: &Timeout) -> Duration {
+        let round = u32::try_from(t.round.as_i64()).unwrap_or(0).min(64);
+        let base = match t.kind {
+            TimeoutKind::Propose => self.propose,
+            TimeoutKind::Prevote | TimeoutKind::Precommit => self.vote,
+            TimeoutKind::Rebroadcast => self.propose + self.vote * 2,
+        };
+        base + self.per_round * round
+    }
+}
+
+/// The pool of requests not yet ordered, in arrival order.
+struct Pool {
+    by_seq: BTreeMap<u64, [u8; 32]>,
+    entries: HashMap<[u8; 32], (u64, Bytes, bool)>,
+    next_seq: u64,
+    recent: HashSet<[u8; 32]>,
+    recent_order: VecDeque<[u8; 32]>,
+}
+
+fn digest(envelope: &[u8]) -> [u8; 32] {
+    Sha256::digest(envelope).into()
+}
+
+/// Whether `envelope` is a CONFIG transaction (it must go alone in its block).
+fn is_config(envelope: &Bytes) -> bool {
+    let header = Envelope::decode(envelope.clone())
+        .ok()
+        .and_then(|e| Payload::decode(e.payload).ok())
+        .and_then(|p| p.header)
+        .and_then(|h| ChannelHeader::decode(h.channel_header).ok());
+    header.is_some_and(|h| h.r#type == HeaderType::Config as i32)
+}
+
+impl Pool {
+    fn new() -> Pool {
+        Pool {
+            by_seq: BTreeMap::new(),
+            entries: HashMap::new(),
+            next_seq: 0,
+            recent: HashSet::new(),
+            recent_order: VecDeque::new(),
+        }
+    }
+
+    /// Adds a request; false if it is pooled already or was ordered recently.
+    fn add(&mut self, envelope: Bytes) -> bool {
+        let d = digest(&envelope);
+        if self.entries.contains_key(&d) || self.recent.contains(&d) {
+            return false;
+        }
+        let config = is_config(&envelope);
+        self.by_seq.insert(self.next_seq, d);
+        self.entries.insert(d, (self.next_seq, envelope, config));
+        self.next_seq += 1;
+        true
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn contains(&self, d: &[u8; 32]) -> bool {
+        self.entries.contains_key(d)
+    }
+
+    fn ordered_recently(&self, d: &[u8; 32]) -> bool {
+        self.recent.contains(d)
+    }
+
+    /// The next block's requests: the oldest config request alone if it comes first, else the oldest normal
+    /// requests up to `max_count` and `max_bytes` (at least one).
+    fn batch(&self, max_count: usize, max_bytes: usize) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        let mut bytes = 0usize;
+        for d in self.by_seq.values() {
+            let Some((_, env, config)) = self.entries.get(d) else { continue };
+            if *config {
+                if out.is_empty() {
+                    return vec![env.clone()];
+                }
+                continue;
+            }
+            if !out.is_empty() && (out.len() >= max_count || bytes + env.len() > max_bytes) {
+                break;
+            }
+            bytes += env.len();
+            out.push(env.clone());
+        }
+        out
+    }
+
+    /// Drops the requests of an ordered block and remembers them.
+    fn ordered(&mut self, envelopes: &[Bytes]) {
+        for env in envelopes {
+            let d = digest(env);
+            if let Some((seq, _, _)) = self.entries.remove(&d) {
+                self.by_seq.remove(&seq);
+            }
+            if self.recent.insert(d) {
+                self.recent_order.push_back(d);
+                if self.recent_order.len() > MAX_RECENT {
+                    if let Some(old) = self.recent_order.pop_front() {
+                        self.recent.remove(&old);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Everything the state machine's effects act on (the state machine itself is borrowed apart from it).
+struct Host {
+    channel: String,
+    support: Arc<ChainSupport>,
+    self_id: ConsenterId,
+    consenters: Consenters,
+    quorum: usize,
+    signer: Signer,
+    links: HashMap<ConsenterId, Link>,
+    wal: Wal,
+    pool: Pool,
+    timeouts: Timeouts,
+    timers: HashMap<Timeout, tokio::task::AbortHandle>,
+    events: mpsc::Sender<Event>,
+    /// The height being decided, if one is running.
+    running: Option<u64>,
+    /// The next block's number and previous hash, and the last config block.
+    next_number: u64,
+    previous_hash: [u8; 32],
+    last_config: u64,
+    /// Blocks seen in proposals of the running height, by id.
+    values: HashMap<BatchId, Batch>,
+    /// This node's proposals of the running height, by round (a proposer asked again proposes the same).
+    own: HashMap<i64, Batch>,
+    /// A proposal this node owes (height, round) once its pool holds a request.
+    owed: Option<(u64, Round)>,
+    /// Proposals for the next height, checked once it starts.
+    early: Vec<(ConsenterId, SignedMessage<BftContext, BftProposal>)>,
+    /// Inputs produced while handling effects, fed after the current input.
+    pending: VecDeque<Input<BftContext>>,
+    /// Blocks decided, to append.
+    decided: Vec<Bytes>,
+    recovering: bool,
+    failed: Option<String>,
+}
+
+impl Host {
+    fn broadcast(&self, body: WireBody) {
+        let bytes = frame(&self.channel, body);
+        for link in self.links.values() {
+            link.send(bytes.clone());
+        }
+    }
+
+    fn metadata_value(&self, number: u64, config: bool, round: Round) -> Bytes {
+        let last_config = if config { number } else { self.last_config };
+        signature_value(last_config, &view_metadata(round, number))
+    }
+
+    /// The block this node proposes for `height` (None with an empty pool).
+    fn build(&self, height: u64, round: Round) -> Option<Batch> {
+        let (limits, _) = self.support.batch_limits();
+        let envelopes = self.pool.batch(
+            limits.max_message_count.max(1) as usize,
+            usize::try_from(limits.absolute_max_bytes).unwrap_or(usize::MAX),
+        );
+        if envelopes.is_empty() {
+            return None;
+        }
+        let config = envelopes.len() == 1 && is_config(&envelopes[0]);
+        let header = BlockHeader {
+            number: height,
+            previous_hash: Bytes::copy_from_slice(&self.previous_hash),
+            data_hash: Bytes::copy_from_slice(&block_data_hash(&envelopes)),
+        };
+        Some(Batch::new(header, envelopes, self.metadata_value(height, config, round)))
+    }
+
+    /// Checks another consenter's proposed block for the running height: it continues this ledger, its data
+    /// hash and metadata are right, and every request is acceptable.
+    fn check(&self, batch: &Batch, round: Round) -> Result<(), String> {
+        let h = &batch.header;
+        if h.number != self.next_number {
+            return Err(format!("block number {} (expected {})", h.number, self.next_number));
+        }
+        if h.previous_hash.as_ref() != self.previous_hash {
+            return Err("previous hash does not continue the chain".into());
+        }
+        if h.data_hash.as_ref() != block_data_hash(&batch.envelopes) {
+            return Err("data hash does not match the block's data".into());
+        }
+        if batch.envelopes.is_empty() {
+            return Err("empty block".into());
+        }
+        let config = batch.envelopes.len() == 1 && is_config(&batch.envelopes[0]);
+        let md = OrdererBlockMetadata::decode(batch.metadata_value.clone()).map_err(|e| format!("metadata: {e}"))?;
+        let expected_last = if config { h.number } else { self.last_config };
+        if md.last_config.map(|l| l.index) != Some(expected_last) {
+            return Err(format!("metadata names last config {:?} (expected {expected_last})", md.last_config));
+        }
+        let _ = round;
+        let mut seen = HashSet::new();
+        for env in &batch.envelopes {
+            let d = digest(env);
+            if !seen.insert(d) {
+                return Err("a request appears twice".into());
+            }
+            if self.pool.ordered_recently(&d) {
+                return Err("a request was ordered already".into());
+            }
+            if config {
+                self.support.reprocess_config(env).map_err(|e| format!("config request: {e}"))?;
+            } else if is_config(env) {
+                return Err("a config request shares its block".into());
+            } else if !self.pool.contains(&d) {
+                self.support.revalidate(env).map_err(|e| format!("request: {e}"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// This node's Fabric signature of `batch`: `MetadataSignature{identifier_header: IdentifierHeader{id,
+    /// nonce}, signature}` over `value ‖ identifier_header ‖ DER(header)` (Fabric 3's BFT block signature).
+    fn block_signature(&self, batch: &Batch) -> Bytes {
+        let identifier_header =
+            Bytes::from(IdentifierHeader { identifier: self.self_id.0, nonce: new_nonce() }.encode_to_vec());
+        let msg = signed_bytes(&batch.metadata_value, &identifier_header, &batch.header);
+        let signature = Bytes::from(self.support.signer().sign(&msg));
+        Bytes::from(MetadataSignature { signature_header: Bytes::new(), signature, identifier_header }.encode_to_vec())
+    }
+
+    /// Whether `ext` is consenter `voter`'s valid signature of `batch`.
+    fn signature_valid(&self, batch: &Batch, voter: ConsenterId, ext: &Bytes) -> bool {
+        let Ok(sig) = MetadataSignature::decode(ext.clone()) else { return false };
+        let Ok(id) = IdentifierHeader::decode(sig.identifier_header.clone()) else { return false };
+        if id.identifier != voter.0 || !sig.signature_header.is_empty() {
+            return false;
+        }
+        let Some(c) = self.consenters.get_by_address(&voter) else { return false };
+        let msg = signed_bytes(&batch.metadata_value, &sig.identifier_header, &batch.header);
+        c.key.0.verify(&msg, &sig.signature).is_ok()
+    }
+
+    fn schedule(&mut self, t: Timeout) {
+        let delay = self.timeouts.of(&t);
+        let (events, height) = (self.events.clone(), self.running.unwrap_or_default());
+        let task = tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = events.send(Event::Timer(t, height)).await;
+        });
+        if let Some(old) = self.timers.insert(t, task.abort_handle()) {
+            old.abort();
+        }
+    }
+
+    fn cancel_all(&mut self) {
+        for (_, t) in self.timers.drain() {
+            t.abort();
+        }
+    }
+
+    fn flush_wal(&mut self) -> Result<(), String> {
+        self.wal.flush().map_err(|e| format!("writing the BFT WAL: {e}"))
+    }
+
+    fn decide(&mut self, value_id: BatchId, round: Round, extensions: Vec<(ConsenterId, Bytes)>) -> Result<(), String> {
+        let batch =
+            self.values.get(&value_id).cloned().ok_or_else(|| format!("decided block {value_id} is unknown"))?;
+        let mut signatures: Vec<(u32, MetadataSignature)> = Vec::new();
+        for (voter, ext) in extensions {
+            if signatures.iter().any(|(id, _)| *id == voter.0) || !self.signature_valid(&batch, voter, &ext) {
+                continue;
+            }
+            if let Ok(sig) = MetadataSignature::decode(ext) {
+                signatures.push((voter.0, sig));
+            }
+        }
+        signatures.sort_by_key(|(id, _)| *id);
+        if signatures.len() < self.quorum {
+            tracing::error!(channel = %self.channel, block = batch.number(), signatures = signatures.len(),
+                quorum = self.quorum, "decided block has fewer valid consenter signatures than the quorum");
+        }
+        let config = batch.envelopes.len() == 1 && is_config(&batch.envelopes[0]);
+        let last_config = if config { batch.number() } else { self.last_config };
+        let metadata = orderer_metadata(
+            batch.metadata_value.clone(),
+            signatures.into_iter().map(|(_, s)| s).collect(),
+            last_config,
+        );
+        self.pool.ordered(&batch.envelopes);
+        self.next_number = batch.number() + 1;
+        self.previous_hash = block_header_hash(&batch.header);
+        self.last_config = last_config;
+        tracing::debug!(channel = %self.channel, block = batch.number(), %round, txs = batch.envelopes.len(), "BFT block decided");
+        self.decided.push(encode_block(batch.header, batch.envelopes, metadata));
+        self.values.clear();
+        self.own.clear();
+        self.owed = None;
+        self.running = None;
+        self.cancel_all();
+        Ok(())
+    }
+
+    fn handle(&mut self, effect: Effect<BftContext>) -> Result<Resume<BftContext>, String> {
+        Ok(match effect {
+            Effect::ResetTimeouts(r) | Effect::RestreamProposal(.., r) => r.resume_with(()),
+            Effect::CancelAllTimeouts(r) => {
+                self.cancel_all();
+                r.resume_with(())
+            }
+            Effect::CancelTimeout(t, r) => {
+                if let Some(h) = self.timers.remove(&t) {
+                    h.abort();
+                }
+                r.resume_with(())
+            }
+            Effect::ScheduleTimeout(t, r) => {
+                self.schedule(t);
+                r.resume_with(())
+            }
+            Effect::GetValidatorSet(_, r) => r.resume_with(Some(self.consenters.clone())),
+            Effect::StartRound(height, round, proposer, _, r) => {
+                self.flush_wal()?;
+                tracing::debug!(channel = %self.channel, %height, %round, %proposer, "BFT round");
+                r.resume_with(())
+            }
+            Effect::PublishConsensusMsg(msg, r) => {
+                self.flush_wal()?;
+                if !self.recovering {
+                    match msg {
+                        SignedConsensusMsg::Vote(v) => self.broadcast(WireBody::Vote(encode_vote(&v))),
+                        SignedConsensusMsg::Proposal(p) => self.broadcast(WireBody::Proposal(encode_proposal(&p))),
+                    }
+                }
+                r.resume_with(())
+            }
+            Effect::PublishLivenessMsg(msg, r) => {
+                // Certificates are not sent: a consenter behind in rounds catches up from the rebroadcast votes.
+                if let LivenessMsg::Vote(v) = msg {
+                    self.broadcast(WireBody::Vote(encode_vote(&v)));
+                }
+                r.resume_with(())
+            }
+            Effect::RepublishVote(v, r) => {
+                self.broadcast(WireBody::Vote(encode_vote(&v)));
+                r.resume_with(())
+            }
+            Effect::RepublishRoundCertificate(_, r) => r.resume_with(()),
+            Effect::GetValue(height, round, _, r) => {
+                let key = round.as_i64();
+                let value = match self.own.get(&key) {
+                    Some(v) => Some(v.clone()),
+                    None => self.build(height.0, round),
+                };
+                match value {
+                    Some(v) => {
+                        self.own.insert(key, v.clone());
+                        self.values.insert(mt_id(&v), v.clone());
+                        self.pending.push_back(Input::Propose(LocallyProposedValue::new(height, round, v)));
+                    }
+                    None => self.owed = Some((height.0, round)),
+                }
+                r.resume_with(())
+            }
+            Effect::SyncValue(_, r) => r.resume_with(()),
+            Effect::Decide(cert, extensions, r) => {
+                self.flush_wal()?;
+                let exts = extensions.extensions.into_iter().map(|(a, e)| (a, e.message)).collect();
+                self.decide(cert.value_id, cert.round, exts)?;
+                r.resume_with(())
+            }
+            Effect::SignVote(v, r) => r.resume_with(self.signer.sign_vote(v)),
+            Effect::SignProposal(p, r) => r.resume_with(self.signer.sign_proposal(p)),
+            Effect::VerifySignature(msg, key, r) => {
+                let ok = match &msg.message {
+                    ConsensusMsg::Vote(v) => self.signer.verify_signed_vote(v, &msg.signature, &key),
+                    ConsensusMsg::Proposal(p) => self.signer.verify_signed_proposal(p, &msg.signature, &key),
+                };
+                r.resume_with(ok)
+            }
+            Effect::VerifyCommitCertificate(c, set, th, r) => {
+                r.resume_with(self.signer.verify_commit_certificate(&BftContext, &c, &set, th))
+            }
+            Effect::VerifyPolkaCertificate(c, set, th, r) => {
+                r.resume_with(self.signer.verify_polka_certificate(&BftContext, &c, &set, th))
+            }
+            Effect::VerifyRoundCertificate(c, set, th, r) => {
+                r.resume_with(self.signer.verify_round_certificate(&BftContext, &c, &set, th))
+            }
+            Effect::WalAppend(entry, r) => {
+                if !self.recovering {
+                    if let WalEntry::ConsensusMsg(SignedConsensusMsg::Proposal(p)) = &entry {
+                        self.values.insert(mt_id(&p.value), p.value.clone());
+                    }
+                    self.wal.append(&entry);
+                }
+                r.resume_with(())
+            }
+            Effect::ExtendVote(_, _, id, r) => {
+                let ext = self.values.get(&id).map(|b| self.signer.sign_vote_extension(self.block_signature(b)));
+                r.resume_with(ext)
+            }
+            Effect::VerifyVoteExtension(_, _, id, ext, key, r) => {
+                let voter = self.consenters.0.iter().find(|c| c.key == key).map(|c| c.id);
+                let result = match (self.values.get(&id), voter) {
+                    (Some(batch), Some(voter)) if !self.signature_valid(batch, voter, &ext.message) => {
+                        Err(VoteExtensionError::InvalidSignature)
+                    }
+                    (_, None) => Err(VoteExtensionError::InvalidVoteExtension),
+                    // Without the block the signature is checked when the block is decided.
+                    _ => Ok(()),
+                };
+                r.resume_with(result)
+            }
+        })
+    }
+}
+
+fn mt_id(b: &Batch) -> BatchId {
+    malachitebft_core_types::Value::id(b)
+}
+
+/// SmartBFT's `ViewMetadata` shape for the consenter metadata: `view_id` = the deciding round, `latest_sequence` =
+/// the block number.
+#[derive(Clone, PartialEq, prost::Message)]
+struct ViewMetadata {
+    #[prost(uint64, tag = "1")]
+    view_id: u64,
+    #[prost(uint64, tag = "2")]
+    latest_sequence: u64,
+    #[prost(uint64, tag = "3")]
+    decisions_in_view: u64,
+}
+
+fn view_metadata(round: Round, number: u64) -> Vec<u8> {
+    let view_id = u64::try_from(round.as_i64()).unwrap_or(0);
+    ViewMetadata { view_id, latest_sequence: number, decisions_in_view: 0 }.encode_to_vec()
+}
+
+/// What a chain starts with.
+pub(crate) struct ChainParams {
+    pub(crate) support: Arc<ChainSupport>,
+    pub(crate) self_id: ConsenterId,
+    pub(crate) consenters: Consenters,
+    pub(crate) links: HashMap<ConsenterId, Link>,
+    pub(crate) wal: Wal,
+    pub(crate) timeouts: Timeouts,
+}
+
+/// The chain's loop: runs until `halt` turns true or every event sender is gone.
+pub(crate) async fn run(
+    params: ChainParams,
+    events_tx: mpsc::Sender<Event>,
+    mut events: mpsc::Receiver<Event>,
+    mut halt: watch::Receiver<bool>,
+) {
+    let support = params.support;
+    let channel = support.channel_id().to_owned();
+    let store = support.store().clone();
+    let height = store.height();
+    let tip = height.checked_sub(1).and_then(|n| store.block(n).ok().flatten());
+    let tip = tip.and_then(|raw| ferrofabric_protos::common::Block::decode(raw).ok());
+    let Some((tip, last_config)) =
+        tip.and_then(|b| Some((b.header.clone()?, ferrofabric_protoutil::last_config_index(&b).unwrap_or(0))))
+    else {
+        support.set_errored("the BFT chain cannot read its ledger tip");
+        return;
+    };
+    let n = params.consenters.count();
+    let mut host = Host {
+        signer: Signer::new(&channel, support.signer().clone()),
+        channel: channel.clone(),
+        support: support.clone(),
+        self_id: params.self_id,
+        quorum: ferrofabric_channelconfig::bft_quorum(n),
+        consenters: params.consenters.clone(),
+        links: params.links,
+        wal: params.wal,
+        pool: Pool::new(),
+        timeouts: params.timeouts,
+        timers: HashMap::new(),
+        events: events_tx,
+        running: None,
+        next_number: height,
+        previous_hash: block_header_hash(&tip),
+        last_config,
+        values: HashMap::new(),
+        own: HashMap::new(),
+        owed: None,
+        early: Vec::new(),
+        pending: VecDeque::new(),
+        decided: Vec::new(),
+        recovering: false,
+        failed: None,
+    };
+    let state_params = Params {
+        initial_height: BlockNumber(height),
+        initial_validator_set: params.consenters,
+        address: params.self_id,
+        threshold_params: ThresholdParams::default(),
+        value_payload: ValuePayload::ProposalOnly,
+    };
+    let mut state = State::new(BftContext, state_params, 4);
+    // A WAL of the next height means this node was deciding it when it stopped: resume at once.
+    if let Err(e) = start_height(&mut state, &mut host, true).await {
+        support.set_errored(e);
+        return;
+    }
+    loop {
+        let event = tokio::select! {
+            e = events.recv() => e,
+            _ = halt.changed() => None,
+        };
+        let Some(event) = event else { break };
+        let result = on_event(&mut state, &mut host, event).await;
+        if let Err(e) = result.and_then(|_| host.failed.take().map_or(Ok(()), Err)) {
+            tracing::error!(%channel, reason = %e, "BFT chain stopped");
+            support.set_errored(e);
+            break;
+        }
+    }
+    host.cancel_all();
+}
+
+/// Starts the next height if there is reason to (`resume`: only if the WAL holds it).
+async fn start_height(state: &mut State<BftContext>, host: &mut Host, resume: bool) -> Result<(), String> {
+    let h = host.next_number;
+    let entries = host.wal.start(h).map_err(|e| format!("reading the BFT WAL: {e}"))?;
+    if resume && entries.is_empty() {
+        return Ok(());
+    }
+    host.running = Some(h);
+    feed(state, host, Input::StartHeight(BlockNumber(h), host.consenters.clone()));
+    host.recovering = true;
+    for entry in entries {
+        let input = match entry {
+            WalEntry::ConsensusMsg(SignedConsensusMsg::Vote(v)) => Input::Vote(v),
+            WalEntry::ConsensusMsg(SignedConsensusMsg::Proposal(p)) => {
+                host.values.insert(mt_id(&p.value), p.value.clone());
+                Input::Proposal(p)
+            }
+            WalEntry::Timeout(t) => Input::TimeoutElapsed(t),
+            WalEntry::ProposedValue(v) => {
+                host.values.insert(mt_id(&v.value), v.value.clone());
+                Input::ProposedValue(v, malachitebft_core_types::ValueOrigin::Consensus)
+            }
+        };
+        feed(state, host, input);
+    }
+    host.recovering = false;
+    for (from, p) in std::mem::take(&mut host.early) {
+        on_proposal(state, host, from, p);
+    }
+    drain(state, host).await
+}
+
+/// Feeds one input to the state machine, handling its effects; the inputs they produce are fed by [`drain`].
+fn feed(state: &mut State<BftContext>, host: &mut Host, input: Input<BftContext>) {
+    let result: Result<(), malachitebft_core_consensus::Error<BftContext>> = malachitebft_core_consensus::process!(
+        input: input,
+        state: state,
+        metrics: &(),
+        with: effect => host.handle(effect)
+    );
+    if let Err(e) = result {
+        tracing::debug!(channel = %host.channel, error = %e, "BFT input not applied");
+    }
+}
+
+/// Feeds the pending inputs, appends decided blocks, and starts the next height when requests wait.
+async fn drain(state: &mut State<BftContext>, host: &mut Host) -> Result<(), String> {
+    loop {
+        while let Some(input) = host.pending.pop_front() {
+            feed(state, host, input);
+        }
+        for raw in std::mem::take(&mut host.decided) {
+            host.support.append_block(raw).await.map_err(|e| format!("appending a decided block: {}", e.0))?;
+        }
+        if let Some(e) = host.failed.take() {
+            return Err(e);
+        }
+        if host.running.is_none() && !host.pool.is_empty() {
+            begin_height(state, host)?;
+            continue;
+        }
+        if host.pending.is_empty() {
+            return Ok(());
+        }
+    }
+}
+
+/// Starts deciding the next block (a fresh WAL for it), then takes the proposals that arrived early.
+fn begin_height(state: &mut State<BftContext>, host: &mut Host) -> Result<(), String> {
+    let h = host.next_number;
+    host.wal.start(h).map_err(|e| format!("writing the BFT WAL: {e}"))?;
+    host.running = Some(h);
+    feed(state, host, Input::StartHeight(BlockNumber(h), host.consenters.clone()));
+    for (from, p) in std::mem::take(&mut host.early) {
+        on_proposal(state, host, from, p);
+    }
+    Ok(())
+}
+
+fn on_proposal(
+    state: &mut State<BftContext>,
+    host: &mut Host,
+    from: ConsenterId,
+    p: SignedMessage<BftContext, BftProposal>,
+) {
+    if p.message.proposer != from {
+        tracing::warn!(channel = %host.channel, %from, "proposal signed for another proposer: dropped");
+        return;
+    }
+    let h = p.message.height.0;
+    match host.running {
+        Some(running) if h == running => {}
+        _ if h == host.next_number => {
+            host.early.push((from, p));
+            return;
+        }
+        _ => return,
+    }
+    if let Err(why) = host.check(&p.message.value, p.message.round) {
+        tracing::warn!(channel = %host.channel, block = h, proposer = %from, %why, "BFT proposal refused");
+        let v = malachitebft_core_consensus::ProposedValue {
+            height: p.message.height,
+            round: p.message.round,
+            valid_round: p.message.pol_round,
+            proposer: from,
+            value: p.message.value.clone(),
+            validity: Validity::Invalid,
+        };
+        feed(state, host, Input::ProposedValue(v, malachitebft_core_types::ValueOrigin::Consensus));
+    } else {
+        host.values.insert(mt_id(&p.message.value), p.message.value.clone());
+    }
+    feed(state, host, Input::Proposal(p));
+}
+
+async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) -> Result<(), String> {
+    match event {
+        Event::Order(envelope, ack) => {
+            if host.pool.add(envelope.clone()) {
+                host.broadcast(WireBody::Request(WireRequest { envelope }));
+            }
+            let _ = ack.send(());
+        }
+        Event::PeerRequest(envelope) => {
+            host.pool.add(envelope);
+        }
+        Event::Vote(from, v) => {
+            if v.message.voter != from {
+                tracing::warn!(channel = %host.channel, %from, "vote signed for another voter: dropped");
+                return Ok(());
+            }
+            let h = v.message.height.0;
+            if host.running.is_none() && h == host.next_number {
+                // Another consenter is at the next height already: join it.
+                host.pending.push_back(Input::Vote(v));
+                begin_height(state, host)?;
+            } else {
+                feed(state, host, Input::Vote(v));
+            }
+        }
+        Event::Proposal(from, p) => {
+            let h = p.message.height.0;
+            if host.running.is_none() && h == host.next_number {
+                host.early.push((from, p));
+                begin_height(state, host)?;
+            } else {
+                on_proposal(state, host, from, p);
+            }
+        }
+        Event::Timer(t, height) => {
+            if host.running == Some(height) && host.timers.remove(&t).is_some() {
+                feed(state, host, Input::TimeoutElapsed(t));
+            }
+        }
+    }
+    // A proposal owed for lack of requests is made once one arrives.
+    if let Some((h, round)) = host.owed {
+        if host.running == Some(h) {
+            if let Some(v) = host.build(h, round) {
+                host.owed = None;
+                host.own.insert(round.as_i64(), v.clone());
+                host.values.insert(mt_id(&v), v.clone());
+                host.pending.push_back(Input::Propose(LocallyProposedValue::new(BlockNumber(h), round, v)));
+            }
+        }
+    }
+    drain(state, host).await
+}

@@ -1,0 +1,272 @@
+//! `BFT`: Byzantine-fault-tolerant ordering for Fabric 3 BFT channels (`ConsensusType` "BFT"): `n` consenters
+//! tolerate `f = ⌊(n − 1) / 3⌋` Byzantine ones, and every block carries the Fabric signatures of a quorum
+//! `Q = ⌈(n + f + 1) / 2⌉` of them, as Fabric 3's SmartBFT orderer writes it (`orderer/consensus/smartbft`), so real
+//! Fabric 3 peers and tools accept the blocks. The agreement itself is Tendermint, from Malachite
+//! (`informalsystems-malachitebft-core-consensus`); docs/BFT.md says why this engine.
+//!
+//! A backend of the orderer core (`ferrofabric-orderer`), which does not know it: [`register`] builds the node's
+//! [`BftCluster`] and adds the [`BftFactory`] under `BFT` and the cluster service `orderer.ClusterNodeService`
+//! to the node's [`Plugins`].
+//!
+//! # Pieces
+//! * `context`: the state machine's types (heights = block numbers, consenters as validators, blocks as values,
+//!   Fabric block signatures as precommit vote extensions) and message signing with the consenter's enrollment
+//!   key.
+//! * `chain`: the request pool, the state machine's effects, block checks and decided blocks.
+//! * `wal`: the votes and proposals of the height in progress (`Consensus.WALDir/<channel>/bft.wal`).
+//! * `transport`: mutual-TLS streams between consenters; the sender of each frame is the consenter whose TLS
+//!   certificate it presented.
+//! * `wire`: the messages' bytes.
+//!
+//! # Channel configuration
+//! The consenters are the Orderer group's `Orders.consenter_mapping` (id, host, port, MSP ID, enrollment
+//! certificate, TLS certificates). A node is the consenter whose `identity` is its signing certificate, and reaches
+//! the others at their `host:port`, where they serve the cluster service (our nodes serve it on their one gRPC
+//! port). Proposers take turns by height and round.
+//!
+//! # Differences from Fabric
+//! * The consenters speak Tendermint in Ferrofabric's messages, not SmartBFT's: a Go Fabric orderer and a
+//!   Ferrofabric orderer cannot be consenters of one channel.
+//! * Leadership rotates every height (Tendermint's proposer rotation), and a proposer that does not propose in
+//!   time is replaced in the next round: 2 s, plus 1 s per round, rather than SmartBFT's view change after
+//!   `RequestComplainTimeout`.
+//! * Each request is forwarded to every consenter (BFT-SMaRt's way), not only to the leader, so whichever
+//!   consenter proposes next can order it.
+//! * SUCCESS means the request is in this consenter's pool and was sent to the others, as in Fabric 3.
+//! * Not implemented yet: a consenter that fell behind (stopped while the others decided blocks) does not fetch
+//!   the missing blocks; consenter-set changes by config update; the smartbft `Options` timeouts.
+
+mod chain;
+mod context;
+mod transport;
+mod wal;
+mod wire;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use ferrofabric_comm::{cluster_endpoint, pem_cert_der};
+use ferrofabric_orderer::{
+    ChainSupport, ChannelStatus, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, ConsensusRelation,
+    OrdererConfig, Plugins, Submission,
+};
+use ferrofabric_protos::msp::SerializedIdentity;
+use futures::future::BoxFuture;
+use prost::Message;
+use tokio::sync::{mpsc, oneshot, watch};
+
+pub use transport::{BftCluster, BftClusterService, BFT_CLUSTER_SERVICE_NAME};
+
+use chain::{ChainParams, Event, Timeouts};
+use context::{Consenter, ConsenterId, ConsenterKey, Consenters};
+use transport::{FrameSink, Link};
+use wire::{decode_proposal, decode_vote, WireBody, WireMessage};
+
+/// Events queued per channel before Broadcast waits (and frames from peers are dropped).
+const EVENT_QUEUE: usize = 16_384;
+/// Tendermint timeouts of round 0 and their growth per round.
+const TIMEOUTS: Timeouts =
+    Timeouts { propose: Duration::from_secs(2), vote: Duration::from_secs(1), per_round: Duration::from_secs(1) };
+
+fn err(msg: impl Into<String>) -> ConsensusError {
+    ConsensusError(msg.into())
+}
+
+/// Registers BFT in `plugins` for a node configured by `config`: the [`BftFactory`] of a new [`BftCluster`] (its
+/// TLS from [`OrdererConfig::cluster_tls`]) under `BFT`, and the cluster's `orderer.ClusterNodeService` on the
+/// node's gRPC listener. Returns the cluster.
+///
+/// Errors: configured TLS files that cannot be read.
+pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result<Arc<BftCluster>> {
+    let cluster = BftCluster::new(config.cluster_tls()?, config.cluster_max_message());
+    plugins.registry.register("BFT", Arc::new(BftFactory { cluster: cluster.clone() }));
+    plugins.services = std::mem::take(&mut plugins.services).add_service(cluster.service());
+    Ok(cluster)
+}
+
+/// Starts [`BftChain`]s for `BFT` channels. Errors from `start`: no cluster TLS, no consenters, this node not
+/// among them, an identity that does not deserialize, no WAL directory or an unreadable WAL.
+#[derive(Debug, Clone)]
+pub struct BftFactory {
+    cluster: Arc<BftCluster>,
+}
+
+/// Routes frames of one channel to its chain: maps the sender's TLS certificate to its consenter id and checks
+/// forwarded requests before they reach the pool.
+struct Sink {
+    channel: String,
+    support: Arc<ChainSupport>,
+    by_cert: HashMap<Vec<u8>, ConsenterId>,
+    events: mpsc::Sender<Event>,
+}
+
+impl FrameSink for Sink {
+    fn on_frame(&self, peer: &[u8], msg: WireMessage) {
+        let Some(&from) = self.by_cert.get(peer) else {
+            tracing::warn!(channel = %self.channel, "BFT frame from a TLS certificate of no consenter: dropped");
+            return;
+        };
+        let event = match msg.body {
+            Some(WireBody::Vote(v)) => decode_vote(v).map(|v| Event::Vote(from, v)),
+            Some(WireBody::Proposal(p)) => decode_proposal(p).map(|p| Event::Proposal(from, p)),
+            Some(WireBody::Request(r)) => {
+                let checked = match self.support.revalidate(&r.envelope) {
+                    Ok(_) => Ok(()),
+                    Err(e) => self.support.reprocess_config(&r.envelope).map(|_| ()).map_err(|_| e),
+                };
+                match checked {
+                    Ok(()) => Some(Event::PeerRequest(r.envelope)),
+                    Err(e) => {
+                        tracing::debug!(channel = %self.channel, %from, reason = %e, "forwarded request refused");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        match event {
+            Some(e) => {
+                let _ = self.events.try_send(e);
+            }
+            None => tracing::debug!(channel = %self.channel, %from, "undecodable BFT frame dropped"),
+        }
+    }
+}
+
+impl ConsensusFactory for BftFactory {
+    fn start(&self, support: Arc<ChainSupport>, ctx: &ConsensusContext) -> Result<Arc<dyn Consensus>, ConsensusError> {
+        let config = support.config();
+        let channel = support.channel_id().to_owned();
+        let orderer = config.orderer().ok_or_else(|| err("the channel configuration has no Orderer group"))?;
+        let mapping = orderer.consenters();
+        if mapping.is_empty() {
+            return Err(err(format!("BFT channel {channel} has no consenters (Orderers.consenter_mapping)")));
+        }
+        let tls = self.cluster.tls.clone().ok_or_else(|| {
+            err(format!(
+                "BFT channel {channel}: cluster TLS is needed (General.Cluster.ClientCertificate and \
+                 ClientPrivateKey, or General.TLS)"
+            ))
+        })?;
+        let ours = SerializedIdentity::decode(support.signer().serialized().clone())
+            .map_err(|e| err(format!("this node's signing identity: {e}")))?;
+        let mut consenters = Vec::new();
+        let mut by_cert = HashMap::new();
+        let mut self_id = None;
+        for c in mapping {
+            let serialized = SerializedIdentity { mspid: c.msp_id.clone(), id_bytes: c.identity.clone() };
+            let identity = config
+                .msp_manager()
+                .deserialize_identity(&serialized.encode_to_vec())
+                .map_err(|e| err(format!("consenter {} identity: {e}", c.id)))?;
+            let id = ConsenterId(c.id);
+            consenters.push(Consenter { id, key: ConsenterKey(Arc::new(identity.public_key().clone())) });
+            if c.identity == ours.id_bytes && c.msp_id == ours.mspid {
+                self_id = Some(id);
+            }
+            for pem in [&c.client_tls_cert, &c.server_tls_cert] {
+                if let Some(der) = pem_cert_der(pem) {
+                    by_cert.insert(der, id);
+                }
+            }
+        }
+        let self_id = self_id.ok_or_else(|| {
+            err(format!(
+                "this orderer's signing identity is not among the {} consenters of BFT channel {channel}; following \
+                 a BFT channel without being a consenter is not implemented",
+                mapping.len()
+            ))
+        })?;
+        let wal_dir = ctx.wal_dir.as_ref().ok_or_else(|| err("Consensus.WALDir is not configured"))?.join(&channel);
+        let wal = wal::Wal::open(&wal_dir).map_err(|e| err(format!("opening the BFT WAL: {e}")))?;
+        let (halt_tx, halt_rx) = watch::channel(false);
+        let extra_roots = config.orderer_tls_roots();
+        let mut links = HashMap::new();
+        for c in mapping.iter().filter(|c| c.id != self_id.0) {
+            let port =
+                u16::try_from(c.port).map_err(|_| err(format!("consenter {}:{} has a bad port", c.host, c.port)))?;
+            let ep = cluster_endpoint(&c.host, port, &tls, &extra_roots)
+                .map_err(|e| err(format!("consenter {}:{}: {e}", c.host, c.port)))?;
+            links.insert(ConsenterId(c.id), Link::spawn(c.id, ep, self.cluster.max_message, halt_rx.clone()));
+        }
+        let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
+        let sink = Sink { channel: channel.clone(), support: support.clone(), by_cert, events: events_tx.clone() };
+        self.cluster.register(&channel, Arc::new(sink));
+        let n = consenters.len();
+        let params = ChainParams {
+            support: support.clone(),
+            self_id,
+            consenters: Consenters::new(consenters),
+            links,
+            wal,
+            timeouts: TIMEOUTS,
+        };
+        tokio::spawn(chain::run(params, events_tx.clone(), events_rx, halt_rx));
+        tracing::info!(%channel, id = self_id.0, consenters = n, "BFT chain started");
+        Ok(Arc::new(BftChain {
+            channel,
+            events: events_tx,
+            queue_timeout: ctx.queue_timeout,
+            halted: AtomicBool::new(false),
+            halt: halt_tx,
+            cluster: self.cluster.clone(),
+        }))
+    }
+}
+
+/// One BFT channel's consensus: [`Consensus::order`] and [`Consensus::configure`] pool the request and forward it
+/// to the other consenters.
+pub struct BftChain {
+    channel: String,
+    events: mpsc::Sender<Event>,
+    queue_timeout: Duration,
+    halted: AtomicBool,
+    halt: watch::Sender<bool>,
+    cluster: Arc<BftCluster>,
+}
+
+impl std::fmt::Debug for BftChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BftChain").field("channel", &self.channel).finish_non_exhaustive()
+    }
+}
+
+impl BftChain {
+    async fn submit(&self, envelope: Bytes) -> Result<(), ConsensusError> {
+        if self.halted.load(Ordering::Relaxed) {
+            return Err(err(format!("the BFT chain of channel {} is halted", self.channel)));
+        }
+        let (ack, done) = oneshot::channel();
+        let sent = tokio::time::timeout(self.queue_timeout, self.events.send(Event::Order(envelope, ack))).await;
+        match sent {
+            Ok(Ok(())) => done.await.map_err(|_| err("the BFT chain stopped")),
+            Ok(Err(_)) => Err(err("the BFT chain stopped")),
+            Err(_) => Err(err(format!("the BFT chain did not accept the request within {:?}", self.queue_timeout))),
+        }
+    }
+}
+
+impl Consensus for BftChain {
+    fn order(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>> {
+        Box::pin(self.submit(msg.envelope))
+    }
+
+    fn configure(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>> {
+        Box::pin(self.submit(msg.envelope))
+    }
+
+    fn relation(&self) -> (ConsensusRelation, ChannelStatus) {
+        let status = if self.halted.load(Ordering::Relaxed) { ChannelStatus::Inactive } else { ChannelStatus::Active };
+        (ConsensusRelation::Consenter, status)
+    }
+
+    fn halt(&self) {
+        if !self.halted.swap(true, Ordering::Relaxed) {
+            let _ = self.halt.send(true);
+            self.cluster.unregister(&self.channel);
+        }
+    }
+}

@@ -35,6 +35,9 @@ use prost::Message;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot, watch};
 
+use ferrofabric_comm::ClusterTls;
+use ferrofabric_orderer::PullSource;
+
 use crate::context::{Batch, BatchId, BftContext, BftProposal, BftVote, BlockNumber, ConsenterId, Consenters, Signer};
 use crate::transport::Link;
 use crate::wal::Wal;
@@ -42,6 +45,8 @@ use crate::wire::{encode_proposal, encode_vote, frame, WireBody, WireRequest};
 
 /// Requests remembered after they were ordered, to drop late duplicates.
 const MAX_RECENT: usize = 1 << 18;
+/// Proposals kept for heights not started yet.
+const MAX_EARLY: usize = 64;
 
 /// What the chain's loop reacts to.
 pub(crate) enum Event {
@@ -55,6 +60,10 @@ pub(crate) enum Event {
     Proposal(ConsenterId, SignedMessage<BftContext, BftProposal>),
     /// A timeout of height `.1` elapsed.
     Timer(Timeout, u64),
+    /// A block pulled from another consenter while catching up; the answer says whether it was appended.
+    Pulled(Bytes, oneshot::Sender<Result<(), String>>),
+    /// Catching up ended.
+    CaughtUp(Result<(), String>),
 }
 
 /// Timeouts of round 0 and their growth per round.
@@ -203,8 +212,14 @@ struct Host {
     own: HashMap<i64, Batch>,
     /// A proposal this node owes (height, round) once its pool holds a request.
     owed: Option<(u64, Round)>,
-    /// Proposals for the next height, checked once it starts.
+    /// Proposals for heights not started yet, checked once they start.
     early: Vec<(ConsenterId, SignedMessage<BftContext, BftProposal>)>,
+    /// The other consenters, to pull missing blocks from.
+    sources: Vec<PullSource>,
+    cluster_tls: ClusterTls,
+    extra_roots: Vec<Vec<u8>>,
+    /// Whether missing blocks are being pulled.
+    catching_up: bool,
     /// Inputs produced while handling effects, fed after the current input.
     pending: VecDeque<Input<BftContext>>,
     /// Blocks decided, to append.
@@ -508,6 +523,9 @@ fn view_metadata(round: Round, number: u64) -> Vec<u8> {
 
 /// What a chain starts with.
 pub(crate) struct ChainParams {
+    pub(crate) sources: Vec<PullSource>,
+    pub(crate) cluster_tls: ClusterTls,
+    pub(crate) extra_roots: Vec<Vec<u8>>,
     pub(crate) support: Arc<ChainSupport>,
     pub(crate) self_id: ConsenterId,
     pub(crate) consenters: Consenters,
@@ -557,6 +575,10 @@ pub(crate) async fn run(
         own: HashMap::new(),
         owed: None,
         early: Vec::new(),
+        sources: params.sources,
+        cluster_tls: params.cluster_tls,
+        extra_roots: params.extra_roots,
+        catching_up: false,
         pending: VecDeque::new(),
         decided: Vec::new(),
         recovering: false,
@@ -617,9 +639,7 @@ async fn start_height(state: &mut State<BftContext>, host: &mut Host, resume: bo
         feed(state, host, input);
     }
     host.recovering = false;
-    for (from, p) in std::mem::take(&mut host.early) {
-        on_proposal(state, host, from, p);
-    }
+    take_early(state, host);
     drain(state, host).await
 }
 
@@ -664,8 +684,77 @@ fn begin_height(state: &mut State<BftContext>, host: &mut Host) -> Result<(), St
     host.wal.start(h).map_err(|e| format!("writing the BFT WAL: {e}"))?;
     host.running = Some(h);
     feed(state, host, Input::StartHeight(BlockNumber(h), host.consenters.clone()));
-    for (from, p) in std::mem::take(&mut host.early) {
+    take_early(state, host);
+    Ok(())
+}
+
+/// Feeds the early proposals of the running height; drops those of past heights.
+fn take_early(state: &mut State<BftContext>, host: &mut Host) {
+    let Some(h) = host.running else { return };
+    let (now, later): (Vec<_>, Vec<_>) =
+        std::mem::take(&mut host.early).into_iter().filter(|(_, p)| p.message.height.0 >= h).partition(|(_, p)| p.message.height.0 == h);
+    host.early = later;
+    for (from, p) in now {
         on_proposal(state, host, from, p);
+    }
+}
+
+/// Pulls blocks `host.next_number..=to` from the other consenters (`first` tried first) in the background; each
+/// comes back as [`Event::Pulled`] to be checked and appended by the loop.
+fn catch_up(host: &mut Host, first: ConsenterId, to: u64) {
+    if host.catching_up || to < host.next_number {
+        return;
+    }
+    host.catching_up = true;
+    let from = host.next_number;
+    tracing::info!(channel = %host.channel, from, to, "BFT consenter behind: pulling blocks");
+    let mut sources = host.sources.clone();
+    sources.sort_by_key(|s| s.id != u64::from(first.0));
+    let (support, tls, roots, events) =
+        (host.support.clone(), host.cluster_tls.clone(), host.extra_roots.clone(), host.events.clone());
+    tokio::spawn(async move {
+        let apply_events = events.clone();
+        let result = ferrofabric_orderer::pull_blocks(&support, &tls, &roots, &sources, from, to, move |raw, _| {
+            let events = apply_events.clone();
+            Box::pin(async move {
+                let (ack, done) = oneshot::channel();
+                events.send(Event::Pulled(raw, ack)).await.map_err(|_| "the BFT chain stopped".to_owned())?;
+                done.await.map_err(|_| "the BFT chain stopped".to_owned())?
+            })
+        })
+        .await;
+        let _ = events.send(Event::CaughtUp(result)).await;
+    });
+}
+
+/// Appends a pulled block after checking it is the next one and carries a quorum of consenter signatures
+/// (`BlockValidation`); a height in progress below the new ledger height is abandoned.
+async fn append_pulled(host: &mut Host, raw: Bytes) -> Result<(), String> {
+    let block = ferrofabric_protos::common::Block::decode(raw.clone()).map_err(|e| format!("pulled block: {e}"))?;
+    let header = block.header.clone().ok_or("pulled block without header")?;
+    if header.number < host.next_number {
+        return Ok(());
+    }
+    if header.number != host.next_number || header.previous_hash.as_ref() != host.previous_hash {
+        return Err(format!("pulled block {} does not continue the chain at {}", header.number, host.next_number));
+    }
+    ferrofabric_validator::verify_block_attestation(&host.support.config(), raw.clone())
+        .map_err(|e| format!("pulled block {}: {e}", header.number))?;
+    let envelopes = block.data.map(|d| d.data).unwrap_or_default();
+    let config = envelopes.len() == 1 && is_config(&envelopes[0]);
+    host.support.append_block(raw).await.map_err(|e| format!("appending pulled block {}: {}", header.number, e.0))?;
+    host.pool.ordered(&envelopes);
+    host.next_number = header.number + 1;
+    host.previous_hash = block_header_hash(&header);
+    if config {
+        host.last_config = header.number;
+    }
+    if host.running.is_some_and(|h| h < host.next_number) {
+        host.running = None;
+        host.values.clear();
+        host.own.clear();
+        host.owed = None;
+        host.cancel_all();
     }
     Ok(())
 }
@@ -683,7 +772,8 @@ fn on_proposal(
     let h = p.message.height.0;
     match host.running {
         Some(running) if h == running => {}
-        _ if h == host.next_number => {
+        // Kept for when this height starts (after catching up, for a height beyond the ledger).
+        _ if h >= host.next_number && host.early.len() < MAX_EARLY => {
             host.early.push((from, p));
             return;
         }
@@ -723,6 +813,9 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
                 return Ok(());
             }
             let h = v.message.height.0;
+            if h > host.next_number {
+                catch_up(host, from, h - 1);
+            }
             if host.running.is_none() && h == host.next_number {
                 // Another consenter is at the next height already: join it.
                 host.pending.push_back(Input::Vote(v));
@@ -733,6 +826,9 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
         }
         Event::Proposal(from, p) => {
             let h = p.message.height.0;
+            if h > host.next_number {
+                catch_up(host, from, h - 1);
+            }
             if host.running.is_none() && h == host.next_number {
                 host.early.push((from, p));
                 begin_height(state, host)?;
@@ -743,6 +839,24 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
         Event::Timer(t, height) => {
             if host.running == Some(height) && host.timers.remove(&t).is_some() {
                 feed(state, host, Input::TimeoutElapsed(t));
+            }
+        }
+        Event::Pulled(raw, ack) => {
+            let result = append_pulled(host, raw).await;
+            let failed = result.as_ref().err().cloned();
+            let _ = ack.send(result);
+            if let Some(e) = failed {
+                tracing::warn!(channel = %host.channel, reason = %e, "pulled block refused");
+            }
+        }
+        Event::CaughtUp(result) => {
+            host.catching_up = false;
+            match result {
+                Ok(()) => tracing::info!(channel = %host.channel, height = host.next_number, "BFT consenter caught up"),
+                Err(e) => tracing::warn!(channel = %host.channel, reason = %e, "BFT catch-up failed"),
+            }
+            if host.running.is_none() && host.early.iter().any(|(_, p)| p.message.height.0 == host.next_number) {
+                begin_height(state, host)?;
             }
         }
     }

@@ -33,8 +33,10 @@
 //! * Each request is forwarded to every consenter (BFT-SMaRt's way), not only to the leader, so whichever
 //!   consenter proposes next can order it.
 //! * SUCCESS means the request is in this consenter's pool and was sent to the others, as in Fabric 3.
-//! * Not implemented yet: a consenter that fell behind (stopped while the others decided blocks) does not fetch
-//!   the missing blocks; consenter-set changes by config update; the smartbft `Options` timeouts.
+//! * A consenter that fell behind (it sees votes or proposals of a later height) pulls the missing blocks over
+//!   Deliver from the others ([`ferrofabric_orderer::pull_blocks`]) and appends each only with a quorum of valid
+//!   consenter signatures (`BlockValidation`).
+//! * Not implemented yet: consenter-set changes by config update; the smartbft `Options` timeouts.
 
 mod chain;
 mod context;
@@ -51,7 +53,7 @@ use bytes::Bytes;
 use ferrofabric_comm::{cluster_endpoint, pem_cert_der};
 use ferrofabric_orderer::{
     ChainSupport, ChannelStatus, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, ConsensusRelation,
-    OrdererConfig, Plugins, Submission,
+    OrdererConfig, Plugins, PullSource, Submission,
 };
 use ferrofabric_protos::msp::SerializedIdentity;
 use futures::future::BoxFuture;
@@ -185,18 +187,23 @@ impl ConsensusFactory for BftFactory {
         let (halt_tx, halt_rx) = watch::channel(false);
         let extra_roots = config.orderer_tls_roots();
         let mut links = HashMap::new();
+        let mut sources = Vec::new();
         for c in mapping.iter().filter(|c| c.id != self_id.0) {
             let port =
                 u16::try_from(c.port).map_err(|_| err(format!("consenter {}:{} has a bad port", c.host, c.port)))?;
             let ep = cluster_endpoint(&c.host, port, &tls, &extra_roots)
                 .map_err(|e| err(format!("consenter {}:{}: {e}", c.host, c.port)))?;
             links.insert(ConsenterId(c.id), Link::spawn(c.id, ep, self.cluster.max_message, halt_rx.clone()));
+            sources.push(PullSource { id: u64::from(c.id), host: c.host.clone(), port });
         }
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
         let sink = Sink { channel: channel.clone(), support: support.clone(), by_cert, events: events_tx.clone() };
         self.cluster.register(&channel, Arc::new(sink));
         let n = consenters.len();
         let params = ChainParams {
+            sources,
+            cluster_tls: tls,
+            extra_roots,
             support: support.clone(),
             self_id,
             consenters: Consenters::new(consenters),

@@ -58,7 +58,6 @@
 //!   their host name, not pinned to the consenter's server certificate.
 
 mod book;
-mod catchup;
 mod chain;
 mod raftnode;
 mod storage;
@@ -80,7 +79,6 @@ pub use ferrofabric_comm::ClusterTls;
 pub use transport::{ClusterService, CLUSTER_SERVICE_NAME};
 
 use self::book::Book;
-use self::catchup::Source;
 use self::chain::{run_chain, LoopParams, Shared, Timing};
 use self::raftnode::{Input, RaftLoop, RaftParams, RaftStatus};
 use self::storage::WalStorage;
@@ -88,7 +86,7 @@ use self::transport::{endpoint, PeerLink};
 use ferrofabric_comm::{parse_duration, pem_cert_der};
 use ferrofabric_consensus_solo::SingleRaftNodeFactory;
 use ferrofabric_orderer::{
-    ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, OrdererConfig, Plugins,
+    ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, OrdererConfig, Plugins, PullSource,
 };
 
 /// Fabric's defaults for `etcdraft.Options` fields left at zero.
@@ -369,7 +367,7 @@ impl ConsensusFactory for RaftFactory {
             let ep = endpoint(&c.host, port, &tls, &extra_roots)
                 .map_err(|e| err(format!("consenter {}:{}: {e}", c.host, c.port)))?;
             peers.insert(*id, PeerLink::spawn(*id, ep, self.cluster.max_message, report.clone(), halt_rx.clone()));
-            sources.push(Source { id: *id, host: c.host.clone(), port });
+            sources.push(PullSource { id: *id, host: c.host.clone(), port });
         }
         let election_timeout = opts.tick * opts.election_tick;
         let (_, batch_timeout) = support.batch_limits();

@@ -29,7 +29,6 @@ use raft_engine::LogBatch;
 use tokio::sync::mpsc;
 
 use super::book::block_keys;
-use super::catchup::{self, Source};
 use super::chain::Shared;
 use super::storage::WalStorage;
 use super::transport::{consensus_request, ClusterTls, LinkEvent};
@@ -102,7 +101,7 @@ pub(crate) struct RaftParams {
     /// Entries kept before a snapshot's index when compacting (Fabric's `SnapshotCatchUpEntries`).
     pub(crate) keep_entries: u64,
     /// The other consenters, to pull blocks from.
-    pub(crate) sources: Vec<Source>,
+    pub(crate) sources: Vec<ferrofabric_orderer::PullSource>,
     /// TLS to reach them.
     pub(crate) tls: ClusterTls,
     /// Roots from the channel configuration.
@@ -428,7 +427,7 @@ impl RaftLoop {
             if start > to {
                 return Ok(());
             }
-            let result = self.handle.block_on(catchup::pull(
+            let result = self.handle.block_on(ferrofabric_orderer::pull_blocks(
                 &self.shared.support,
                 &self.params.tls,
                 &self.params.extra_roots,

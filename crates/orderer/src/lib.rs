@@ -17,11 +17,14 @@
 //!   [`ChainSupport`]: the per-channel block pipeline given to consensus; the [`Consensus`] trait and the
 //!   [`ConsensusRegistry`] the backends (`ferrofabric-consensus-solo`, `ferrofabric-consensus-etcdraft`) are plugged
 //!   into through [`Plugins`].
+//! * [`pull_blocks`]: a consenter catching up pulls the blocks it misses from the others (Fabric's cluster block
+//!   puller).
 //! * [`Registrar`]: channels on disk; the osnadmin REST API (channel participation); health and metrics
 //!   ([`Metrics`]) on the operations listener.
 //!
 //! The gRPC client, TLS and listeners are `ferrofabric-comm`'s; `ferrofabric bench orderer` lives in the CLI crate.
 
+mod blockpuller;
 mod broadcast;
 mod config;
 mod configupdate;
@@ -37,6 +40,7 @@ mod registrar;
 mod server;
 mod support;
 
+pub use blockpuller::{check_pulled, pull_blocks, PullSource};
 pub use broadcast::{BroadcastHandler, Checked};
 pub use config::{
     AuthenticationConfig, ChannelParticipationConfig, ClusterConfig, ConsensusDirs, FileLedgerConfig, GeneralConfig,

@@ -1,8 +1,9 @@
 //! Our BFT ordering service: four `ferrofabric orderer` processes (f = 1) on 127.0.0.1 serving a Fabric 3 BFT
 //! channel made by the real Fabric 3.1.5 `cryptogen` and `configtxgen` (the BFT fixture's `BFTChannel` profile),
-//! each joined with the real `osnadmin`. Clients broadcast to different consenters; then every consenter's chain
-//! must hold the same blocks (headers and data), each signed by a quorum (3 of 4) of consenters as Fabric 3's
-//! `BlockValidation` demands, and every transaction that got SUCCESS exactly once.
+//! each joined with the real `osnadmin`. Clients broadcast to different consenters; the consenter whose turn it is
+//! to propose is SIGKILLed and the others go on; restarted, it takes requests again and pulls the blocks it missed.
+//! Then every consenter's chain must hold the same blocks (headers and data), each signed by a quorum (3 of 4) of
+//! consenters as Fabric 3's `BlockValidation` demands, and every transaction that got SUCCESS exactly once.
 //!
 //! Needs `zstd` to unpack the Fabric binaries; fails, not skips, without it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -20,7 +21,7 @@ use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use futures::StreamExt;
 use prost::Message;
 
-use crate::fabric_bft::{broadcast, fabric_bft, orderer_height, osnadmin_join, Fabric};
+use crate::fabric_bft::{broadcast, broadcast_as, fabric_bft, orderer_height, osnadmin_join, Fabric};
 use crate::fabric_orderer::wait_listening;
 use crate::fabric_peers::free_port;
 use crate::sdk::{require_tool, Running};
@@ -143,8 +144,14 @@ async fn same_chain_everywhere(fabric: &Fabric, nodes: &[&Node], genesis: &Path)
     seen
 }
 
+/// The consenter whose turn it is to propose the next block: heights and rounds rotate over the consenters in
+/// id order (orderer `i` has id `i`).
+fn next_proposer(fabric: &Fabric, node: &Node) -> usize {
+    (orderer_height(fabric, &node.grpc) % 4) as usize
+}
+
 #[test]
-fn four_bft_orderers_order_a_stream_with_a_quorum_of_signatures_on_every_block() {
+fn four_bft_orderers_order_a_stream_survive_a_sigkilled_proposer_and_the_restarted_one_catches_up() {
     require_tool("zstd");
     let tmp = tempfile::tempdir().unwrap();
     let (fabric, ports) = fabric_bft(tmp.path(), false);
@@ -157,13 +164,32 @@ fn four_bft_orderers_order_a_stream_with_a_quorum_of_signatures_on_every_block()
     let (a, b) = (nodes[0].grpc.clone(), nodes[2].grpc.clone());
     let fabric_ref = &fabric;
     std::thread::scope(|s| {
-        s.spawn(|| broadcast(fabric_ref, &a, 1, 200));
-        s.spawn(|| broadcast(fabric_ref, &b, 2, 200));
+        s.spawn(|| broadcast(fabric_ref, &a, 1, 100));
+        s.spawn(|| broadcast(fabric_ref, &b, 2, 100));
     });
+
+    // SIGKILL the next proposer; the other three go on ordering (its turns time out to the next proposer).
+    let victim = next_proposer(&fabric, &nodes[0]);
+    nodes[victim].process = None;
+    let live = nodes[(victim + 1) % 4].grpc.clone();
+    broadcast_as(&fabric, &live, 1, "Admin", 100);
+    let height_while_dead = orderer_height(&fabric, &live);
+
+    // Restarted from its ledger and WAL, it takes requests again and pulls the blocks it missed.
+    nodes[victim].start();
+    let restarted = nodes[victim].grpc.clone();
+    broadcast_as(&fabric, &restarted, 2, "Admin", 100);
+    let log = std::fs::read_to_string(&nodes[victim].log).unwrap();
+    assert!(log.contains("BFT consenter caught up"), "the restarted consenter did not catch up:\n{log}");
+
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let refs: Vec<&Node> = nodes.iter().collect();
     let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block")));
-    assert_eq!(seen.len(), 400, "every transaction ordered");
+    assert_eq!(seen.len(), 400, "every transaction that got SUCCESS is ordered");
     assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
-    println!("400 transactions in {} blocks on four consenters", orderer_height(&fabric, &nodes[0].grpc) - 1);
+    println!(
+        "400 transactions in {} blocks on four consenters; orderer{} killed at height {height_while_dead} and caught up",
+        orderer_height(&fabric, &nodes[0].grpc) - 1,
+        victim + 1
+    );
 }

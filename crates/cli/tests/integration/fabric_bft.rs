@@ -163,9 +163,14 @@ pub(crate) fn osnadmin_join(fabric: &Fabric, i: usize, admin: &str) {
 /// returns when all of them are in blocks. The bench's envelopes are the same on every run; SmartBFT refuses a
 /// request it already ordered, so each run needs another creator.
 pub(crate) fn broadcast(fabric: &Fabric, orderer: &str, org: u8, txs: u32) {
+    broadcast_as(fabric, orderer, org, "User1", txs);
+}
+
+/// [`broadcast`] as `user` (`User1`, `Admin`) of `org`.
+pub(crate) fn broadcast_as(fabric: &Fabric, orderer: &str, org: u8, user: &str, txs: u32) {
     let user = fabric
         .work
-        .join(format!("organizations/peerOrganizations/org{org}.example.com/users/User1@org{org}.example.com/msp"));
+        .join(format!("organizations/peerOrganizations/org{org}.example.com/users/{user}@org{org}.example.com/msp"));
     let out = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
         .args(["bench", "orderer", "--address", orderer, "--channel", "bftchannel", "--msp-id"])
         .arg(format!("Org{org}MSP"))

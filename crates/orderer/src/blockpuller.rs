@@ -1,6 +1,6 @@
-//! Catching up with the cluster: blocks a Raft snapshot (or a gap in the log) says this node is missing are
-//! pulled over `AtomicBroadcast/Deliver` from the other consenters, as Fabric's etcdraft chain does with its
-//! block puller (`orderer/common/cluster/deliver.go`).
+//! Catching up with the cluster: blocks a consenter is missing (a Raft snapshot or a gap in the log says so, or
+//! BFT consenters decide heights beyond this node's ledger) are pulled over `AtomicBroadcast/Deliver` from the
+//! other consenters, as Fabric's cluster block puller does (`orderer/common/cluster/deliver.go`).
 //!
 //! The request is a SeekInfo from the ledger height to the last missing block, signed by this node's
 //! identity (the channel's Readers policy must admit it — an orderer organization member is a Reader in
@@ -16,29 +16,28 @@ use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use futures::StreamExt;
 use prost::Message;
 
-use super::transport::{endpoint, ClusterTls};
-use ferrofabric_comm::{deliver, seek_envelope, seek_range, DeliverItem};
-use ferrofabric_orderer::ChainSupport;
+use crate::ChainSupport;
+use ferrofabric_comm::{cluster_endpoint, deliver, seek_envelope, seek_range, ClusterTls, DeliverItem};
 use ferrofabric_protoutil::block_data_hash;
 
 /// How long a Deliver stream may stay silent before the next source is tried.
 const IDLE: Duration = Duration::from_secs(10);
 
-/// Where blocks can be pulled from.
+/// Where blocks can be pulled from: a consenter's cluster endpoint.
 #[derive(Debug, Clone)]
-pub(crate) struct Source {
-    /// Raft ID of the consenter.
-    pub(crate) id: u64,
+pub struct PullSource {
+    /// The consenter's ID (Raft ID, BFT consenter id), for logs and ordering.
+    pub id: u64,
     /// Its host.
-    pub(crate) host: String,
+    pub host: String,
     /// Its port.
-    pub(crate) port: u16,
+    pub port: u16,
 }
 
 /// Checks a pulled block: it decodes and its header's data hash matches its envelopes.
 ///
 /// Errors: a message naming the defect.
-pub(crate) fn check_pulled(raw: &Bytes) -> Result<Block, String> {
+pub fn check_pulled(raw: &Bytes) -> Result<Block, String> {
     let block = Block::decode(raw.clone()).map_err(|e| format!("pulled block does not decode: {e}"))?;
     let header = block.header.as_ref().ok_or("pulled block has no header")?;
     let data = block.data.as_ref().map(|d| d.data.as_slice()).unwrap_or_default();
@@ -52,11 +51,11 @@ pub(crate) fn check_pulled(raw: &Bytes) -> Result<Block, String> {
 /// one, in order, to `apply`, which appends it. Returns once block `to` was applied.
 ///
 /// Errors: every source failed (the last failure is reported); `apply` failed.
-pub(crate) async fn pull<F>(
+pub async fn pull_blocks<F>(
     support: &ChainSupport,
     tls: &ClusterTls,
     extra_roots: &[Vec<u8>],
-    sources: &[Source],
+    sources: &[PullSource],
     from: u64,
     to: u64,
     mut apply: F,
@@ -89,7 +88,7 @@ async fn pull_from<F>(
     support: &ChainSupport,
     tls: &ClusterTls,
     extra_roots: &[Vec<u8>],
-    source: &Source,
+    source: &PullSource,
     next: &mut u64,
     to: u64,
     apply: &mut F,
@@ -97,7 +96,7 @@ async fn pull_from<F>(
 where
     F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
 {
-    let ep = endpoint(&source.host, source.port, tls, extra_roots).map_err(|e| format!("endpoint: {e}"))?;
+    let ep = cluster_endpoint(&source.host, source.port, tls, extra_roots).map_err(|e| format!("endpoint: {e}"))?;
     let channel = tokio::time::timeout(IDLE, ep.connect())
         .await
         .map_err(|_| "connect timed out".to_owned())?

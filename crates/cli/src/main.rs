@@ -128,13 +128,14 @@ enum LedgerCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // Daemons log at info by default, tools only warnings; FERROFABRIC_LOG (an EnvFilter) overrides.
+    // Daemons log at info by default (the BFT engine's per-vote lines only from warnings up), tools only
+    // warnings; FERROFABRIC_LOG (an EnvFilter) overrides.
     let default_level = match cli.command {
         Command::Orderer(_)
         | Command::Committer(_)
         | Command::Blockstore(_)
         | Command::Endorser(_)
-        | Command::Qioi(_) => "info",
+        | Command::Qioi(_) => "info,informalsystems_malachitebft=warn",
         _ => "warn",
     };
     tracing_subscriber::fmt()

@@ -691,8 +691,10 @@ fn begin_height(state: &mut State<BftContext>, host: &mut Host) -> Result<(), St
 /// Feeds the early proposals of the running height; drops those of past heights.
 fn take_early(state: &mut State<BftContext>, host: &mut Host) {
     let Some(h) = host.running else { return };
-    let (now, later): (Vec<_>, Vec<_>) =
-        std::mem::take(&mut host.early).into_iter().filter(|(_, p)| p.message.height.0 >= h).partition(|(_, p)| p.message.height.0 == h);
+    let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut host.early)
+        .into_iter()
+        .filter(|(_, p)| p.message.height.0 >= h)
+        .partition(|(_, p)| p.message.height.0 == h);
     host.early = later;
     for (from, p) in now {
         on_proposal(state, host, from, p);

@@ -3,7 +3,9 @@
 //! each joined with the real `osnadmin`. Clients broadcast to different consenters; the consenter whose turn it is
 //! to propose is SIGKILLed and the others go on; restarted, it takes requests again and pulls the blocks it missed.
 //! Then every consenter's chain must hold the same blocks (headers and data), each signed by a quorum (3 of 4) of
-//! consenters as Fabric 3's `BlockValidation` demands, and every transaction that got SUCCESS exactly once.
+//! consenters as Fabric 3's `BlockValidation` demands, and every transaction that got SUCCESS exactly once. Last, a
+//! real Fabric 3.1.5 peer joins the channel and commits every block with the codes and commit hashes of our
+//! committer, both following the cluster.
 //!
 //! Needs `zstd` to unpack the Fabric binaries; fails, not skips, without it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -21,9 +23,12 @@ use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use futures::StreamExt;
 use prost::Message;
 
-use crate::fabric_bft::{broadcast, broadcast_as, fabric_bft, orderer_height, osnadmin_join, Fabric};
+use crate::fabric_bft::{
+    broadcast, broadcast_as, cluster_lock, committed, fabric_bft, orderer_height, osnadmin_join, start_committer,
+    Fabric,
+};
 use crate::fabric_orderer::wait_listening;
-use crate::fabric_peers::free_port;
+use crate::fabric_peers::{commit_hash, fetch, free_port, metadata, peer_cli, RealPeer, TRANSACTIONS_FILTER};
 use crate::sdk::{require_tool, Running};
 
 /// One of our orderers: its process, client address and log.
@@ -41,13 +46,21 @@ impl Node {
         let child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
             .args(["orderer", "--config"])
             .arg(&self.config)
-            .env("RUST_LOG", "info,ferrofabric_consensus_bft=debug")
+            .env("FERROFABRIC_LOG", "info,informalsystems_malachitebft=warn,ferrofabric_consensus_bft=debug")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .unwrap();
         self.process = Some(Running(child));
         wait_listening(&self.admin, "our orderer", &self.log);
+    }
+
+    /// SIGKILL: no shutdown, whatever is in flight is lost.
+    fn kill(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            p.0.kill().unwrap();
+            p.0.wait().unwrap();
+        }
     }
 }
 
@@ -153,6 +166,7 @@ fn next_proposer(fabric: &Fabric, node: &Node) -> usize {
 #[test]
 fn four_bft_orderers_order_a_stream_survive_a_sigkilled_proposer_and_the_restarted_one_catches_up() {
     require_tool("zstd");
+    let _cluster = cluster_lock();
     let tmp = tempfile::tempdir().unwrap();
     let (fabric, ports) = fabric_bft(tmp.path(), false);
     let mut nodes: Vec<Node> = ports.iter().enumerate().map(|(i, (port, _))| node(&fabric, i + 1, *port)).collect();
@@ -168,11 +182,18 @@ fn four_bft_orderers_order_a_stream_survive_a_sigkilled_proposer_and_the_restart
         s.spawn(|| broadcast(fabric_ref, &b, 2, 100));
     });
 
-    // SIGKILL the next proposer; the other three go on ordering (its turns time out to the next proposer).
+    // SIGKILL the next proposer while a client streams to another consenter; the other three go on ordering (the
+    // dead consenter's turns time out to the next proposer).
+    let start_height = orderer_height(&fabric, &nodes[0].grpc);
     let victim = next_proposer(&fabric, &nodes[0]);
-    nodes[victim].process = None;
     let live = nodes[(victim + 1) % 4].grpc.clone();
-    broadcast_as(&fabric, &live, 1, "Admin", 100);
+    std::thread::scope(|s| {
+        s.spawn(|| broadcast_as(fabric_ref, &live, 1, "Admin", 1000));
+        while orderer_height(fabric_ref, &live) == start_height {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        nodes[victim].kill();
+    });
     let height_while_dead = orderer_height(&fabric, &live);
 
     // Restarted from its ledger and WAL, it takes requests again and pulls the blocks it missed.
@@ -185,11 +206,51 @@ fn four_bft_orderers_order_a_stream_survive_a_sigkilled_proposer_and_the_restart
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let refs: Vec<&Node> = nodes.iter().collect();
     let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block")));
-    assert_eq!(seen.len(), 400, "every transaction that got SUCCESS is ordered");
+    assert_eq!(seen.len(), 1300, "every transaction that got SUCCESS is ordered");
     assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
+    let height = orderer_height(&fabric, &nodes[0].grpc);
     println!(
-        "400 transactions in {} blocks on four consenters; orderer{} killed at height {height_while_dead} and caught up",
-        orderer_height(&fabric, &nodes[0].grpc) - 1,
+        "1300 transactions in {} blocks on four consenters; orderer{} killed, {height_while_dead} blocks when it came back",
+        height - 1,
         victim + 1
     );
+    real_peer_and_our_committer_agree(&fabric, tmp.path(), &nodes, height);
+}
+
+/// Our committer and a real Fabric 3.1.5 peer (joined with the genesis block; it pulls blocks with Fabric 3's BFT
+/// deliverer, which checks each block's consenter signatures) follow the cluster: both commit every block, with the
+/// same validation codes and commit hashes.
+fn real_peer_and_our_committer_agree(fabric: &Fabric, tmp: &Path, nodes: &[Node], height: u64) {
+    let followed: Vec<String> = nodes.iter().map(|n| n.grpc.clone()).collect();
+    let (committer, listen, log) = start_committer(fabric, tmp, &followed);
+    let org1 = fabric.work.join("organizations/peerOrganizations/org1.example.com");
+    let admin = org1.join("users/Admin@org1.example.com/msp");
+    let peer_tls_ca = org1.join("peers/peer0.org1.example.com/tls/ca.crt");
+    let root = fabric.bin.parent().unwrap().to_owned();
+    let peer =
+        RealPeer::start("3.1.5", root.clone(), &fabric.work.join("organizations"), &peer_tls_ca, &tmp.join("peer"));
+    peer.join(&fabric.work.join("genesis.block"), &admin);
+    let blocks = tmp.join("blocks");
+    std::fs::create_dir_all(&blocks).unwrap();
+    let theirs = |which: &str| {
+        fetch(|| peer_cli(&root, &peer.address, &admin, &peer_tls_ca), &peer.address, "bftchannel", which, &blocks)
+    };
+    let last = height - 1;
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while theirs(&last.to_string()).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the real peer did not commit block {last}:\n{}", peer.logs());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for n in 1..height {
+        let ours = committed(fabric, &listen, n, &log, Duration::from_secs(60));
+        let real = theirs(&n.to_string()).unwrap();
+        assert_eq!((&real.header, &real.data), (&ours.header, &ours.data), "block {n}");
+        assert_eq!(metadata(&real, TRANSACTIONS_FILTER), metadata(&ours, TRANSACTIONS_FILTER), "block {n}: codes");
+        assert_eq!(commit_hash(&real), commit_hash(&ours), "block {n}: commit hash");
+        assert_eq!(commit_hash(&ours).len(), 32, "block {n} has no commit hash");
+    }
+    println!(
+        "a real Fabric 3.1.5 peer and our committer committed blocks 1..{height} with equal codes and commit hashes"
+    );
+    drop(committer);
 }

@@ -74,7 +74,7 @@ impl Fabric {
     }
 
     /// Block `which` of `bftchannel` from our committer's peer Deliver at `peer` (plain text), as Org1's admin.
-    fn fetch_from_peer(&self, peer: &str, which: &str) -> Result<Block, String> {
+    pub(crate) fn fetch_from_peer(&self, peer: &str, which: &str) -> Result<Block, String> {
         let admin = self.work.join("organizations/peerOrganizations/org1.example.com/users/Admin@org1.example.com/msp");
         let file = self.work.join(format!("committed-{which}.block"));
         let mut cmd = self.cmd("peer");
@@ -89,6 +89,13 @@ impl Fabric {
 struct Orderer {
     process: Running,
     grpc: String,
+}
+
+/// Held by each test that runs a four-orderer cluster: two at once would compete for the two cores and race for the
+/// free ports each picks.
+pub(crate) fn cluster_lock() -> std::sync::MutexGuard<'static, ()> {
+    static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Unpacks Fabric 3.1.5, makes the crypto material and the genesis block of `bftchannel` with its tools, from the
@@ -190,7 +197,7 @@ pub(crate) fn orderer_height(fabric: &Fabric, orderer: &str) -> u64 {
 }
 
 /// Waits until our committer at `peer` serves block `number`; returns it.
-fn committed(fabric: &Fabric, peer: &str, number: u64, log: &Path, within: Duration) -> Block {
+pub(crate) fn committed(fabric: &Fabric, peer: &str, number: u64, log: &Path, within: Duration) -> Block {
     let deadline = Instant::now() + within;
     loop {
         match fabric.fetch_from_peer(peer, &number.to_string()) {
@@ -218,6 +225,7 @@ fn block_source(log: &Path, candidates: &[String]) -> Option<String> {
 #[test]
 fn committer_leaves_a_censoring_orderer_and_gateway_submits_to_a_quorum_on_a_real_fabric_3_bft_cluster() {
     require_tool("zstd");
+    let _cluster = cluster_lock();
     let tmp = tempfile::tempdir().unwrap();
     let (fabric, ports) = fabric_bft(tmp.path(), true);
     let orderers: Vec<Orderer> =
@@ -230,38 +238,8 @@ fn committer_leaves_a_censoring_orderer_and_gateway_submits_to_a_quorum_on_a_rea
     assert!(first_height >= 2, "no block ordered");
 
     // Our committer, following orderers 2-4 over TLS with Fabric 3's BFT deliverer.
-    let listen = format!("127.0.0.1:{}", free_port());
-    let config = tmp.path().join("committer.yaml");
-    let peer0 = fabric.work.join("organizations/peerOrganizations/org1.example.com/peers/peer0.org1.example.com");
-    let followed: Vec<String> = orderers[1..].iter().map(|o| format!("\"{}\"", o.grpc)).collect();
-    std::fs::write(
-        &config,
-        format!(
-            "Channel: bftchannel\nGenesisBlock: {genesis}\nDataDir: {data}\nLocalMSPDir: {msp}\nLocalMSPID: Org1MSP\n\
-             Orderers: [{followed}]\nOrdererTLS: {{Enabled: true, RootCAs: [\"{ca}\"]}}\nListenAddress: {listen}\n\
-             Delivery: {{BlockCensorshipTimeout: {CENSORSHIP_TIMEOUT}, KeepaliveInterval: 60s, KeepaliveTimeout: 60s}}\n",
-            genesis = fabric.work.join("genesis.block").display(),
-            data = tmp.path().join("committer").display(),
-            msp = peer0.join("msp").display(),
-            followed = followed.join(", "),
-            ca = fabric.tls_ca().display(),
-        ),
-    )
-    .unwrap();
-    let log = tmp.path().join("committer.log");
-    let mut committer = Running(
-        Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
-            .args(["committer", "--config"])
-            .arg(&config)
-            .args(["--operations-listen", ""])
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    let ready = BufReader::new(committer.0.stdout.take().unwrap()).lines().next();
-    assert!(matches!(&ready, Some(Ok(l)) if l.starts_with("committer ready")), "committer: {ready:?}");
+    let followed: Vec<String> = orderers[1..].iter().map(|o| o.grpc.clone()).collect();
+    let (committer, listen, log) = start_committer(&fabric, tmp.path(), &followed);
 
     // Every block so far, committed with the cluster's header and data.
     for n in 1..first_height {
@@ -295,6 +273,44 @@ fn committer_leaves_a_censoring_orderer_and_gateway_submits_to_a_quorum_on_a_rea
     );
     drop(committer);
     gateway_submit_needs_a_quorum_of_orderers(&fabric, &orderers);
+}
+
+/// Starts our committer as Org1's peer0, following the orderers `followed` of `bftchannel` over TLS with the BFT
+/// deliverer (censorship timeout [`CENSORSHIP_TIMEOUT`]); returns it, its peer address and its log.
+pub(crate) fn start_committer(fabric: &Fabric, tmp: &Path, followed: &[String]) -> (Running, String, PathBuf) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let config = tmp.join("committer.yaml");
+    let peer0 = fabric.work.join("organizations/peerOrganizations/org1.example.com/peers/peer0.org1.example.com");
+    let followed: Vec<String> = followed.iter().map(|o| format!("\"{o}\"")).collect();
+    std::fs::write(
+        &config,
+        format!(
+            "Channel: bftchannel\nGenesisBlock: {genesis}\nDataDir: {data}\nLocalMSPDir: {msp}\nLocalMSPID: Org1MSP\n\
+             Orderers: [{followed}]\nOrdererTLS: {{Enabled: true, RootCAs: [\"{ca}\"]}}\nListenAddress: {listen}\n\
+             Delivery: {{BlockCensorshipTimeout: {CENSORSHIP_TIMEOUT}, KeepaliveInterval: 60s, KeepaliveTimeout: 60s}}\n",
+            genesis = fabric.work.join("genesis.block").display(),
+            data = tmp.join("committer").display(),
+            msp = peer0.join("msp").display(),
+            followed = followed.join(", "),
+            ca = fabric.tls_ca().display(),
+        ),
+    )
+    .unwrap();
+    let log = tmp.join("committer.log");
+    let mut committer = Running(
+        Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+            .args(["committer", "--config"])
+            .arg(&config)
+            .args(["--operations-listen", ""])
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let ready = BufReader::new(committer.0.stdout.take().unwrap()).lines().next();
+    assert!(matches!(&ready, Some(Ok(l)) if l.starts_with("committer ready")), "committer: {ready:?}");
+    (committer, listen, log)
 }
 
 /// What the gateway reads of a peer for `Submit`: only the channel configuration, here the genesis block's.

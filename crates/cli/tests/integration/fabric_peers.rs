@@ -23,7 +23,7 @@ use crate::sdk::{install_sdk, require_tool, run_logged, sdk_dir, start_node, Run
 /// The real Fabric versions that join.
 const VERSIONS: [&str; 2] = ["2.5.16", "3.1.5"];
 /// Fabric's `BlockMetadataIndex`: TRANSACTIONS_FILTER and COMMIT_HASH.
-const TRANSACTIONS_FILTER: usize = 2;
+pub(crate) const TRANSACTIONS_FILTER: usize = 2;
 const COMMIT_HASH: usize = 4;
 /// How long a real peer may take to start listening, and to be joined.
 const PEER_START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -52,17 +52,17 @@ pub(crate) fn unpack(version: &str, dest: &Path, log: &Path) -> PathBuf {
 }
 
 /// One real peer of Org1: its Fabric directory, its address and its process.
-struct RealPeer {
+pub(crate) struct RealPeer {
     version: &'static str,
     fabric: PathBuf,
-    address: String,
+    pub(crate) address: String,
     tls_ca: PathBuf,
     _process: Running,
     log: PathBuf,
 }
 
 /// A `peer` command of `fabric` that talks to `address` as `msp` of Org1, over TLS trusting the CAs of `tls_ca`.
-fn peer_cli(fabric: &Path, address: &str, msp: &Path, tls_ca: &Path) -> Command {
+pub(crate) fn peer_cli(fabric: &Path, address: &str, msp: &Path, tls_ca: &Path) -> Command {
     let mut cmd = Command::new(fabric.join("bin/peer"));
     cmd.env("FABRIC_CFG_PATH", fabric.join("config"))
         .env("FABRIC_LOGGING_SPEC", "warning")
@@ -87,7 +87,7 @@ pub(crate) fn output(cmd: &mut Command) -> Result<String, String> {
 impl RealPeer {
     /// Starts `peer node start` of `fabric` as Org1's peer0 (`crypto`: the node's crypto material, `tls_ca` the
     /// node's TLS CA bundle) with TLS and its ledger in `work`, and waits until it listens.
-    fn start(version: &'static str, fabric: PathBuf, crypto: &Path, tls_ca: &Path, work: &Path) -> RealPeer {
+    pub(crate) fn start(version: &'static str, fabric: PathBuf, crypto: &Path, tls_ca: &Path, work: &Path) -> RealPeer {
         std::fs::create_dir_all(work).unwrap();
         let (port, cc_port, ops_port) = (free_port(), free_port(), free_port());
         let address = format!("127.0.0.1:{port}");
@@ -126,12 +126,12 @@ impl RealPeer {
         peer
     }
 
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// `peer channel join -b genesis` as Org1's admin, retried while the peer is still starting.
-    fn join(&self, genesis: &Path, admin: &Path) {
+    pub(crate) fn join(&self, genesis: &Path, admin: &Path) {
         let deadline = Instant::now() + PEER_START_TIMEOUT;
         loop {
             let mut cmd = peer_cli(&self.fabric, &self.address, admin, &self.tls_ca);
@@ -149,7 +149,13 @@ impl RealPeer {
 
 /// Block `which` (a number, or `newest`) of `channel` as the peer at `address` serves it on Deliver, read by
 /// `peer channel fetch` (which waits for a block not yet committed).
-fn fetch(cli: impl Fn() -> Command, address: &str, channel: &str, which: &str, dir: &Path) -> Result<Block, String> {
+pub(crate) fn fetch(
+    cli: impl Fn() -> Command,
+    address: &str,
+    channel: &str,
+    which: &str,
+    dir: &Path,
+) -> Result<Block, String> {
     let file = dir.join(format!("{}-{which}.block", address.replace(':', "_")));
     let mut cmd = cli();
     cmd.args(["channel", "fetch", which]).arg(&file).args(["-c", channel]);
@@ -164,12 +170,12 @@ fn number(block: &Block) -> u64 {
 }
 
 /// The block's metadata entry `index` (empty when absent).
-fn metadata(block: &Block, index: usize) -> Vec<u8> {
+pub(crate) fn metadata(block: &Block, index: usize) -> Vec<u8> {
     block.metadata.as_ref().and_then(|m| m.metadata.get(index)).map(|b| b.to_vec()).unwrap_or_default()
 }
 
 /// The commit hash recorded in the block's COMMIT_HASH metadata.
-fn commit_hash(block: &Block) -> Vec<u8> {
+pub(crate) fn commit_hash(block: &Block) -> Vec<u8> {
     Metadata::decode(metadata(block, COMMIT_HASH).as_slice()).map(|m| m.value.to_vec()).unwrap_or_default()
 }
 

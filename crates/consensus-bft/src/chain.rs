@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferrofabric_orderer::ChainSupport;
@@ -47,6 +47,11 @@ use crate::wire::{encode_proposal, encode_vote, frame, WireBody, WireRequest};
 const MAX_RECENT: usize = 1 << 18;
 /// Proposals kept for heights not started yet.
 const MAX_EARLY: usize = 64;
+/// A request still pooled this long after it was last sent is sent to the other consenters again (a link was down,
+/// or a proposer left it out): so that every pooled request reaches every proposer.
+const RESEND_AFTER: Duration = Duration::from_secs(2);
+/// Requests re-sent per tick at most.
+const RESEND_MAX: usize = 2_000;
 
 /// What the chain's loop reacts to.
 pub(crate) enum Event {
@@ -64,6 +69,8 @@ pub(crate) enum Event {
     Pulled(Bytes, oneshot::Sender<Result<(), String>>),
     /// Catching up ended.
     CaughtUp(Result<(), String>),
+    /// Once a second: re-send requests that wait too long.
+    Tick,
 }
 
 /// Timeouts of round 0 and their growth per round.
@@ -89,7 +96,8 @@ impl Timeouts {
 /// The pool of requests not yet ordered, in arrival order.
 struct Pool {
     by_seq: BTreeMap<u64, [u8; 32]>,
-    entries: HashMap<[u8; 32], (u64, Bytes, bool)>,
+    /// By digest: arrival sequence number, envelope, whether it is a CONFIG request, when it was last sent.
+    entries: HashMap<[u8; 32], (u64, Bytes, bool, Instant)>,
     next_seq: u64,
     recent: HashSet<[u8; 32]>,
     recent_order: VecDeque<[u8; 32]>,
@@ -128,7 +136,7 @@ impl Pool {
         }
         let config = is_config(&envelope);
         self.by_seq.insert(self.next_seq, d);
-        self.entries.insert(d, (self.next_seq, envelope, config));
+        self.entries.insert(d, (self.next_seq, envelope, config, Instant::now()));
         self.next_seq += 1;
         true
     }
@@ -151,7 +159,7 @@ impl Pool {
         let mut out = Vec::new();
         let mut bytes = 0usize;
         for d in self.by_seq.values() {
-            let Some((_, env, config)) = self.entries.get(d) else { continue };
+            let Some((_, env, config, _)) = self.entries.get(d) else { continue };
             if *config {
                 if out.is_empty() {
                     return vec![env.clone()];
@@ -167,11 +175,28 @@ impl Pool {
         out
     }
 
+    /// The requests last sent before `now - RESEND_AFTER` (oldest first, at most `RESEND_MAX`), marked sent now.
+    fn due(&mut self, now: Instant) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        for d in self.by_seq.values() {
+            if out.len() >= RESEND_MAX {
+                break;
+            }
+            if let Some((_, env, _, sent)) = self.entries.get_mut(d) {
+                if now.duration_since(*sent) >= RESEND_AFTER {
+                    *sent = now;
+                    out.push(env.clone());
+                }
+            }
+        }
+        out
+    }
+
     /// Drops the requests of an ordered block and remembers them.
     fn ordered(&mut self, envelopes: &[Bytes]) {
         for env in envelopes {
             let d = digest(env);
-            if let Some((seq, _, _)) = self.entries.remove(&d) {
+            if let Some((seq, _, _, _)) = self.entries.remove(&d) {
                 self.by_seq.remove(&seq);
             }
             if self.recent.insert(d) {
@@ -592,6 +617,18 @@ pub(crate) async fn run(
         value_payload: ValuePayload::ProposalOnly,
     };
     let mut state = State::new(BftContext, state_params, 4);
+    let ticker = {
+        let events = host.events.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                every.tick().await;
+                if events.send(Event::Tick).await.is_err() {
+                    return;
+                }
+            }
+        })
+    };
     // A WAL of the next height means this node was deciding it when it stopped: resume at once.
     if let Err(e) = start_height(&mut state, &mut host, true).await {
         support.set_errored(e);
@@ -611,6 +648,7 @@ pub(crate) async fn run(
         }
     }
     host.cancel_all();
+    ticker.abort();
 }
 
 /// Starts the next height if there is reason to (`resume`: only if the WAL holds it).
@@ -808,6 +846,11 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
         }
         Event::PeerRequest(envelope) => {
             host.pool.add(envelope);
+        }
+        Event::Tick => {
+            for envelope in host.pool.due(Instant::now()) {
+                host.broadcast(WireBody::Request(WireRequest { envelope }));
+            }
         }
         Event::Vote(from, v) => {
             if v.message.voter != from {

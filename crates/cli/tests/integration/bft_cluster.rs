@@ -1,7 +1,13 @@
 //! Our BFT ordering service: four `ferrofabric orderer` processes (f = 1) on 127.0.0.1 serving a Fabric 3 BFT
 //! channel made by the real Fabric 3.1.5 `cryptogen` and `configtxgen` (the BFT fixture's `BFTChannel` profile),
-//! each joined with the real `osnadmin`. Clients broadcast to different consenters; the consenter whose turn it is
-//! to propose is SIGKILLed and the others go on; restarted, it takes requests again and pulls the blocks it missed.
+//! each joined with the real `osnadmin`. In turn:
+//! * clients broadcast to different consenters;
+//! * the consenter whose turn it is to propose is SIGKILLed mid-stream and the others go on; restarted from its
+//!   ledger and WAL, it takes requests again and pulls the blocks it missed;
+//! * another consenter is cut off (SIGSTOP) while the others order, then resumes and catches up;
+//! * bad client input reaches it: a MESSAGE envelope and an ENDORSER_TRANSACTION whose payload is no Transaction,
+//!   both answered SUCCESS and ordered (the peers flag them), and the channel goes on.
+//!
 //! Then every consenter's chain must hold the same blocks (headers and data), each signed by a quorum (3 of 4) of
 //! consenters as Fabric 3's `BlockValidation` demands, and every transaction that got SUCCESS exactly once. Last, a
 //! real Fabric 3.1.5 peer joins the channel and commits every block with the codes and commit hashes of our
@@ -24,8 +30,8 @@ use futures::StreamExt;
 use prost::Message;
 
 use crate::fabric_bft::{
-    broadcast, broadcast_as, cluster_lock, committed, fabric_bft, orderer_height, osnadmin_join, start_committer,
-    Fabric,
+    broadcast, broadcast_as, broadcast_with, cluster_lock, committed, fabric_bft, orderer_height, osnadmin_join,
+    start_committer, Fabric,
 };
 use crate::fabric_orderer::wait_listening;
 use crate::fabric_peers::{commit_hash, fetch, free_port, metadata, peer_cli, RealPeer, TRANSACTIONS_FILTER};
@@ -130,12 +136,65 @@ fn tx_ids(block: &Block) -> Vec<String> {
         .collect()
 }
 
+/// Sends two malformed but signed requests (Org1's User1) to `addr`: a MESSAGE envelope with opaque data, and an
+/// ENDORSER_TRANSACTION whose payload data is not a Transaction. Each must be answered SUCCESS, as Fabric's
+/// broadcast filters pass both; returns their transaction IDs.
+async fn broadcast_bad_input(fabric: &Fabric, addr: &str) -> Vec<String> {
+    use ferrofabric_protos::common::{Header, HeaderType, SignatureHeader};
+    let msp = fabric.work.join("organizations/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
+    let user = ferrofabric_msp::SigningIdentity::from_msp_dir("Org1MSP", &msp).unwrap();
+    let mut envelopes = Vec::new();
+    let mut ids = Vec::new();
+    for (kind, id) in
+        [(HeaderType::Message, "bad-input-message"), (HeaderType::EndorserTransaction, "bad-input-payload")]
+    {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        let channel_header = ChannelHeader {
+            r#type: kind as i32,
+            channel_id: "bftchannel".into(),
+            tx_id: id.into(),
+            timestamp: Some(prost_types::Timestamp { seconds: now.as_secs() as i64, nanos: 0 }),
+            ..ChannelHeader::default()
+        };
+        let signature_header =
+            SignatureHeader { creator: user.serialized().clone(), nonce: Bytes::from_static(b"nonce") };
+        let payload = Payload {
+            header: Some(Header {
+                channel_header: channel_header.encode_to_vec().into(),
+                signature_header: signature_header.encode_to_vec().into(),
+            }),
+            data: Bytes::from_static(b"\xff\xfe not a protobuf Transaction"),
+        };
+        let payload = payload.encode_to_vec();
+        let signature = user.sign(&payload);
+        envelopes.push(Bytes::from(Envelope { payload: payload.into(), signature: signature.into() }.encode_to_vec()));
+        ids.push(id.to_owned());
+    }
+    let tls = ClientTls { ca_pem: std::fs::read(fabric.tls_ca()).unwrap(), ..ClientTls::default() };
+    let ch = connect(addr, Some(&tls)).await.unwrap();
+    let n = envelopes.len();
+    let mut responses = ferrofabric_comm::broadcast(ch, futures::stream::iter(envelopes)).await.unwrap();
+    for i in 0..n {
+        let r = responses.next().await.unwrap().unwrap();
+        assert_eq!(r.status, Status::Success as i32, "bad input {}: {}", ids[i], r.info);
+    }
+    ids
+}
+
 /// Every consenter's chain holds the same blocks (header and data), each carrying a quorum of valid consenter
 /// signatures; returns how often each transaction ID occurs.
 async fn same_chain_everywhere(fabric: &Fabric, nodes: &[&Node], genesis: &Path) -> HashMap<String, usize> {
     let genesis = Block::decode(std::fs::read(genesis).unwrap().as_slice()).unwrap();
     let config = ChannelConfig::from_config_block(&genesis).unwrap();
-    let height = nodes.iter().map(|n| orderer_height(fabric, &n.grpc)).min().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let height = loop {
+        let heights: Vec<u64> = nodes.iter().map(|n| orderer_height(fabric, &n.grpc)).collect();
+        if heights.iter().all(|h| *h == heights[0]) {
+            break heights[0];
+        }
+        assert!(std::time::Instant::now() < deadline, "the consenters' heights differ: {heights:?}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
     let mut chains = Vec::new();
     for n in nodes {
         chains.push(chain(fabric, &n.grpc, height).await);
@@ -164,7 +223,7 @@ fn next_proposer(fabric: &Fabric, node: &Node) -> usize {
 }
 
 #[test]
-fn four_bft_orderers_order_a_stream_survive_a_sigkilled_proposer_and_the_restarted_one_catches_up() {
+fn four_bft_orderers_survive_a_killed_proposer_a_cut_off_consenter_and_bad_input() {
     require_tool("zstd");
     let _cluster = cluster_lock();
     let tmp = tempfile::tempdir().unwrap();
@@ -203,14 +262,38 @@ fn four_bft_orderers_order_a_stream_survive_a_sigkilled_proposer_and_the_restart
     let log = std::fs::read_to_string(&nodes[victim].log).unwrap();
     assert!(log.contains("BFT consenter caught up"), "the restarted consenter did not catch up:\n{log}");
 
+    // Another consenter cut off (SIGSTOP) while the others order, then back: it catches up too.
+    let cut_off = (victim + 2) % 4;
+    let pid = nodes[cut_off].process.as_ref().unwrap().0.id().to_string();
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    let orderer_admin = fabric.work.join("organizations/ordererOrganizations/example.com/users/Admin@example.com/msp");
+    broadcast_with(&fabric, &nodes[(cut_off + 1) % 4].grpc, "OrdererMSP", &orderer_admin, 100);
+    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+
+    // Bad client input, sent to the consenter just back: a MESSAGE envelope and an ENDORSER_TRANSACTION whose
+    // payload is no Transaction. Both are ordered (the peers flag them), and the channel goes on.
     let runtime = tokio::runtime::Runtime::new().unwrap();
+    let bad = runtime.block_on(broadcast_bad_input(&fabric, &nodes[cut_off].grpc));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = std::fs::read_to_string(&nodes[cut_off].log).unwrap();
+        if log.contains("BFT consenter caught up") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the consenter cut off did not catch up:\n{log}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
     let refs: Vec<&Node> = nodes.iter().collect();
     let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block")));
-    assert_eq!(seen.len(), 1300, "every transaction that got SUCCESS is ordered");
+    for id in &bad {
+        assert_eq!(seen.get(id), Some(&1), "bad input {id} ordered once");
+    }
+    assert_eq!(seen.len(), 1300 + 100 + bad.len(), "every transaction that got SUCCESS is ordered");
     assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
     let height = orderer_height(&fabric, &nodes[0].grpc);
     println!(
-        "1300 transactions in {} blocks on four consenters; orderer{} killed, {height_while_dead} blocks when it came back",
+        "1402 transactions in {} blocks on four consenters; orderer{} killed, {height_while_dead} blocks when it came back",
         height - 1,
         victim + 1
     );

@@ -175,14 +175,18 @@ pub(crate) fn broadcast(fabric: &Fabric, orderer: &str, org: u8, txs: u32) {
 
 /// [`broadcast`] as `user` (`User1`, `Admin`) of `org`.
 pub(crate) fn broadcast_as(fabric: &Fabric, orderer: &str, org: u8, user: &str, txs: u32) {
-    let user = fabric
+    let msp = fabric
         .work
         .join(format!("organizations/peerOrganizations/org{org}.example.com/users/{user}@org{org}.example.com/msp"));
+    broadcast_with(fabric, orderer, &format!("Org{org}MSP"), &msp, txs);
+}
+
+/// [`broadcast`] as the identity of MSP directory `msp` of `msp_id`.
+pub(crate) fn broadcast_with(fabric: &Fabric, orderer: &str, msp_id: &str, msp: &Path, txs: u32) {
     let out = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
-        .args(["bench", "orderer", "--address", orderer, "--channel", "bftchannel", "--msp-id"])
-        .arg(format!("Org{org}MSP"))
+        .args(["bench", "orderer", "--address", orderer, "--channel", "bftchannel", "--msp-id", msp_id])
         .arg("--msp-dir")
-        .arg(user)
+        .arg(msp)
         .args(["--tls", "--tls-ca"])
         .arg(fabric.tls_ca())
         .args(["--txs", &txs.to_string(), "--clients", "1", "--skip-o2-off", "--json"])

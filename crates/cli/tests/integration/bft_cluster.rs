@@ -181,9 +181,14 @@ async fn broadcast_bad_input(fabric: &Fabric, addr: &str) -> Vec<String> {
     ids
 }
 
-/// Every consenter's chain holds the same blocks (header and data), each carrying a quorum of valid consenter
-/// signatures; returns how often each transaction ID occurs.
-async fn same_chain_everywhere(fabric: &Fabric, nodes: &[&Node], genesis: &Path) -> HashMap<String, usize> {
+/// Every consenter's chain holds the same blocks (header and data), each carrying at least `quorum` consenter
+/// signatures that satisfy `BlockValidation`; returns how often each transaction ID occurs.
+async fn same_chain_everywhere(
+    fabric: &Fabric,
+    nodes: &[&Node],
+    genesis: &Path,
+    quorum: usize,
+) -> HashMap<String, usize> {
     let genesis = Block::decode(std::fs::read(genesis).unwrap().as_slice()).unwrap();
     let config = ChannelConfig::from_config_block(&genesis).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -205,7 +210,7 @@ async fn same_chain_everywhere(fabric: &Fabric, nodes: &[&Node], genesis: &Path)
         for (b, n) in blocks.iter().zip(nodes) {
             assert_eq!((&b.header, &b.data), (&blocks[0].header, &blocks[0].data), "block {number} at {}", n.grpc);
             let signatures = Metadata::decode(b.metadata.as_ref().unwrap().metadata[0].clone()).unwrap().signatures;
-            assert!(signatures.len() >= 3, "block {number} at {} has {} signatures", n.grpc, signatures.len());
+            assert!(signatures.len() >= quorum, "block {number} at {} has {} signatures", n.grpc, signatures.len());
             ferrofabric_validator::verify_block_attestation(&config, chains[0][number].clone())
                 .unwrap_or_else(|e| panic!("block {number} at {}: {e}", n.grpc));
         }
@@ -227,7 +232,7 @@ fn four_bft_orderers_survive_a_killed_proposer_a_cut_off_consenter_and_bad_input
     require_tool("zstd");
     let _cluster = cluster_lock();
     let tmp = tempfile::tempdir().unwrap();
-    let (fabric, ports) = fabric_bft(tmp.path(), false);
+    let (fabric, ports) = fabric_bft(tmp.path(), false, 4);
     let mut nodes: Vec<Node> = ports.iter().enumerate().map(|(i, (port, _))| node(&fabric, i + 1, *port)).collect();
     for (i, n) in nodes.iter_mut().enumerate() {
         n.start();
@@ -285,7 +290,7 @@ fn four_bft_orderers_survive_a_killed_proposer_a_cut_off_consenter_and_bad_input
     }
 
     let refs: Vec<&Node> = nodes.iter().collect();
-    let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block")));
+    let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block"), 3));
     for id in &bad {
         assert_eq!(seen.get(id), Some(&1), "bad input {id} ordered once");
     }
@@ -336,4 +341,38 @@ fn real_peer_and_our_committer_agree(fabric: &Fabric, tmp: &Path, nodes: &[Node]
         "a real Fabric 3.1.5 peer and our committer committed blocks 1..{height} with equal codes and commit hashes"
     );
     drop(committer);
+}
+
+/// Seven consenters (f = 2, a quorum of 5): they order a stream from clients at two consenters; with two of them
+/// SIGKILLed the other five go on; every block of the five carries at least five valid signatures and every
+/// transaction is ordered once.
+#[test]
+fn seven_bft_orderers_order_with_two_of_them_killed() {
+    require_tool("zstd");
+    let _cluster = cluster_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let (fabric, ports) = fabric_bft(tmp.path(), false, 7);
+    let mut nodes: Vec<Node> = ports.iter().enumerate().map(|(i, (port, _))| node(&fabric, i + 1, *port)).collect();
+    for (i, n) in nodes.iter_mut().enumerate() {
+        n.start();
+        osnadmin_join(&fabric, i + 1, &n.admin);
+    }
+    let (a, b) = (nodes[0].grpc.clone(), nodes[4].grpc.clone());
+    let fabric_ref = &fabric;
+    std::thread::scope(|s| {
+        s.spawn(|| broadcast(fabric_ref, &a, 1, 100));
+        s.spawn(|| broadcast(fabric_ref, &b, 2, 100));
+    });
+    nodes[1].kill();
+    nodes[5].kill();
+    broadcast_as(&fabric, &nodes[2].grpc, 1, "Admin", 100);
+    let live: Vec<&Node> = nodes.iter().enumerate().filter(|(i, _)| *i != 1 && *i != 5).map(|(_, n)| n).collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let seen = runtime.block_on(same_chain_everywhere(&fabric, &live, &fabric.work.join("genesis.block"), 5));
+    assert_eq!(seen.len(), 300, "every transaction that got SUCCESS is ordered");
+    assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
+    println!(
+        "300 transactions in {} blocks on seven consenters, two of them killed",
+        orderer_height(&fabric, &nodes[0].grpc) - 1
+    );
 }

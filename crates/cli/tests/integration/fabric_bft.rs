@@ -99,23 +99,42 @@ pub(crate) fn cluster_lock() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Unpacks Fabric 3.1.5, makes the crypto material and the genesis block of `bftchannel` with its tools, from the
-/// fixture's files with fresh ports; returns the tools and each orderer's (client, cluster) ports. Without
-/// `cluster_listener` the consenters' cluster port is their client port (one gRPC listener per node, as ours).
-pub(crate) fn fabric_bft(tmp: &Path, cluster_listener: bool) -> (Fabric, Vec<(u16, u16)>) {
+/// fixture's files (four orderers; `n` > 4 adds orderers 5..=n as consenters) with fresh ports; returns the tools
+/// and each orderer's (client, cluster) ports. Without `cluster_listener` the consenters' cluster port is their
+/// client port (one gRPC listener per node, as ours).
+pub(crate) fn fabric_bft(tmp: &Path, cluster_listener: bool, n: usize) -> (Fabric, Vec<(u16, u16)>) {
     let root = unpack("3.1.5", &tmp.join("fabric"), &tmp.join("unpack.log"));
     let fabric = Fabric { bin: root.join("bin"), config: root.join("config"), work: tmp.join("work") };
     let fixture = fabric_dir().join("../fixtures/fabric-3.1-bft");
     std::fs::create_dir_all(&fabric.work).unwrap();
+    let mut crypto = std::fs::read_to_string(fixture.join("crypto-config.yaml")).unwrap();
+    let mut configtx = std::fs::read_to_string(fixture.join("configtx.yaml")).unwrap();
+    for i in 5..=n {
+        let last = format!("  - Hostname: orderer{}\n    SANS: [localhost, 127.0.0.1]\n", i - 1);
+        let spec = format!("  - Hostname: orderer{i}\n    SANS: [localhost, 127.0.0.1]\n");
+        crypto = crypto.replacen(&last, &format!("{last}{spec}"), 1);
+        let endpoint = format!("  - 127.0.0.1:{}\n", 7050 + 100 * (i - 2));
+        configtx = configtx.replacen(&endpoint, &format!("{endpoint}  - 127.0.0.1:{}\n", 7050 + 100 * (i - 1)), 1);
+        let dir = format!("organizations/ordererOrganizations/example.com/orderers/orderer{i}.example.com");
+        let consenter = format!(
+            "  - ID: {i}\n    Host: 127.0.0.1\n    Port: {}\n    MSPID: OrdererMSP\n    Identity: {dir}/msp/signcerts/\
+             orderer{i}.example.com-cert.pem\n    ClientTLSCert: {dir}/tls/server.crt\n    ServerTLSCert: {dir}/tls/server.crt\n",
+            7060 + 100 * (i - 1)
+        );
+        let previous = format!("orderer{}.example.com/tls/server.crt\n", i - 1);
+        let at = configtx.rfind(&previous).unwrap() + previous.len();
+        configtx.insert_str(at, &consenter);
+    }
+    std::fs::write(fabric.work.join("crypto-config.yaml"), crypto).unwrap();
     let mut cryptogen = fabric.cmd("cryptogen");
-    cryptogen.arg("generate").arg(format!("--config={}", fixture.join("crypto-config.yaml").display()));
+    cryptogen.arg("generate").arg(format!("--config={}", fabric.work.join("crypto-config.yaml").display()));
     output(cryptogen.arg(format!("--output={}", fabric.work.join("organizations").display()))).unwrap();
-    let ports: Vec<(u16, u16)> = (0..4)
+    let ports: Vec<(u16, u16)> = (0..n)
         .map(|_| {
             let port = free_port();
             (port, if cluster_listener { free_port() } else { port })
         })
         .collect();
-    let mut configtx = std::fs::read_to_string(fixture.join("configtx.yaml")).unwrap();
     for (i, (port, cluster)) in ports.iter().enumerate() {
         configtx = configtx
             .replace(&format!("127.0.0.1:{}", 7050 + 100 * i), &format!("127.0.0.1:{port}"))
@@ -231,7 +250,7 @@ fn committer_leaves_a_censoring_orderer_and_gateway_submits_to_a_quorum_on_a_rea
     require_tool("zstd");
     let _cluster = cluster_lock();
     let tmp = tempfile::tempdir().unwrap();
-    let (fabric, ports) = fabric_bft(tmp.path(), true);
+    let (fabric, ports) = fabric_bft(tmp.path(), true, 4);
     let orderers: Vec<Orderer> =
         ports.iter().enumerate().map(|(i, (port, cluster))| start_orderer(&fabric, i + 1, *port, *cluster)).collect();
     let leader = &orderers[0].grpc;

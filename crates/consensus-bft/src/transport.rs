@@ -40,6 +40,9 @@ pub struct BftCluster {
     pub(crate) tls: Option<ClusterTls>,
     pub(crate) max_message: usize,
     chains: RwLock<HashMap<String, Arc<dyn FrameSink>>>,
+    /// True while no chain is served: incoming streams then end, so that a node shutting down is not held open
+    /// by the other consenters' links.
+    idle: watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for BftCluster {
@@ -52,15 +55,18 @@ impl BftCluster {
     /// A cluster dialing with `tls` (None: BFT channels are refused) and accepting frames up to `max_message`
     /// bytes.
     pub fn new(tls: Option<ClusterTls>, max_message: usize) -> Arc<BftCluster> {
-        Arc::new(BftCluster { tls, max_message, chains: RwLock::new(HashMap::new()) })
+        Arc::new(BftCluster { tls, max_message, chains: RwLock::new(HashMap::new()), idle: watch::channel(true).0 })
     }
 
     pub(crate) fn register(&self, channel: &str, sink: Arc<dyn FrameSink>) {
         self.chains.write().unwrap_or_else(|e| e.into_inner()).insert(channel.to_owned(), sink);
+        self.idle.send_replace(false);
     }
 
     pub(crate) fn unregister(&self, channel: &str) {
-        self.chains.write().unwrap_or_else(|e| e.into_inner()).remove(channel);
+        let mut chains = self.chains.write().unwrap_or_else(|e| e.into_inner());
+        chains.remove(channel);
+        self.idle.send_replace(chains.is_empty());
     }
 
     fn sink(&self, channel: &str) -> Option<Arc<dyn FrameSink>> {
@@ -203,8 +209,13 @@ async fn serve_step(
     mut inbound: Streaming<WireMessage>,
     out: mpsc::Sender<Result<StepAck, tonic::Status>>,
 ) {
+    let mut idle = cluster.idle.subscribe();
     loop {
-        match inbound.message().await {
+        let next = tokio::select! {
+            m = inbound.message() => m,
+            _ = idle.wait_for(|idle| *idle) => break,
+        };
+        match next {
             Ok(Some(msg)) => match cluster.sink(&msg.channel) {
                 Some(sink) => sink.on_frame(&peer, msg),
                 None => tracing::debug!(channel = %msg.channel, "BFT frame for a channel not served here"),

@@ -67,10 +67,10 @@ pub struct OrdererBenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Consensus of the own nodes: `solo` (one node) or `etcdraft` (with `--nodes`).
-    #[arg(long, default_value = "solo", value_parser = ["solo", "etcdraft"])]
+    /// Consensus of the own nodes: `solo` (one node), `etcdraft` or `bft` (with `--nodes`).
+    #[arg(long, default_value = "solo", value_parser = ["solo", "etcdraft", "bft"])]
     pub consensus: String,
-    /// Number of etcdraft nodes started in this process (`--consensus etcdraft`; at least 2).
+    /// Number of etcdraft (at least 2) or BFT (at least 4) nodes started in this process.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
 }
@@ -536,19 +536,94 @@ fn raft_crypto(nodes: usize) -> anyhow::Result<ferrofabric_cryptogen::Crypto> {
     Ok(ferrofabric_cryptogen::Crypto::generate(&config, &ferrofabric_cryptogen::GenerateOptions::default())?)
 }
 
-/// Starts `args.nodes` etcdraft nodes in this process with O-II on or off, waits for a leader, runs one
-/// measurement, shuts them down.
-async fn raft_nodes_run(
+/// The BFT channel of the bench: configtxgen's BFT profile over the generated network's Org1 and Org2 (members
+/// may write) and the orderer organisation `org` (written under `crypto`), whose nodes are the consenters at
+/// `127.0.0.1:ports[i]`, with the generated network's `BatchSize` and `BatchTimeout`. Returns the genesis block.
+///
+/// Errors: writing the crypto material, or configtxgen refusing the profile.
+fn bft_genesis(
+    work: &Workset,
+    org: &ferrofabric_cryptogen::Org,
+    crypto: &std::path::Path,
+    ports: &[u16],
+) -> anyhow::Result<Bytes> {
+    use std::fmt::Write as _;
+    let genesis = work.net.genesis_block();
+    let config = ferrofabric_channelconfig::ChannelConfig::from_config_block(&prost::Message::decode(genesis)?)?;
+    let orderer = config.orderer().ok_or_else(|| anyhow!("the generated channel has no orderer group"))?;
+    let (batch, timeout) = (orderer.batch_size(), orderer.batch_timeout());
+    org.write(crypto)?;
+    let mut consenters = String::new();
+    for (i, (member, port)) in org.nodes().iter().zip(ports).enumerate() {
+        let home = org.member_dir(crypto, member);
+        let _ = writeln!(
+            consenters,
+            "      - {{ID: {id}, Host: 127.0.0.1, Port: {port}, MSPID: OrdererMSP, Identity: {msp}/signcerts/{cn}-cert.pem, \
+             ClientTLSCert: {tls}/server.crt, ServerTLSCert: {tls}/server.crt}}",
+            id = i + 1,
+            msp = home.join("msp").display(),
+            tls = home.join("tls").display(),
+            cn = member.common_name(),
+        );
+    }
+    let org_policies = |id: &str| {
+        format!(
+            "Policies: {{Readers: {{Type: Signature, Rule: \"OR('{id}.member')\"}}, Writers: {{Type: Signature, Rule: \
+             \"OR('{id}.member')\"}}, Admins: {{Type: Signature, Rule: \"OR('{id}.admin')\"}}, Endorsement: {{Type: \
+             Signature, Rule: \"OR('{id}.member')\"}}}}"
+        )
+    };
+    let meta = |rule: &str| format!("{{Type: ImplicitMeta, Rule: {rule}}}");
+    let defaults = format!(
+        "Readers: {r}, Writers: {w}, Admins: {a}",
+        r = meta("ANY Readers"),
+        w = meta("ANY Writers"),
+        a = meta("MAJORITY Admins")
+    );
+    let endpoints: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let yaml = format!(
+        "Profiles:\n  Bench:\n    Policies: {{{defaults}}}\n    Capabilities: {{V3_0: true}}\n    Orderer:\n      \
+         OrdererType: BFT\n      BatchTimeout: {timeout}ms\n      BatchSize: {{MaxMessageCount: {count}, AbsoluteMaxBytes: \
+         {abs}, PreferredMaxBytes: {pref}}}\n      Policies: {{{defaults}, BlockValidation: {bv}}}\n      Capabilities: \
+         {{V2_0: true}}\n      ConsenterMapping:\n{consenters}      Organizations:\n      - {{Name: OrdererOrg, ID: \
+         OrdererMSP, MSPDir: {omsp}, {opol}, OrdererEndpoints: [{endpoints}]}}\n    Application:\n      Policies: \
+         {{{defaults}, LifecycleEndorsement: {end}, Endorsement: {end}}}\n      Capabilities: {{V2_5: true}}\n      \
+         Organizations:\n      - {{Name: Org1MSP, ID: Org1MSP, MSPDir: {msp1}, {pol1}}}\n      - {{Name: Org2MSP, ID: \
+         Org2MSP, MSPDir: {msp2}, {pol2}}}\n",
+        timeout = timeout.as_millis(),
+        count = batch.max_message_count,
+        abs = batch.absolute_max_bytes,
+        pref = batch.preferred_max_bytes,
+        bv = meta("ANY Writers"),
+        omsp = org.dir(crypto).join("msp").display(),
+        opol = org_policies("OrdererMSP"),
+        endpoints = endpoints.join(", "),
+        end = meta("MAJORITY Endorsement"),
+        msp1 = crypto.join("peerOrganizations/org1.example.com/msp").display(),
+        pol1 = org_policies("Org1MSP"),
+        msp2 = crypto.join("peerOrganizations/org2.example.com/msp").display(),
+        pol2 = org_policies("Org2MSP"),
+    );
+    let profile = ferrofabric_configtxgen::ConfigTx::from_yaml(&yaml, crypto)?.profile("Bench")?;
+    let block = ferrofabric_configtxgen::genesis_block(&profile, &work.channel)?;
+    Ok(Bytes::from(prost::Message::encode_to_vec(&block)))
+}
+
+/// Starts `args.nodes` etcdraft or BFT nodes in this process with O-II on or off, waits until they order, runs
+/// one measurement, shuts them down.
+async fn cluster_run(
     work: &Arc<Workset>,
     args: &OrdererBenchArgs,
     parallel: bool,
     warmup: &Bytes,
 ) -> anyhow::Result<RunResult> {
-    anyhow::ensure!(args.nodes >= 2, "--consensus etcdraft needs --nodes 2 or more");
+    let bft = args.consensus == "bft";
+    let least = if bft { 4 } else { 2 };
+    anyhow::ensure!(args.nodes >= least, "--consensus {} needs --nodes {least} or more", args.consensus);
     let dir = tempfile::tempdir().context("temporary directory")?;
     let crypto = dir.path().join("crypto");
     work.net.write_msp_dirs(&crypto).map_err(|e| anyhow!("writing MSP directories: {e}"))?;
-    let msp = crypto.join("ordererOrganizations/example.com/orderers/orderer.example.com/msp");
+    let shared_msp = crypto.join("ordererOrganizations/example.com/orderers/orderer.example.com/msp");
     let raft = raft_crypto(args.nodes)?;
     let org = raft.orgs().first().ok_or_else(|| anyhow!("cryptogen made no orderer organisation"))?;
     let ca = dir.path().join("tlsca.pem");
@@ -573,7 +648,11 @@ async fn raft_nodes_run(
         max_inflight_blocks: 5,
         snapshot_interval_size: 16 << 20,
     };
-    let genesis = with_raft_consenters(&work.net.genesis_block(), consenters, options)?;
+    let genesis = if bft {
+        bft_genesis(work, org, &crypto, &ports)?
+    } else {
+        with_raft_consenters(&work.net.genesis_block(), consenters, options)?
+    };
     let mut nodes = Vec::new();
     for (i, (member, port)) in org.nodes().iter().zip(&ports).enumerate() {
         let home = dir.path().join(format!("node{i}"));
@@ -586,7 +665,9 @@ async fn raft_nodes_run(
         config.general.listen_port = *port;
         config.admin.listen_address = "127.0.0.1:0".into();
         config.operations.listen_address = String::new();
-        config.general.local_msp_dir = Some(msp.clone());
+        // BFT consenters sign blocks each with its own identity, the one the consenter mapping names.
+        let msp = if bft { org.member_dir(&crypto, member).join("msp") } else { shared_msp.clone() };
+        config.general.local_msp_dir = Some(msp);
         config.general.local_msp_id = Some("OrdererMSP".into());
         config.file_ledger.location = Some(home.join("ledger"));
         config.consensus.wal_dir = Some(home.join("etcdraft/wal"));
@@ -605,7 +686,7 @@ async fn raft_nodes_run(
         config.general.cluster.client_certificate = Some(cert);
         config.general.cluster.client_private_key = Some(key);
         let plugins = ferrofabric_node::orderer_plugins(&config)?;
-        nodes.push(start(config, plugins).await.with_context(|| format!("starting raft node {i}"))?);
+        nodes.push(start(config, plugins).await.with_context(|| format!("starting {} node {i}", args.consensus))?);
     }
     let result = async {
         for node in &nodes {
@@ -641,7 +722,7 @@ async fn wait_until_ordering(addr: &str, tls: &ClientTls, warmup: &Bytes) -> any
             None => "no response".into(),
         };
         if Instant::now() > deadline {
-            bail!("the raft nodes did not start ordering within 60 s (last answer: {last})");
+            bail!("the nodes did not start ordering within 60 s (last answer: {last})");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -668,7 +749,9 @@ async fn wait_until_ordering(addr: &str, tls: &ClientTls, warmup: &Bytes) -> any
 /// starts N etcdraft nodes in this process instead (TLS certificates for `127.0.0.1` from cryptogen, mutual TLS
 /// between the nodes, WAL/snapshots/ledgers in a temporary directory, Raft tick 100 ms); the channel is the
 /// generated network's with those N consenters, the clients are spread over the nodes round-robin (followers
-/// forward to the leader) and blocks are read from node 0. Before measuring, one extra envelope is broadcast
+/// forward to the leader) and blocks are read from node 0. `--consensus bft --nodes N` (N ≥ 4) does the same
+/// with N BFT consenters, each signing with its own identity, on a channel made by configtxgen's BFT profile
+/// with the generated network's organisations and batch settings. Before measuring, one extra envelope is broadcast
 /// and must be answered SUCCESS, so that leader election is not measured.
 ///
 /// With `--address` it measures an orderer it did not start, ours or Fabric's: envelopes go to `--channel`,
@@ -692,10 +775,10 @@ pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
     let runs = runtime.block_on(async {
         let mut runs = Vec::new();
         match &args.address {
-            None if args.consensus == "etcdraft" => {
-                runs.push(raft_nodes_run(&work, &args, true, &work.warmups[0]).await?);
+            None if args.consensus != "solo" => {
+                runs.push(cluster_run(&work, &args, true, &work.warmups[0]).await?);
                 if !args.skip_o2_off {
-                    runs.push(raft_nodes_run(&work, &args, false, &work.warmups[1]).await?);
+                    runs.push(cluster_run(&work, &args, false, &work.warmups[1]).await?);
                 }
             }
             None => {
@@ -740,10 +823,10 @@ pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
         clients: args.clients,
         envelope_bytes,
         blocks: on.blocks,
-        tls: args.tls || (args.address.is_none() && args.consensus == "etcdraft"),
+        tls: args.tls || (args.address.is_none() && args.consensus != "solo"),
         fsync: !args.no_fsync,
         consensus: if args.address.is_some() { "external".into() } else { args.consensus.clone() },
-        nodes: if args.address.is_none() && args.consensus == "etcdraft" { args.nodes } else { 1 },
+        nodes: if args.address.is_none() && args.consensus != "solo" { args.nodes } else { 1 },
         runs: runs.clone(),
     };
     if args.json {

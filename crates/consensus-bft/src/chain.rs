@@ -918,3 +918,53 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
     }
     drain(state, host).await
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn envelope(kind: HeaderType, id: &str) -> Bytes {
+        let ch = ChannelHeader { r#type: kind as i32, tx_id: id.into(), ..ChannelHeader::default() };
+        let payload = Payload {
+            header: Some(ferrofabric_protos::common::Header {
+                channel_header: ch.encode_to_vec().into(),
+                signature_header: Bytes::new(),
+            }),
+            data: Bytes::from(id.to_owned()),
+        };
+        Bytes::from(Envelope { payload: payload.encode_to_vec().into(), signature: Bytes::new() }.encode_to_vec())
+    }
+
+    #[test]
+    fn the_pool_batches_in_arrival_order_puts_a_config_request_alone_and_drops_duplicates() {
+        let mut pool = Pool::new();
+        let (a, b, c) = (
+            envelope(HeaderType::EndorserTransaction, "a"),
+            envelope(HeaderType::EndorserTransaction, "b"),
+            envelope(HeaderType::EndorserTransaction, "c"),
+        );
+        let config = envelope(HeaderType::Config, "config");
+        assert!(pool.add(a.clone()) && pool.add(b.clone()));
+        assert!(!pool.add(a.clone()), "a pooled request is not pooled twice");
+        assert!(pool.add(config.clone()) && pool.add(c.clone()));
+        assert_eq!(pool.batch(10, 1 << 20), vec![a.clone(), b.clone(), c.clone()], "the config request waits");
+        assert_eq!(pool.batch(2, 1 << 20), vec![a.clone(), b.clone()]);
+        assert_eq!(pool.batch(10, 1), vec![a.clone()], "at least one request, whatever its size");
+        pool.ordered(&[a.clone(), b.clone()]);
+        assert_eq!(pool.batch(10, 1 << 20), vec![config.clone()], "a config request first in line goes alone");
+        pool.ordered(&[config, c]);
+        assert!(pool.is_empty());
+        assert!(!pool.add(a), "a request ordered recently is not pooled again");
+    }
+
+    #[test]
+    fn requests_are_due_again_only_after_the_resend_interval() {
+        let mut pool = Pool::new();
+        pool.add(envelope(HeaderType::EndorserTransaction, "a"));
+        let now = Instant::now();
+        assert!(pool.due(now).is_empty());
+        assert_eq!(pool.due(now + RESEND_AFTER).len(), 1);
+        assert!(pool.due(now + RESEND_AFTER).is_empty(), "sent again just now");
+    }
+}

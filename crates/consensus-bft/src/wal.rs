@@ -113,3 +113,62 @@ impl Wal {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use malachitebft_core_types::{Round, Timeout, TimeoutKind};
+
+    fn timeout(round: u32) -> WalEntry<BftContext> {
+        WalEntry::Timeout(Timeout { kind: TimeoutKind::Prevote, round: Round::new(round) })
+    }
+
+    fn rounds(entries: &[WalEntry<BftContext>]) -> Vec<i64> {
+        entries
+            .iter()
+            .map(|e| match e {
+                WalEntry::Timeout(t) => t.round.as_i64(),
+                _ => -1,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_restart_at_the_same_height_replays_what_was_flushed_and_a_new_height_starts_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open(dir.path()).unwrap();
+        assert!(wal.start(5).unwrap().is_empty());
+        wal.append(&timeout(0));
+        wal.append(&timeout(1));
+        wal.flush().unwrap();
+        wal.append(&timeout(2)); // never flushed: lost in the crash
+        drop(wal);
+        let mut wal = Wal::open(dir.path()).unwrap();
+        assert_eq!(rounds(&wal.start(5).unwrap()), vec![0, 1]);
+        drop(wal);
+        let mut wal = Wal::open(dir.path()).unwrap();
+        assert!(wal.start(6).unwrap().is_empty(), "entries of height 5 are not replayed at height 6");
+    }
+
+    #[test]
+    fn a_torn_tail_is_cut_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut wal = Wal::open(dir.path()).unwrap();
+        wal.start(9).unwrap();
+        wal.append(&timeout(0));
+        wal.flush().unwrap();
+        drop(wal);
+        let path = dir.path().join("bft.wal");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(&[0, 0, 0, 40, 1, 2, 3]); // half a record
+        std::fs::write(&path, &bytes).unwrap();
+        let mut wal = Wal::open(dir.path()).unwrap();
+        assert_eq!(rounds(&wal.start(9).unwrap()), vec![0]);
+        wal.append(&timeout(1));
+        wal.flush().unwrap();
+        drop(wal);
+        let mut wal = Wal::open(dir.path()).unwrap();
+        assert_eq!(rounds(&wal.start(9).unwrap()), vec![0, 1], "records after the cut are readable");
+    }
+}

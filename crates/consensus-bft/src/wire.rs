@@ -264,3 +264,57 @@ pub(crate) fn decode_wal(record: WalRecord) -> Option<WalEntry<BftContext>> {
 pub(crate) fn frame(channel: &str, body: WireBody) -> Bytes {
     Bytes::from(WireMessage { channel: channel.to_owned(), body: Some(body) }.encode_to_vec())
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample_vote() -> SignedMessage<BftContext, BftVote> {
+        let vote = BftVote {
+            height: BlockNumber(7),
+            round: Round::new(2),
+            kind: VoteType::Precommit,
+            value: NilOrVal::Val(BatchId([9; 32])),
+            voter: ConsenterId(3),
+            extension: Some(SignedMessage::new(Bytes::from_static(b"sig"), Bytes::new())),
+        };
+        SignedMessage::new(vote, Bytes::from_static(b"signature"))
+    }
+
+    #[test]
+    fn a_vote_survives_the_wire_and_the_wal() {
+        let v = sample_vote();
+        assert_eq!(decode_vote(encode_vote(&v)).unwrap(), v);
+        let entry = WalEntry::ConsensusMsg(SignedConsensusMsg::Vote(v.clone()));
+        match decode_wal(encode_wal(&entry)).unwrap() {
+            WalEntry::ConsensusMsg(SignedConsensusMsg::Vote(back)) => assert_eq!(back, v),
+            other => panic!("decoded {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_vote_with_a_bad_kind_round_or_value_id_is_refused() {
+        let good = encode_vote(&sample_vote());
+        assert!(decode_vote(WireVote { kind: 3, ..good.clone() }).is_none());
+        assert!(decode_vote(WireVote { round: -2, ..good.clone() }).is_none());
+        assert!(decode_vote(WireVote { value: Bytes::from_static(b"short"), ..good }).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_frames_and_wal_records_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(m) = WireMessage::decode(bytes.as_slice()) {
+                match m.body {
+                    Some(WireBody::Vote(v)) => { let _ = decode_vote(v); }
+                    Some(WireBody::Proposal(p)) => { let _ = decode_proposal(p); }
+                    _ => {}
+                }
+            }
+            if let Ok(r) = WalRecord::decode(bytes.as_slice()) {
+                let _ = decode_wal(r);
+            }
+        }
+    }
+}

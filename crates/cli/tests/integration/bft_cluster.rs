@@ -102,6 +102,16 @@ fn node(fabric: &Fabric, i: usize, port: u16) -> Node {
     }
 }
 
+/// Starts our orderers at `ports` (orderer `i + 1` at `ports[i]`) and joins each to `bftchannel` with `osnadmin`.
+fn start_cluster(fabric: &Fabric, ports: &[(u16, u16)]) -> Vec<Node> {
+    let mut nodes: Vec<Node> = ports.iter().enumerate().map(|(i, (port, _))| node(fabric, i + 1, *port)).collect();
+    for (i, n) in nodes.iter_mut().enumerate() {
+        n.start();
+        osnadmin_join(fabric, i + 1, &n.admin);
+    }
+    nodes
+}
+
 /// Blocks `0..height` of `bftchannel` from the orderer at `addr`, as Org1's admin over Deliver.
 async fn chain(fabric: &Fabric, addr: &str, height: u64) -> Vec<Bytes> {
     let admin = fabric.work.join("organizations/peerOrganizations/org1.example.com/users/Admin@org1.example.com/msp");
@@ -174,9 +184,10 @@ async fn broadcast_bad_input(fabric: &Fabric, addr: &str) -> Vec<String> {
     let ch = connect(addr, Some(&tls)).await.unwrap();
     let n = envelopes.len();
     let mut responses = ferrofabric_comm::broadcast(ch, futures::stream::iter(envelopes)).await.unwrap();
-    for i in 0..n {
+    assert_eq!(n, ids.len());
+    for id in &ids {
         let r = responses.next().await.unwrap().unwrap();
-        assert_eq!(r.status, Status::Success as i32, "bad input {}: {}", ids[i], r.info);
+        assert_eq!(r.status, Status::Success as i32, "bad input {id}: {}", r.info);
     }
     ids
 }
@@ -233,11 +244,7 @@ fn four_bft_orderers_survive_a_killed_proposer_a_cut_off_consenter_and_bad_input
     let _cluster = cluster_lock();
     let tmp = tempfile::tempdir().unwrap();
     let (fabric, ports) = fabric_bft(tmp.path(), false, 4);
-    let mut nodes: Vec<Node> = ports.iter().enumerate().map(|(i, (port, _))| node(&fabric, i + 1, *port)).collect();
-    for (i, n) in nodes.iter_mut().enumerate() {
-        n.start();
-        osnadmin_join(&fabric, i + 1, &n.admin);
-    }
+    let mut nodes = start_cluster(&fabric, &ports);
     // Two clients, each at its own consenter.
     let (a, b) = (nodes[0].grpc.clone(), nodes[2].grpc.clone());
     let fabric_ref = &fabric;
@@ -352,11 +359,7 @@ fn seven_bft_orderers_order_with_two_of_them_killed() {
     let _cluster = cluster_lock();
     let tmp = tempfile::tempdir().unwrap();
     let (fabric, ports) = fabric_bft(tmp.path(), false, 7);
-    let mut nodes: Vec<Node> = ports.iter().enumerate().map(|(i, (port, _))| node(&fabric, i + 1, *port)).collect();
-    for (i, n) in nodes.iter_mut().enumerate() {
-        n.start();
-        osnadmin_join(&fabric, i + 1, &n.admin);
-    }
+    let mut nodes = start_cluster(&fabric, &ports);
     let (a, b) = (nodes[0].grpc.clone(), nodes[4].grpc.clone());
     let fabric_ref = &fabric;
     std::thread::scope(|s| {

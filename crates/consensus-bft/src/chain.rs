@@ -52,11 +52,13 @@ const MAX_EARLY: usize = 64;
 const RESEND_AFTER: Duration = Duration::from_secs(2);
 /// Requests re-sent per tick at most.
 const RESEND_MAX: usize = 2_000;
+/// Requests pooled at most (SmartBFT's default `RequestPoolSize`); Broadcast is refused beyond it.
+pub(crate) const POOL_SIZE: usize = 100_000;
 
 /// What the chain's loop reacts to.
 pub(crate) enum Event {
-    /// A request accepted by this node's Broadcast; the answer says when it is pooled.
-    Order(Bytes, oneshot::Sender<()>),
+    /// A request accepted by this node's Broadcast; the answer says when it is pooled, or why not.
+    Order(Bytes, oneshot::Sender<Result<(), String>>),
     /// A request forwarded by another consenter (already checked).
     PeerRequest(Bytes),
     /// A vote from consenter `.0` (the sender, authenticated by TLS).
@@ -143,6 +145,10 @@ impl Pool {
 
     fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
     }
 
     fn contains(&self, d: &[u8; 32]) -> bool {
@@ -839,10 +845,14 @@ fn on_proposal(
 async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) -> Result<(), String> {
     match event {
         Event::Order(envelope, ack) => {
-            if host.pool.add(envelope.clone()) {
-                host.broadcast(WireBody::Request(WireRequest { envelope }));
+            if host.pool.len() >= POOL_SIZE {
+                let _ = ack.send(Err(format!("the request pool is full ({POOL_SIZE} requests wait to be ordered)")));
+            } else {
+                if host.pool.add(envelope.clone()) {
+                    host.broadcast(WireBody::Request(WireRequest { envelope }));
+                }
+                let _ = ack.send(Ok(()));
             }
-            let _ = ack.send(());
         }
         Event::PeerRequest(envelope) => {
             host.pool.add(envelope);

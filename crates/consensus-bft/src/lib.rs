@@ -32,7 +32,8 @@
 //!   `RequestComplainTimeout`.
 //! * Each request is forwarded to every consenter (BFT-SMaRt's way), not only to the leader, so whichever
 //!   consenter proposes next can order it.
-//! * SUCCESS means the request is in this consenter's pool and was sent to the others, as in Fabric 3.
+//! * SUCCESS means the request is in this consenter's pool and was sent to the others, as in Fabric 3; with
+//!   100,000 requests waiting (SmartBFT's default `RequestPoolSize`) Broadcast answers SERVICE_UNAVAILABLE.
 //! * A consenter that fell behind (it sees votes or proposals of a later height) pulls the missing blocks over
 //!   Deliver from the others ([`ferrofabric_orderer::pull_blocks`]) and appends each only with a quorum of valid
 //!   consenter signatures (`BlockValidation`).
@@ -249,7 +250,7 @@ impl BftChain {
         let (ack, done) = oneshot::channel();
         let sent = tokio::time::timeout(self.queue_timeout, self.events.send(Event::Order(envelope, ack))).await;
         match sent {
-            Ok(Ok(())) => done.await.map_err(|_| err("the BFT chain stopped")),
+            Ok(Ok(())) => done.await.map_err(|_| err("the BFT chain stopped"))?.map_err(err),
             Ok(Err(_)) => Err(err("the BFT chain stopped")),
             Err(_) => Err(err(format!("the BFT chain did not accept the request within {:?}", self.queue_timeout))),
         }

@@ -6,7 +6,8 @@
 //!   ledger and WAL, it takes requests again and pulls the blocks it missed;
 //! * another consenter is cut off (SIGSTOP) while the others order, then resumes and catches up;
 //! * bad client input reaches it: a MESSAGE envelope and an ENDORSER_TRANSACTION whose payload is no Transaction,
-//!   both answered SUCCESS and ordered (the peers flag them), and the channel goes on.
+//!   both answered SUCCESS and ordered (the peers flag them), and the channel goes on;
+//! * a CONFIG_UPDATE becomes a config block of its own, named as last config by itself and the blocks after it.
 //!
 //! Then every consenter's chain must hold the same blocks (headers and data), each signed by a quorum (3 of 4) of
 //! consenters as Fabric 3's `BlockValidation` demands, and every transaction that got SUCCESS exactly once. Last, a
@@ -192,6 +193,38 @@ async fn broadcast_bad_input(fabric: &Fabric, addr: &str) -> Vec<String> {
     ids
 }
 
+/// Sends a CONFIG_UPDATE adding an anchor peer to Org1 (signed by Org1's admin) to `addr`; waits for the config
+/// block it becomes and checks that the block holds only the CONFIG transaction and names itself as last config.
+/// Returns its number.
+async fn config_update(fabric: &Fabric, addr: &str) -> u64 {
+    let genesis = Block::decode(std::fs::read(fabric.work.join("genesis.block")).unwrap().as_slice()).unwrap();
+    let current = ChannelConfig::from_config_block(&genesis).unwrap();
+    let msp = fabric.work.join("organizations/peerOrganizations/org1.example.com/users/Admin@org1.example.com/msp");
+    let admin = ferrofabric_msp::SigningIdentity::from_msp_dir("Org1MSP", &msp).unwrap();
+    let update =
+        ferrofabric_configtx::anchor_peer_update("bftchannel", current.config(), "Org1MSP", "127.0.0.1", 7051).unwrap();
+    let env = ferrofabric_configtx::config_update_envelope("bftchannel", &update, &[&admin], &admin);
+    let before = orderer_height(fabric, addr);
+    let tls = ClientTls { ca_pem: std::fs::read(fabric.tls_ca()).unwrap(), ..ClientTls::default() };
+    let ch = connect(addr, Some(&tls)).await.unwrap();
+    let stream = futures::stream::iter(vec![Bytes::from(env.encode_to_vec())]);
+    let r = ferrofabric_comm::broadcast(ch, stream).await.unwrap().next().await.unwrap().unwrap();
+    assert_eq!(r.status, Status::Success as i32, "CONFIG_UPDATE: {}", r.info);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let height = orderer_height(fabric, addr);
+        for n in before..height {
+            let block = fabric.fetch_from_orderer(addr, &n.to_string()).unwrap();
+            if ferrofabric_protoutil::sole_config_envelope(&block).is_some() {
+                assert_eq!(ferrofabric_protoutil::last_config_index(&block).unwrap(), n, "config block {n}");
+                return n;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no config block within 30 s");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
 /// Every consenter's chain holds the same blocks (header and data), each carrying at least `quorum` consenter
 /// signatures that satisfy `BlockValidation`; returns how often each transaction ID occurs.
 async fn same_chain_everywhere(
@@ -296,16 +329,25 @@ fn four_bft_orderers_survive_a_killed_proposer_a_cut_off_consenter_and_bad_input
         std::thread::sleep(Duration::from_millis(200));
     }
 
+    // A CONFIG_UPDATE (an anchor peer for Org1, signed by its admin) becomes a config block of its own, which
+    // names itself as last config, and so do the blocks after it.
+    let config_number = runtime.block_on(config_update(&fabric, &nodes[0].grpc));
+    let orderer1 = fabric.orderer_dir(1).join("msp");
+    broadcast_with(&fabric, &nodes[1].grpc, "OrdererMSP", &orderer1, 10);
+
     let refs: Vec<&Node> = nodes.iter().collect();
-    let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block"), 3));
+    let mut seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block"), 3));
+    seen.remove("");
     for id in &bad {
         assert_eq!(seen.get(id), Some(&1), "bad input {id} ordered once");
     }
-    assert_eq!(seen.len(), 1300 + 100 + bad.len(), "every transaction that got SUCCESS is ordered");
+    assert_eq!(seen.len(), 1300 + 100 + bad.len() + 10, "every transaction that got SUCCESS is ordered");
     assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
     let height = orderer_height(&fabric, &nodes[0].grpc);
+    let last = fabric.fetch_from_orderer(&nodes[0].grpc, &(height - 1).to_string()).unwrap();
+    assert_eq!(ferrofabric_protoutil::last_config_index(&last).unwrap(), config_number, "LAST_CONFIG after the update");
     println!(
-        "1402 transactions in {} blocks on four consenters; orderer{} killed, {height_while_dead} blocks when it came back",
+        "1412 transactions and a config update in {} blocks on four consenters; orderer{} killed, {height_while_dead} blocks when it came back",
         height - 1,
         victim + 1
     );

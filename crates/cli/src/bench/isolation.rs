@@ -43,6 +43,11 @@ pub struct IsolationBenchArgs {
     /// CPU hogs (default: one per core).
     #[arg(long)]
     pub hogs: Option<usize>,
+    /// The hogs' cgroup CPU share (v1 units; the node's default share is 1024). Equal shares are the paper's
+    /// setting, but CFS favours the node's often-sleeping threads over always-running hogs, so beside a node that
+    /// is not saturated equal-share hogs may take little from it; a larger share models a favoured neighbour.
+    #[arg(long, default_value_t = DEFAULT_SHARE)]
+    pub hog_share: u64,
     /// Concurrent broadcast streams.
     #[arg(long, default_value_t = 4)]
     pub clients: usize,
@@ -65,6 +70,7 @@ impl Default for IsolationBenchArgs {
             warmup: 10.0,
             threshold: None,
             hogs: None,
+            hog_share: DEFAULT_SHARE,
             clients: 4,
             trace: None,
             json: false,
@@ -115,6 +121,8 @@ pub struct IsolationReport {
     pub threshold: f64,
     /// Hog processes.
     pub hogs: usize,
+    /// The hogs' cgroup share.
+    pub hog_share: u64,
     /// `alone`, `hogs`, `hogs+controller`.
     pub phases: Vec<PhaseResult>,
     /// hogs+controller throughput / alone throughput (goal ≥ 0.9).
@@ -142,7 +150,7 @@ pub struct IsolationReport {
 ///    Org1's and Org2's endorser; each phase writes the same keys) are endorsed beforehand.
 /// 3. Each phase broadcasts `rate × (warmup + seconds)` of them paced at `rate` over `clients` streams and waits
 ///    until all are committed; the transactions sent in the first `warmup` seconds are not measured. Alone;
-///    then with one hog process per core (a SHA-256 loop; a sibling cgroup of the node's with the default share)
+///    then with one hog process per core (a SHA-256 loop; a sibling cgroup of the node's with share `--hog-share`, default 1024)
 ///    started 2 s before the load; then the same with the controller (threshold default 95% of `rate`)
 ///    running from the hogs' start to the phase's end. Shares go back to the default after.
 ///
@@ -167,7 +175,7 @@ fn print(args: &IsolationBenchArgs, r: &IsolationReport) -> anyhow::Result<()> {
         println!("{v}");
         return Ok(());
     }
-    println!("offered {:.0} tx/s, threshold {:.0} tx/s, {} hogs", r.rate, r.threshold, r.hogs);
+    println!("offered {:.0} tx/s, threshold {:.0} tx/s, {} hogs at share {}", r.rate, r.threshold, r.hogs, r.hog_share);
     println!(
         "{:<18} {:>8} {:>9} {:>9} {:>11} {:>14}",
         "phase", "tx/s", "p50 ms", "p99 ms", "node cores", "hog blocks/s"
@@ -216,7 +224,8 @@ async fn bench(args: &IsolationBenchArgs) -> anyhow::Result<IsolationReport> {
             hogs: hierarchy.cgroup(&format!("ferrofabric-bench-hogs-{id}"))?,
         };
         groups.client.set_share(CLIENT_SHARE)?;
-        groups.hogs.set_share(DEFAULT_SHARE)?;
+        anyhow::ensure!(args.hog_share >= 2, "--hog-share is at least 2 (the smallest cgroup v1 share)");
+        groups.hogs.set_share(args.hog_share)?;
         groups.client.add_process(id)?;
         phases(args, &node, &groups, &exe).await
     }
@@ -301,6 +310,7 @@ async fn phases(
         rate: args.rate,
         threshold,
         hogs,
+        hog_share: args.hog_share,
         controlled_vs_alone: tp(2) / tp(0).max(1e-9),
         hogs_vs_alone: tp(1) / tp(0).max(1e-9),
         controlled_p99_vs_alone: results[2].block_latency_ms_p99 / results[0].block_latency_ms_p99.max(1e-9),

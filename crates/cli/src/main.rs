@@ -143,7 +143,10 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("FERROFABRIC_LOG").unwrap_or_else(|_| default_level.into()),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: log files and pipes get plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    configure_fault_points();
     let result = match cli.command {
         Command::Ledger { command: LedgerCommand::Replay { genesis, blocks, report, state, threads, quiet } } => {
             replay::run(&replay::Args { genesis, blocks, report, state, threads, progress: !quiet })
@@ -177,6 +180,23 @@ fn main() -> ExitCode {
 /// The multi-threaded Tokio runtime a daemon command runs in, its worker threads named `name`.
 ///
 /// Errors: the runtime cannot be built (e.g. no threads can be spawned).
+/// Turns on the fault points `FERROFABRIC_FAILPOINTS` names (`name=actions;...`, TiKV fail-rs's syntax, e.g.
+/// `deliver-block=return(alter-data:odd)`); without it every fault point is inert. The tests make orderers
+/// Byzantine with them; docs/BFT.md lists the points. A malformed entry is logged and skipped.
+fn configure_fault_points() {
+    let Ok(spec) = std::env::var("FERROFABRIC_FAILPOINTS") else { return };
+    for entry in spec.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((name, actions)) = entry.split_once('=') else {
+            tracing::error!(entry, "FERROFABRIC_FAILPOINTS: expected name=actions");
+            continue;
+        };
+        match fail::cfg(name.trim(), actions.trim()) {
+            Ok(()) => tracing::warn!(fault_point = name.trim(), actions = actions.trim(), "fault injection is on"),
+            Err(e) => tracing::error!(entry, error = %e, "FERROFABRIC_FAILPOINTS: bad actions"),
+        }
+    }
+}
+
 fn daemon_runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context;
     tokio::runtime::Builder::new_multi_thread()

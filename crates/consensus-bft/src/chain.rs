@@ -842,8 +842,20 @@ fn on_proposal(
     feed(state, host, Input::Proposal(p));
 }
 
+/// Fault injection: whether this consenter censors, answering Broadcast SUCCESS but pooling no request, from
+/// clients or from the other consenters, so that it never proposes one (the `bft-drop-requests` fault point of
+/// TiKV's fail-rs, inert unless `FERROFABRIC_FAILPOINTS` configures it; the censorship test uses it). The
+/// others replace it as proposer when their propose timeout expires.
+fn censoring() -> bool {
+    fail::eval("bft-drop-requests", |_| ()).is_some()
+}
+
 async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) -> Result<(), String> {
     match event {
+        Event::Order(_, ack) if censoring() => {
+            let _ = ack.send(Ok(()));
+        }
+        Event::PeerRequest(_) if censoring() => {}
         Event::Order(envelope, ack) => {
             if host.pool.len() >= POOL_SIZE {
                 let _ = ack.send(Err(format!("the request pool is full ({POOL_SIZE} requests wait to be ordered)")));

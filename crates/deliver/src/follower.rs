@@ -199,12 +199,14 @@ impl Follower {
                 }
             }
             let endpoint = &self.config.endpoints[index % n];
+            let start = next;
             match self.session(endpoint, &mut next, &out, restart.as_mut()).await {
                 SessionEnd::Closed => return,
                 SessionEnd::Restart(from) => {
                     tracing::warn!(%endpoint, from, "block refused; fetching it again from another server");
+                    // A server that delivered good blocks before the refused one is not down: pause briefly.
+                    failures = if from > start { 1 } else { failures.saturating_add(1) };
                     next = from;
-                    failures = failures.saturating_add(1);
                     index += 1;
                 }
                 SessionEnd::Failed { error, progressed } => {

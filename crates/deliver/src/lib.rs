@@ -13,8 +13,12 @@
 //!   back-off ([`FollowConfig`], [`DeliveryConfig`] in configuration files) — the committer's orderer client and
 //!   the block store's committer client — on BFT channels with Fabric 3's censorship monitor ([`BftFollow`],
 //!   [`AttestationVerifier`]).
+//!
+//! One fault point, inert unless configured: `deliver-block` makes the server lie like a Byzantine orderer (altered
+//! data, too few signatures), for the tests of the committer's refusal (see `faults.rs`).
 
 mod censorship;
+mod faults;
 mod filtered;
 mod follower;
 mod peer;

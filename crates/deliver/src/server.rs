@@ -415,6 +415,7 @@ impl DeliverHandler {
                     return Ok(Status::ServiceUnavailable);
                 }
             };
+            let bytes = crate::faults::served_block(number, bytes);
             if let Err(e) = access.evaluate(&*chain, kind, &*self.policy) {
                 tracing::warn!(channel = %channel_id, error = %e, "Deliver authorization revoked");
                 return Ok(Status::Forbidden);

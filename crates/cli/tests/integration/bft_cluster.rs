@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::MutexGuard;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -29,6 +30,7 @@ use ferrofabric_protos::common::{Block, ChannelHeader, Envelope, Metadata, Paylo
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use futures::StreamExt;
 use prost::Message;
+use tempfile::TempDir;
 
 use crate::fabric_bft::{
     broadcast, broadcast_as, broadcast_with, cluster_lock, committed, fabric_bft, orderer_height, osnadmin_join,
@@ -45,6 +47,8 @@ struct Node {
     admin: String,
     config: std::path::PathBuf,
     log: std::path::PathBuf,
+    /// Fault points turned on in this node (`FERROFABRIC_FAILPOINTS`): a Byzantine consenter.
+    faults: Option<String>,
 }
 
 impl Node {
@@ -54,6 +58,7 @@ impl Node {
             .args(["orderer", "--config"])
             .arg(&self.config)
             .env("FERROFABRIC_LOG", "info,informalsystems_malachitebft=warn,ferrofabric_consensus_bft=debug")
+            .env("FERROFABRIC_FAILPOINTS", self.faults.as_deref().unwrap_or_default())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -100,12 +105,30 @@ fn node(fabric: &Fabric, i: usize, port: u16) -> Node {
         admin: format!("127.0.0.1:{admin}"),
         config,
         log: home.join("orderer.log"),
+        faults: None,
     }
 }
 
-/// Starts our orderers at `ports` (orderer `i + 1` at `ports[i]`) and joins each to `bftchannel` with `osnadmin`.
-fn start_cluster(fabric: &Fabric, ports: &[(u16, u16)]) -> Vec<Node> {
+/// A cluster of `n` of our orderers on a Fabric 3 BFT channel made by the real Fabric 3.1.5 tools, node `i` with the
+/// fault points `faults` names for it, each joined to `bftchannel` with `osnadmin`. Returns, in the order they must
+/// drop (last first): the lock that keeps cluster tests apart, the test's directory, the Fabric material, the nodes.
+/// Needs `zstd`.
+fn cluster(n: usize, faults: &[(usize, &str)]) -> (MutexGuard<'static, ()>, TempDir, Fabric, Vec<Node>) {
+    require_tool("zstd");
+    let lock = cluster_lock();
+    let tmp = tempfile::tempdir().unwrap();
+    let (fabric, ports) = fabric_bft(tmp.path(), false, n);
+    let nodes = start_cluster(&fabric, &ports, faults);
+    (lock, tmp, fabric, nodes)
+}
+
+/// Starts our orderers at `ports` (orderer `i + 1` at `ports[i]`), node `i` with the fault points `faults` names
+/// for it, and joins each to `bftchannel` with `osnadmin`.
+fn start_cluster(fabric: &Fabric, ports: &[(u16, u16)], faults: &[(usize, &str)]) -> Vec<Node> {
     let mut nodes: Vec<Node> = ports.iter().enumerate().map(|(i, (port, _))| node(fabric, i + 1, *port)).collect();
+    for (i, spec) in faults {
+        nodes[*i].faults = Some((*spec).to_owned());
+    }
     for (i, n) in nodes.iter_mut().enumerate() {
         n.start();
         osnadmin_join(fabric, i + 1, &n.admin);
@@ -273,11 +296,7 @@ fn next_proposer(fabric: &Fabric, node: &Node) -> usize {
 
 #[test]
 fn four_bft_orderers_survive_a_killed_proposer_a_cut_off_consenter_and_bad_input() {
-    require_tool("zstd");
-    let _cluster = cluster_lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let (fabric, ports) = fabric_bft(tmp.path(), false, 4);
-    let mut nodes = start_cluster(&fabric, &ports);
+    let (_lock, tmp, fabric, mut nodes) = cluster(4, &[]);
     // Two clients, each at its own consenter.
     let (a, b) = (nodes[0].grpc.clone(), nodes[2].grpc.clone());
     let fabric_ref = &fabric;
@@ -397,11 +416,7 @@ fn real_peer_and_our_committer_agree(fabric: &Fabric, tmp: &Path, nodes: &[Node]
 /// transaction is ordered once.
 #[test]
 fn seven_bft_orderers_order_with_two_of_them_killed() {
-    require_tool("zstd");
-    let _cluster = cluster_lock();
-    let tmp = tempfile::tempdir().unwrap();
-    let (fabric, ports) = fabric_bft(tmp.path(), false, 7);
-    let mut nodes = start_cluster(&fabric, &ports);
+    let (_lock, _tmp, fabric, mut nodes) = cluster(7, &[]);
     let (a, b) = (nodes[0].grpc.clone(), nodes[4].grpc.clone());
     let fabric_ref = &fabric;
     std::thread::scope(|s| {
@@ -420,4 +435,79 @@ fn seven_bft_orderers_order_with_two_of_them_killed() {
         "300 transactions in {} blocks on seven consenters, two of them killed",
         orderer_height(&fabric, &nodes[0].grpc) - 1
     );
+}
+
+/// A censoring consenter: orderer 2 answers Broadcast SUCCESS but pools no request, neither a client's nor one
+/// forwarded by the others, so on its turns it proposes nothing. The others replace it when their propose timeout
+/// expires (the block is decided in a later round), and every transaction the honest consenters answered SUCCESS is
+/// ordered exactly once, in the same blocks on all four, the censor's chain included.
+#[test]
+fn bft_censoring_proposer_is_replaced_and_every_request_is_ordered() {
+    let (_lock, _tmp, fabric, nodes) = cluster(4, &[(1, "bft-drop-requests=return")]);
+    let fabric_ref = &fabric;
+    let (a, b, c) = (nodes[0].grpc.clone(), nodes[2].grpc.clone(), nodes[3].grpc.clone());
+    std::thread::scope(|s| {
+        s.spawn(|| broadcast(fabric_ref, &a, 1, 200));
+        s.spawn(|| broadcast(fabric_ref, &b, 2, 200));
+        s.spawn(|| broadcast_as(fabric_ref, &c, 1, "Admin", 200));
+    });
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block"), 3));
+    assert_eq!(seen.len(), 600, "every transaction that got SUCCESS from an honest consenter is ordered");
+    assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
+    let log = std::fs::read_to_string(&nodes[0].log).unwrap();
+    let decided: Vec<&str> = log.lines().filter(|l| l.contains("BFT block decided")).collect();
+    assert!(!decided.is_empty(), "no decisions logged:\n{log}");
+    assert!(
+        decided.iter().any(|l| !l.contains(" round=0")),
+        "no block was decided after a round change, so the censor never had a turn:\n{}",
+        decided.join("\n")
+    );
+    println!(
+        "600 transactions in {} blocks beside a censoring consenter; {} of them decided after a round change",
+        orderer_height(&fabric, &nodes[0].grpc) - 1,
+        decided.iter().filter(|l| !l.contains(" round=0")).count()
+    );
+}
+
+/// Orderers that order honestly but lie over Deliver: orderer 1 alters the data of odd blocks, orderer 2 strips
+/// the signatures of even blocks down to one (fewer than the quorum of 3). Our committer, following only these two,
+/// refuses each lie and fetches the block from the other; it commits every block with the codes and commit
+/// hashes of a committer that follows the two honest orderers.
+#[test]
+fn bft_committer_refuses_altered_and_under_signed_blocks_and_switches_orderer() {
+    let faults = [(0, "deliver-block=return(alter-data:odd)"), (1, "deliver-block=return(drop-signatures:even)")];
+    let (_lock, tmp, fabric, nodes) = cluster(4, &faults);
+    let fabric_ref = &fabric;
+    let (a, b) = (nodes[2].grpc.clone(), nodes[3].grpc.clone());
+    std::thread::scope(|s| {
+        s.spawn(|| broadcast(fabric_ref, &a, 1, 100));
+        s.spawn(|| broadcast(fabric_ref, &b, 2, 100));
+    });
+    let honest: Vec<&Node> = nodes[2..].iter().collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let seen = runtime.block_on(same_chain_everywhere(&fabric, &honest, &fabric.work.join("genesis.block"), 3));
+    assert_eq!(seen.len(), 200, "every transaction that got SUCCESS is ordered");
+    let height = orderer_height(&fabric, &nodes[2].grpc);
+    assert!(height > 3, "too few blocks ({height}) to see both lies");
+
+    let (liars_dir, honest_dir) = (tmp.path().join("follows-liars"), tmp.path().join("follows-honest"));
+    std::fs::create_dir_all(&liars_dir).unwrap();
+    std::fs::create_dir_all(&honest_dir).unwrap();
+    let (c1, liars, liars_log) = start_committer(&fabric, &liars_dir, &[nodes[0].grpc.clone(), nodes[1].grpc.clone()]);
+    let (c2, honest, honest_log) =
+        start_committer(&fabric, &honest_dir, &[nodes[2].grpc.clone(), nodes[3].grpc.clone()]);
+    for n in 1..height {
+        let ours = committed(&fabric, &liars, n, &liars_log, Duration::from_secs(60));
+        let reference = committed(&fabric, &honest, n, &honest_log, Duration::from_secs(60));
+        assert_eq!((&ours.header, &ours.data), (&reference.header, &reference.data), "block {n}");
+        assert_eq!(metadata(&ours, TRANSACTIONS_FILTER), metadata(&reference, TRANSACTIONS_FILTER), "block {n}: codes");
+        assert_eq!(commit_hash(&ours), commit_hash(&reference), "block {n}: commit hash");
+    }
+    let log = std::fs::read_to_string(&liars_log).unwrap();
+    let refused: Vec<&str> = log.lines().filter(|l| l.contains("block refused")).collect();
+    assert!(refused.len() >= 2, "the committer following the liars refused fewer than two blocks:\n{log}");
+    println!("blocks 1..{height} committed through two lying orderers; refusals:\n{}", refused.join("\n"));
+    drop((c1, c2));
 }

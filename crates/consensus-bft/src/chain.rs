@@ -28,8 +28,8 @@ use malachitebft_core_consensus::{
     State, ThresholdParams, VoteExtensionError, WalEntry,
 };
 use malachitebft_core_types::{
-    Round, SignedMessage, SigningProvider, SigningProviderExt, Timeout, TimeoutKind, ValidatorSet as _, Validity,
-    ValuePayload,
+    NilOrVal, Round, SignedMessage, SigningProvider, SigningProviderExt, Timeout, TimeoutKind, ValidatorSet as _,
+    Validity, ValuePayload, VoteType,
 };
 use prost::Message;
 use sha2::{Digest, Sha256};
@@ -41,7 +41,7 @@ use ferrofabric_orderer::PullSource;
 use crate::context::{Batch, BatchId, BftContext, BftProposal, BftVote, BlockNumber, ConsenterId, Consenters, Signer};
 use crate::transport::Link;
 use crate::wal::Wal;
-use crate::wire::{encode_proposal, encode_vote, frame, WireBody, WireRequest};
+use crate::wire::{encode_proposal, encode_vote, frame, WireBody, WireRequest, WireVote};
 
 /// Requests remembered after they were ordered, to drop late duplicates.
 const MAX_RECENT: usize = 1 << 18;
@@ -267,6 +267,48 @@ impl Host {
         }
     }
 
+    /// Fault injection (`bft-byzantine`): sends vote `v` and a conflicting one, also signed, for the other value
+    /// (nil for a block, a random block id for nil): in one order to half the consenters, in the other order to
+    /// the rest.
+    fn equivocate(&self, v: &SignedMessage<BftContext, BftVote>) {
+        let mut other = v.message.clone();
+        other.value = match other.value {
+            NilOrVal::Nil => NilOrVal::Val(BatchId(rand::random())),
+            NilOrVal::Val(_) => NilOrVal::Nil,
+        };
+        other.extension = None;
+        let conflicting = self.signer.sign_vote(other);
+        let honest = frame(&self.channel, WireBody::Vote(encode_vote(v)));
+        let conflicting = frame(&self.channel, WireBody::Vote(encode_vote(&conflicting)));
+        for (i, link) in self.links.values().enumerate() {
+            let (first, second) = if i % 2 == 0 { (&honest, &conflicting) } else { (&conflicting, &honest) };
+            link.send(first.clone());
+            link.send(second.clone());
+        }
+    }
+
+    /// Fault injection (`bft-byzantine`): a frame whose vote does not decode, a vote in another consenter's name,
+    /// and bytes that are no frame at all (the receiver's stream from this node breaks on them).
+    fn send_garbage(&self) {
+        let undecodable = frame(&self.channel, WireBody::Vote(WireVote::default()));
+        let noise = Bytes::from((0..64).map(|_| rand::random::<u8>()).collect::<Vec<u8>>());
+        for (id, link) in &self.links {
+            let impersonated = BftVote {
+                height: BlockNumber(self.next_number),
+                round: Round::new(0),
+                kind: VoteType::Prevote,
+                value: NilOrVal::Nil,
+                voter: self.self_id,
+                extension: None,
+            };
+            let mut impersonated = self.signer.sign_vote(impersonated);
+            impersonated.message.voter = *id;
+            link.send(undecodable.clone());
+            link.send(frame(&self.channel, WireBody::Vote(encode_vote(&impersonated))));
+            link.send(noise.clone());
+        }
+    }
+
     fn metadata_value(&self, number: u64, config: bool, round: Round) -> Bytes {
         let last_config = if config { number } else { self.last_config };
         signature_value(last_config, &view_metadata(round, number))
@@ -443,6 +485,7 @@ impl Host {
                 self.flush_wal()?;
                 if !self.recovering {
                     match msg {
+                        SignedConsensusMsg::Vote(v) if byzantine() => self.equivocate(&v),
                         SignedConsensusMsg::Vote(v) => self.broadcast(WireBody::Vote(encode_vote(&v))),
                         SignedConsensusMsg::Proposal(p) => self.broadcast(WireBody::Proposal(encode_proposal(&p))),
                     }
@@ -512,7 +555,11 @@ impl Host {
                 r.resume_with(())
             }
             Effect::ExtendVote(_, _, id, r) => {
-                let ext = self.values.get(&id).map(|b| self.signer.sign_vote_extension(self.block_signature(b)));
+                let ext = self.values.get(&id).map(|b| {
+                    let signature = self.block_signature(b);
+                    let signature = if byzantine() { invalid_block_signature(signature) } else { signature };
+                    self.signer.sign_vote_extension(signature)
+                });
                 r.resume_with(ext)
             }
             Effect::VerifyVoteExtension(_, _, id, ext, key, r) => {
@@ -842,6 +889,26 @@ fn on_proposal(
     feed(state, host, Input::Proposal(p));
 }
 
+/// Fault injection: whether this consenter is Byzantine (the `bft-byzantine` fault point, inert unless
+/// `FERROFABRIC_FAILPOINTS` configures it; the Byzantine consenter test uses it): it equivocates, signs blocks
+/// with invalid signatures and sends garbage to the other consenters. It still orders, so the others must both
+/// tolerate it and not be misled by it.
+fn byzantine() -> bool {
+    fail::eval("bft-byzantine", |_| ()).is_some()
+}
+
+/// A block signature made invalid: its signature bytes altered (the identifier header kept, so that it still
+/// names its consenter).
+fn invalid_block_signature(signature: Bytes) -> Bytes {
+    let Ok(mut sig) = MetadataSignature::decode(signature.clone()) else { return signature };
+    let mut altered = sig.signature.to_vec();
+    if let Some(b) = altered.last_mut() {
+        *b ^= 0x01;
+    }
+    sig.signature = Bytes::from(altered);
+    Bytes::from(sig.encode_to_vec())
+}
+
 /// Fault injection: whether this consenter censors, answering Broadcast SUCCESS but pooling no request, from
 /// clients or from the other consenters, so that it never proposes one (the `bft-drop-requests` fault point of
 /// TiKV's fail-rs, inert unless `FERROFABRIC_FAILPOINTS` configures it; the censorship test uses it). The
@@ -872,6 +939,9 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
         Event::Tick => {
             for envelope in host.pool.due(Instant::now()) {
                 host.broadcast(WireBody::Request(WireRequest { envelope }));
+            }
+            if byzantine() {
+                host.send_garbage();
             }
         }
         Event::Vote(from, v) => {

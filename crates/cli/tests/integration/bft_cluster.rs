@@ -437,6 +437,15 @@ fn seven_bft_orderers_order_with_two_of_them_killed() {
     );
 }
 
+/// Three clients (Org1's User1, Org2's User1, Org1's Admin), one at each of `at`, broadcast 200 transactions each.
+fn three_clients(fabric: &Fabric, at: [&Node; 3]) {
+    std::thread::scope(|s| {
+        s.spawn(|| broadcast(fabric, &at[0].grpc, 1, 200));
+        s.spawn(|| broadcast(fabric, &at[1].grpc, 2, 200));
+        s.spawn(|| broadcast_as(fabric, &at[2].grpc, 1, "Admin", 200));
+    });
+}
+
 /// A censoring consenter: orderer 2 answers Broadcast SUCCESS but pools no request, neither a client's nor one
 /// forwarded by the others, so on its turns it proposes nothing. The others replace it when their propose timeout
 /// expires (the block is decided in a later round), and every transaction the honest consenters answered SUCCESS is
@@ -444,13 +453,7 @@ fn seven_bft_orderers_order_with_two_of_them_killed() {
 #[test]
 fn bft_censoring_proposer_is_replaced_and_every_request_is_ordered() {
     let (_lock, _tmp, fabric, nodes) = cluster(4, &[(1, "bft-drop-requests=return")]);
-    let fabric_ref = &fabric;
-    let (a, b, c) = (nodes[0].grpc.clone(), nodes[2].grpc.clone(), nodes[3].grpc.clone());
-    std::thread::scope(|s| {
-        s.spawn(|| broadcast(fabric_ref, &a, 1, 200));
-        s.spawn(|| broadcast(fabric_ref, &b, 2, 200));
-        s.spawn(|| broadcast_as(fabric_ref, &c, 1, "Admin", 200));
-    });
+    three_clients(&fabric, [&nodes[0], &nodes[2], &nodes[3]]);
     let refs: Vec<&Node> = nodes.iter().collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block"), 3));
@@ -510,4 +513,37 @@ fn bft_committer_refuses_altered_and_under_signed_blocks_and_switches_orderer() 
     assert!(refused.len() >= 2, "the committer following the liars refused fewer than two blocks:\n{log}");
     println!("blocks 1..{height} committed through two lying orderers; refusals:\n{}", refused.join("\n"));
     drop((c1, c2));
+}
+
+/// A Byzantine consenter: orderer 4 equivocates (each of its votes goes out with a conflicting one it also signs,
+/// in one order to some consenters and the other order to the rest), signs blocks with invalid signatures, and
+/// every second sends the others a frame that does not decode, a vote in another consenter's name and bytes that
+/// are no frame. The three honest consenters order a stream from clients at each of them: their chains are
+/// identical, every block carries a quorum of valid signatures and none of the Byzantine node's, every transaction
+/// is ordered once, and the garbage was received and dropped.
+#[test]
+fn bft_orderers_tolerate_a_byzantine_consenter() {
+    let (_lock, _tmp, fabric, nodes) = cluster(4, &[(3, "bft-byzantine=return")]);
+    three_clients(&fabric, [&nodes[0], &nodes[1], &nodes[2]]);
+    let honest: Vec<&Node> = nodes[..3].iter().collect();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let seen = runtime.block_on(same_chain_everywhere(&fabric, &honest, &fabric.work.join("genesis.block"), 3));
+    assert_eq!(seen.len(), 600, "every transaction that got SUCCESS is ordered");
+    assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
+    let height = orderer_height(&fabric, &nodes[0].grpc);
+    for n in &honest {
+        for (number, raw) in runtime.block_on(chain(&fabric, &n.grpc, height)).into_iter().enumerate().skip(1) {
+            let block = Block::decode(raw).unwrap();
+            let md = Metadata::decode(block.metadata.unwrap().metadata[0].clone()).unwrap();
+            for s in md.signatures {
+                let id = ferrofabric_protos::common::IdentifierHeader::decode(s.identifier_header).unwrap();
+                assert_ne!(id.identifier, 4, "block {number} at {} carries the Byzantine signature", n.grpc);
+            }
+        }
+    }
+    let logs: String = honest.iter().map(|n| std::fs::read_to_string(&n.log).unwrap()).collect();
+    for dropped in ["undecodable BFT frame dropped", "vote signed for another voter: dropped"] {
+        assert!(logs.contains(dropped), "no honest consenter logged \"{dropped}\"");
+    }
+    println!("600 transactions in {} blocks beside a Byzantine consenter", height - 1);
 }

@@ -198,6 +198,21 @@ impl Pool {
         out
     }
 
+    /// Keeps only the requests `keep` accepts (given the envelope and whether it is a CONFIG request); returns how
+    /// many were dropped.
+    fn retain(&mut self, mut keep: impl FnMut(&Bytes, bool) -> bool) -> usize {
+        let before = self.entries.len();
+        let by_seq = &mut self.by_seq;
+        self.entries.retain(|_, (seq, env, config, _)| {
+            let kept = keep(env, *config);
+            if !kept {
+                by_seq.remove(seq);
+            }
+            kept
+        });
+        before - self.entries.len()
+    }
+
     /// Drops the requests of an ordered block and remembers them.
     fn ordered(&mut self, envelopes: &[Bytes]) {
         for env in envelopes {
@@ -255,6 +270,8 @@ struct Host {
     pending: VecDeque<Input<BftContext>>,
     /// Blocks decided, to append.
     decided: Vec<Bytes>,
+    /// A config block was decided: once it is appended, pooled requests are checked against the new configuration.
+    config_changed: bool,
     recovering: bool,
     failed: Option<String>,
 }
@@ -448,6 +465,7 @@ impl Host {
         self.next_number = batch.number() + 1;
         self.previous_hash = block_header_hash(&batch.header);
         self.last_config = last_config;
+        self.config_changed |= config;
         tracing::debug!(channel = %self.channel, block = batch.number(), %round, txs = batch.envelopes.len(), "BFT block decided");
         self.decided.push(encode_block(batch.header, batch.envelopes, metadata));
         self.values.clear();
@@ -659,6 +677,7 @@ pub(crate) async fn run(
         catching_up: false,
         pending: VecDeque::new(),
         decided: Vec::new(),
+        config_changed: false,
         recovering: false,
         failed: None,
     };
@@ -755,6 +774,9 @@ async fn drain(state: &mut State<BftContext>, host: &mut Host) -> Result<(), Str
         }
         for raw in std::mem::take(&mut host.decided) {
             host.support.append_block(raw).await.map_err(|e| format!("appending a decided block: {}", e.0))?;
+        }
+        if std::mem::take(&mut host.config_changed) {
+            prune_pool(host);
         }
         if let Some(e) = host.failed.take() {
             return Err(e);
@@ -887,6 +909,26 @@ fn on_proposal(
         host.values.insert(mt_id(&p.message.value), p.message.value.clone());
     }
     feed(state, host, Input::Proposal(p));
+}
+
+/// After a config block: drops the pooled requests the new configuration refuses (a creator whose organisation
+/// left, a changed policy), as Fabric 3's BFT chain prunes its request pool on reconfiguration, so that no proposer
+/// offers a block the others would refuse.
+fn prune_pool(host: &mut Host) {
+    let support = host.support.clone();
+    let dropped =
+        host.pool.retain(
+            |env, config| {
+                if config {
+                    support.reprocess_config(env).is_ok()
+                } else {
+                    support.revalidate(env).is_ok()
+                }
+            },
+        );
+    if dropped > 0 {
+        tracing::info!(channel = %host.channel, dropped, "pooled requests refused by the new configuration dropped");
+    }
 }
 
 /// Fault injection: whether this consenter is Byzantine (the `bft-byzantine` fault point, inert unless
@@ -1048,6 +1090,23 @@ mod tests {
         pool.ordered(&[config, c]);
         assert!(pool.is_empty());
         assert!(!pool.add(a), "a request ordered recently is not pooled again");
+    }
+
+    #[test]
+    fn pruning_the_pool_keeps_order_and_drops_only_what_is_refused() {
+        let mut pool = Pool::new();
+        let (a, b, c) = (
+            envelope(HeaderType::EndorserTransaction, "a"),
+            envelope(HeaderType::EndorserTransaction, "b"),
+            envelope(HeaderType::EndorserTransaction, "c"),
+        );
+        for e in [&a, &b, &c] {
+            pool.add(e.clone());
+        }
+        assert_eq!(pool.retain(|e, _| e != &b), 1);
+        assert_eq!(pool.batch(10, 1 << 20), vec![a.clone(), c.clone()]);
+        assert!(pool.add(b), "a pruned request was not ordered: it may come again");
+        assert_eq!(pool.len(), 3);
     }
 
     #[test]

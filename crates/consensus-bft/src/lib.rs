@@ -194,7 +194,10 @@ impl ConsensusFactory for BftFactory {
                 u16::try_from(c.port).map_err(|_| err(format!("consenter {}:{} has a bad port", c.host, c.port)))?;
             let ep = cluster_endpoint(&c.host, port, &tls, &extra_roots)
                 .map_err(|e| err(format!("consenter {}:{}: {e}", c.host, c.port)))?;
-            links.insert(ConsenterId(c.id), Link::spawn(c.id, ep, self.cluster.max_message, halt_rx.clone()));
+            links.insert(
+                ConsenterId(c.id),
+                Link::spawn(c.id, ep, self.cluster.max_message, halt_rx.clone(), support.metrics().clone()),
+            );
             sources.push(PullSource { id: u64::from(c.id), host: c.host.clone(), port });
         }
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);

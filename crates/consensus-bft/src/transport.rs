@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_comm::{ClusterTls, PairCodec, ProstDecoder, ProstEncoder, RawEncoder};
+use ferrofabric_orderer::Metrics;
 use tokio::sync::{mpsc, watch};
 use tonic::codegen::BoxFuture;
 use tonic::server::{Grpc, NamedService, StreamingService};
@@ -83,19 +84,32 @@ impl BftCluster {
 #[derive(Clone)]
 pub(crate) struct Link {
     tx: mpsc::Sender<Bytes>,
+    metrics: Arc<Metrics>,
 }
 
 impl Link {
     /// Starts the connection task to `endpoint`; it ends when `halt` turns true.
-    pub(crate) fn spawn(peer: u32, endpoint: Endpoint, max_message: usize, halt: watch::Receiver<bool>) -> Link {
+    /// Bytes of queued frames are counted in `metrics` (`cluster_comm_egress_bytes`).
+    pub(crate) fn spawn(
+        peer: u32,
+        endpoint: Endpoint,
+        max_message: usize,
+        halt: watch::Receiver<bool>,
+        metrics: Arc<Metrics>,
+    ) -> Link {
         let (tx, rx) = mpsc::channel(LINK_QUEUE);
         tokio::spawn(run_link(peer, endpoint, max_message, rx, halt));
-        Link { tx }
+        Link { tx, metrics }
     }
 
     /// Queues a frame without waiting; false if the queue is full (the frame is dropped).
     pub(crate) fn send(&self, frame: Bytes) -> bool {
-        self.tx.try_send(frame).is_ok()
+        let n = frame.len();
+        let queued = self.tx.try_send(frame).is_ok();
+        if queued {
+            self.metrics.cluster_bytes_sent(n);
+        }
+        queued
     }
 }
 

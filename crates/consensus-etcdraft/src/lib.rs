@@ -366,7 +366,17 @@ impl ConsensusFactory for RaftFactory {
                 u16::try_from(c.port).map_err(|_| err(format!("consenter {}:{} has a bad port", c.host, c.port)))?;
             let ep = endpoint(&c.host, port, &tls, &extra_roots)
                 .map_err(|e| err(format!("consenter {}:{}: {e}", c.host, c.port)))?;
-            peers.insert(*id, PeerLink::spawn(*id, ep, self.cluster.max_message, report.clone(), halt_rx.clone()));
+            peers.insert(
+                *id,
+                PeerLink::spawn(
+                    *id,
+                    ep,
+                    self.cluster.max_message,
+                    report.clone(),
+                    halt_rx.clone(),
+                    support.metrics().clone(),
+                ),
+            );
             sources.push(PullSource { id: *id, host: c.host.clone(), port });
         }
         let election_timeout = opts.tick * opts.election_tick;

@@ -32,6 +32,7 @@ use tonic::Streaming;
 use super::Cluster;
 pub(crate) use ferrofabric_comm::{cluster_endpoint as endpoint, ClusterTls};
 use ferrofabric_comm::{PairCodec, ProstDecoder, ProstEncoder, RawEncoder};
+use ferrofabric_orderer::Metrics;
 
 /// gRPC service name of the cluster service (`/orderer.Cluster/Step`, Fabric `orderer/cluster.proto`).
 pub const CLUSTER_SERVICE_NAME: &str = "orderer.Cluster";
@@ -132,6 +133,7 @@ pub(crate) struct PeerLink {
     /// The peer's Raft ID.
     pub(crate) id: u64,
     tx: mpsc::Sender<Outbound>,
+    metrics: Arc<Metrics>,
 }
 
 impl std::fmt::Debug for PeerLink {
@@ -145,22 +147,29 @@ const LINK_QUEUE: usize = 1024;
 
 impl PeerLink {
     /// Starts the connection task to peer `id` at `endpoint`; `report` receives link events; the task ends
-    /// when `halt` turns true or every sender is dropped.
+    /// when `halt` turns true or every sender is dropped. Bytes of queued messages are counted in `metrics`
+    /// (`cluster_comm_egress_bytes`).
     pub(crate) fn spawn(
         id: u64,
         endpoint: Endpoint,
         max_message: usize,
         report: Arc<dyn Fn(LinkEvent) + Send + Sync>,
         halt: watch::Receiver<bool>,
+        metrics: Arc<Metrics>,
     ) -> PeerLink {
         let (tx, rx) = mpsc::channel(LINK_QUEUE);
         tokio::spawn(run_link(id, endpoint, max_message, rx, report, halt));
-        PeerLink { id, tx }
+        PeerLink { id, tx, metrics }
     }
 
     /// Queues a Raft message without waiting; false if the queue is full or the link stopped.
     pub(crate) fn send_raft(&self, bytes: Bytes, snapshot: bool) -> bool {
-        self.tx.try_send(Outbound::Raft { bytes, snapshot }).is_ok()
+        let n = bytes.len();
+        let queued = self.tx.try_send(Outbound::Raft { bytes, snapshot }).is_ok();
+        if queued {
+            self.metrics.cluster_bytes_sent(n);
+        }
+        queued
     }
 
     /// Sends an envelope and waits for the peer's answer, at most `timeout`.
@@ -168,6 +177,7 @@ impl PeerLink {
     /// Errors: the peer answered with a non-SUCCESS status, the connection failed, or the time ran out.
     pub(crate) async fn submit(&self, bytes: Bytes, timeout: Duration) -> Result<(), String> {
         let (ack, rx) = oneshot::channel();
+        self.metrics.cluster_bytes_sent(bytes.len());
         let fut = async {
             self.tx
                 .send(Outbound::Submit { bytes, ack: Some(ack) })
@@ -182,7 +192,12 @@ impl PeerLink {
 
     /// Sends an envelope without waiting for the answer (resubmissions); false if the queue is full.
     pub(crate) fn submit_nowait(&self, bytes: Bytes) -> bool {
-        self.tx.try_send(Outbound::Submit { bytes, ack: None }).is_ok()
+        let n = bytes.len();
+        let queued = self.tx.try_send(Outbound::Submit { bytes, ack: None }).is_ok();
+        if queued {
+            self.metrics.cluster_bytes_sent(n);
+        }
+        queued
     }
 }
 

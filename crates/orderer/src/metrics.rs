@@ -25,6 +25,7 @@ pub struct Metrics {
     block_bytes: AtomicU64,
     deliver_blocks_sent: AtomicU64,
     deliver_streams: AtomicU64,
+    cluster_egress_bytes: AtomicU64,
 }
 
 impl Metrics {
@@ -51,6 +52,16 @@ impl Metrics {
         self.deliver_streams.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts `n` bytes handed to a cluster link (consensus messages and requests forwarded to other consenters).
+    pub fn cluster_bytes_sent(&self, n: usize) {
+        self.cluster_egress_bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes handed to this node's cluster links so far, on all channels.
+    pub fn cluster_egress_bytes(&self) -> u64 {
+        self.cluster_egress_bytes.load(Ordering::Relaxed)
+    }
+
     /// Number of blocks appended on all channels.
     pub fn blocks_written(&self) -> u64 {
         self.blocks_written.load(Ordering::Relaxed)
@@ -74,11 +85,13 @@ impl Metrics {
             "# TYPE ledger_blocks_written counter\nledger_blocks_written {}\n\
              # TYPE ledger_block_bytes counter\nledger_block_bytes {}\n\
              # TYPE deliver_blocks_sent counter\ndeliver_blocks_sent {}\n\
-             # TYPE deliver_streams_opened counter\ndeliver_streams_opened {}\n",
+             # TYPE deliver_streams_opened counter\ndeliver_streams_opened {}\n\
+             # TYPE cluster_comm_egress_bytes counter\ncluster_comm_egress_bytes {}\n",
             get(&self.blocks_written),
             get(&self.block_bytes),
             get(&self.deliver_blocks_sent),
             get(&self.deliver_streams),
+            get(&self.cluster_egress_bytes),
         )
     }
 }

@@ -115,6 +115,9 @@ pub struct RunResult {
     /// CPU time the whole process (orderer and clients) used during the run, in seconds (Linux only; 0
     /// elsewhere).
     pub cpu_seconds: f64,
+    /// Bytes all nodes handed to their cluster links (consensus messages, forwarded requests) per transaction,
+    /// for own etcdraft and BFT clusters.
+    pub cluster_bytes_per_tx: Option<f64>,
 }
 
 /// The whole report (`--json` prints it).
@@ -317,6 +320,7 @@ async fn measure(
         block_latency_ms_p50: percentile(&latencies, 50.0),
         block_latency_ms_p99: percentile(&latencies, 99.0),
         cpu_seconds: process_cpu_seconds() - cpu_start,
+        cluster_bytes_per_tx: None,
     })
 }
 
@@ -700,7 +704,11 @@ async fn cluster_run(
         };
         let addrs: Vec<String> = nodes.iter().map(|n| n.grpc_addr.to_string()).collect();
         wait_until_ordering(&addrs[0], &tls, warmup).await?;
-        measure(work, &addrs, Some(&tls), args.clients).await
+        let egress = || nodes.iter().map(|n| n.registrar.metrics().cluster_egress_bytes()).sum::<u64>();
+        let before = egress();
+        let mut run = measure(work, &addrs, Some(&tls), args.clients).await?;
+        run.cluster_bytes_per_tx = Some(egress().saturating_sub(before) as f64 / work.envelopes.len().max(1) as f64);
+        anyhow::Ok(run)
     }
     .await;
     for node in nodes {
@@ -847,11 +855,14 @@ pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
         );
         for (r, name) in report.runs.iter().zip(["O-II on", "O-II off"]) {
             println!(
-                "  {name}: {:.0} tx/s in {:.2} s, {:.2} CPU s ({:.0}% of one core)",
+                "  {name}: {:.0} tx/s in {:.2} s, {:.2} CPU s ({:.0}% of one core){}",
                 r.tx_per_s,
                 r.seconds,
                 r.cpu_seconds,
-                100.0 * r.cpu_seconds / r.seconds.max(1e-9)
+                100.0 * r.cpu_seconds / r.seconds.max(1e-9),
+                r.cluster_bytes_per_tx
+                    .map(|b| format!(", {b:.0} B per transaction on the cluster links"))
+                    .unwrap_or_default()
             );
         }
         if let (Some(off), Some(ratio)) = (report.tx_per_s_o2_off, report.o2_ratio) {

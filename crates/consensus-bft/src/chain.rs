@@ -39,6 +39,7 @@ use ferrofabric_comm::ClusterTls;
 use ferrofabric_orderer::PullSource;
 
 use crate::context::{Batch, BatchId, BftContext, BftProposal, BftVote, BlockNumber, ConsenterId, Consenters, Signer};
+use crate::options::Settings;
 use crate::transport::Link;
 use crate::wal::Wal;
 use crate::wire::{encode_proposal, encode_vote, frame, WireBody, WireRequest, WireVote};
@@ -52,13 +53,16 @@ const MAX_EARLY: usize = 64;
 const RESEND_AFTER: Duration = Duration::from_secs(2);
 /// Requests re-sent per tick at most.
 const RESEND_MAX: usize = 2_000;
-/// Requests pooled at most (SmartBFT's default `RequestPoolSize`); Broadcast is refused beyond it.
-pub(crate) const POOL_SIZE: usize = 100_000;
+/// How long a Broadcast request waits for room in a full pool before it is refused.
+const POOL_WAIT: Duration = Duration::from_secs(5);
+
+/// The answer to a request of this node's Broadcast: pooled, or why not.
+pub(crate) type Ack = oneshot::Sender<Result<(), String>>;
 
 /// What the chain's loop reacts to.
 pub(crate) enum Event {
     /// A request accepted by this node's Broadcast; the answer says when it is pooled, or why not.
-    Order(Bytes, oneshot::Sender<Result<(), String>>),
+    Order(Bytes, Ack),
     /// A request forwarded by another consenter (already checked).
     PeerRequest(Bytes),
     /// A vote from consenter `.0` (the sender, authenticated by TLS).
@@ -76,7 +80,7 @@ pub(crate) enum Event {
 }
 
 /// Timeouts of round 0 and their growth per round.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Timeouts {
     pub(crate) propose: Duration,
     pub(crate) vote: Duration,
@@ -243,7 +247,10 @@ struct Host {
     links: HashMap<ConsenterId, Link>,
     wal: Wal,
     pool: Pool,
-    timeouts: Timeouts,
+    /// The channel's SmartBFT options as applied (re-read after each config block).
+    settings: Settings,
+    /// Broadcast requests waiting for room in the full pool, oldest first, with their deadlines.
+    waiting: VecDeque<(Bytes, Ack, Instant)>,
     timers: HashMap<Timeout, tokio::task::AbortHandle>,
     events: mpsc::Sender<Event>,
     /// The height being decided, if one is running.
@@ -281,6 +288,22 @@ impl Host {
         let bytes = frame(&self.channel, body);
         for link in self.links.values() {
             link.send(bytes.clone());
+        }
+    }
+
+    /// Pools a request of this node's Broadcast, forwards it to the other consenters and answers SUCCESS.
+    fn pool_request(&mut self, envelope: Bytes, ack: Ack) {
+        if self.pool.add(envelope.clone()) {
+            self.broadcast(WireBody::Request(WireRequest { envelope }));
+        }
+        let _ = ack.send(Ok(()));
+    }
+
+    /// Pools the waiting Broadcast requests the pool has room for, oldest first.
+    fn admit_waiting(&mut self) {
+        while self.pool.len() < self.settings.pool_size {
+            let Some((envelope, ack, _)) = self.waiting.pop_front() else { break };
+            self.pool_request(envelope, ack);
         }
     }
 
@@ -333,11 +356,7 @@ impl Host {
 
     /// The block this node proposes for `height` (None with an empty pool).
     fn build(&self, height: u64, round: Round) -> Option<Batch> {
-        let (limits, _) = self.support.batch_limits();
-        let envelopes = self.pool.batch(
-            limits.max_message_count.max(1) as usize,
-            usize::try_from(limits.absolute_max_bytes).unwrap_or(usize::MAX),
-        );
+        let envelopes = self.pool.batch(self.settings.batch_max_count, self.settings.batch_max_bytes);
         if envelopes.is_empty() {
             return None;
         }
@@ -416,7 +435,7 @@ impl Host {
     }
 
     fn schedule(&mut self, t: Timeout) {
-        let delay = self.timeouts.of(&t);
+        let delay = self.settings.timeouts.of(&t);
         let (events, height) = (self.events.clone(), self.running.unwrap_or_default());
         let task = tokio::spawn(async move {
             tokio::time::sleep(delay).await;
@@ -627,7 +646,7 @@ pub(crate) struct ChainParams {
     pub(crate) consenters: Consenters,
     pub(crate) links: HashMap<ConsenterId, Link>,
     pub(crate) wal: Wal,
-    pub(crate) timeouts: Timeouts,
+    pub(crate) settings: Settings,
 }
 
 /// The chain's loop: runs until `halt` turns true or every event sender is gone.
@@ -660,7 +679,8 @@ pub(crate) async fn run(
         links: params.links,
         wal: params.wal,
         pool: Pool::new(),
-        timeouts: params.timeouts,
+        settings: params.settings,
+        waiting: VecDeque::new(),
         timers: HashMap::new(),
         events: events_tx,
         running: None,
@@ -776,8 +796,10 @@ async fn drain(state: &mut State<BftContext>, host: &mut Host) -> Result<(), Str
             host.support.append_block(raw).await.map_err(|e| format!("appending a decided block: {}", e.0))?;
         }
         if std::mem::take(&mut host.config_changed) {
+            host.settings = Settings::of(&host.support.config());
             prune_pool(host);
         }
+        host.admit_waiting();
         if let Some(e) = host.failed.take() {
             return Err(e);
         }
@@ -966,20 +988,30 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
         }
         Event::PeerRequest(_) if censoring() => {}
         Event::Order(envelope, ack) => {
-            if host.pool.len() >= POOL_SIZE {
-                let _ = ack.send(Err(format!("the request pool is full ({POOL_SIZE} requests wait to be ordered)")));
+            let max = host.settings.request_max_bytes;
+            if envelope.len() > max {
+                let _ =
+                    ack.send(Err(format!("the request is {} bytes, more than RequestMaxBytes {max}", envelope.len())));
+            } else if host.pool.len() >= host.settings.pool_size || !host.waiting.is_empty() {
+                host.waiting.push_back((envelope, ack, Instant::now() + POOL_WAIT));
             } else {
-                if host.pool.add(envelope.clone()) {
-                    host.broadcast(WireBody::Request(WireRequest { envelope }));
-                }
-                let _ = ack.send(Ok(()));
+                host.pool_request(envelope, ack);
             }
         }
         Event::PeerRequest(envelope) => {
             host.pool.add(envelope);
         }
         Event::Tick => {
-            for envelope in host.pool.due(Instant::now()) {
+            let now = Instant::now();
+            while host.waiting.front().is_some_and(|(_, _, deadline)| *deadline <= now) {
+                if let Some((_, ack, _)) = host.waiting.pop_front() {
+                    let _ = ack.send(Err(format!(
+                        "the request pool is full ({} requests wait to be ordered)",
+                        host.settings.pool_size
+                    )));
+                }
+            }
+            for envelope in host.pool.due(now) {
                 host.broadcast(WireBody::Request(WireRequest { envelope }));
             }
             if byzantine() {

@@ -28,19 +28,22 @@
 //! * The consenters speak Tendermint in Ferrofabric's messages, not SmartBFT's: a Go Fabric orderer and a
 //!   Ferrofabric orderer cannot be consenters of one channel.
 //! * Leadership rotates every height (Tendermint's proposer rotation), and a proposer that does not propose in
-//!   time is replaced in the next round: 2 s, plus 1 s per round, rather than SmartBFT's view change after
-//!   `RequestComplainTimeout`.
+//!   time is replaced in the next round: after `RequestForwardTimeout` (2 s by default), plus one `CollectTimeout`
+//!   per round, rather than SmartBFT's view change after `RequestComplainTimeout` (see `options` for which
+//!   SmartBFT options apply and how).
 //! * Each request is forwarded to every consenter (BFT-SMaRt's way), not only to the leader, so whichever
 //!   consenter proposes next can order it.
 //! * SUCCESS means the request is in this consenter's pool and was sent to the others, as in Fabric 3; with
-//!   100,000 requests waiting (SmartBFT's default `RequestPoolSize`) Broadcast answers SERVICE_UNAVAILABLE.
+//!   `RequestPoolSize` requests pooled a request waits up to 5 s for room, then Broadcast answers
+//!   SERVICE_UNAVAILABLE.
 //! * A consenter that fell behind (it sees votes or proposals of a later height) pulls the missing blocks over
 //!   Deliver from the others ([`ferrofabric_orderer::pull_blocks`]) and appends each only with a quorum of valid
 //!   consenter signatures (`BlockValidation`).
-//! * Not implemented yet: consenter-set changes by config update; the smartbft `Options` timeouts.
+//! * Not implemented yet: consenter-set changes by config update.
 
 mod chain;
 mod context;
+mod options;
 mod transport;
 mod wal;
 mod wire;
@@ -63,16 +66,13 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 pub use transport::{BftCluster, BftClusterService, BFT_CLUSTER_SERVICE_NAME};
 
-use chain::{ChainParams, Event, Timeouts};
+use chain::{ChainParams, Event};
 use context::{Consenter, ConsenterId, ConsenterKey, Consenters};
 use transport::{FrameSink, Link};
 use wire::{decode_proposal, decode_vote, WireBody, WireMessage};
 
 /// Events queued per channel before Broadcast waits (and frames from peers are dropped).
 const EVENT_QUEUE: usize = 16_384;
-/// Tendermint timeouts of round 0 and their growth per round.
-const TIMEOUTS: Timeouts =
-    Timeouts { propose: Duration::from_secs(2), vote: Duration::from_secs(1), per_round: Duration::from_secs(1) };
 
 fn err(msg: impl Into<String>) -> ConsensusError {
     ConsensusError(msg.into())
@@ -213,7 +213,7 @@ impl ConsensusFactory for BftFactory {
             consenters: Consenters::new(consenters),
             links,
             wal,
-            timeouts: TIMEOUTS,
+            settings: options::Settings::of(&config),
         };
         tokio::spawn(chain::run(params, events_tx.clone(), events_rx, halt_rx));
         tracing::info!(%channel, id = self_id.0, consenters = n, "BFT chain started");

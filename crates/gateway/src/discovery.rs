@@ -9,15 +9,19 @@
 //!   layouts that satisfy every one of their endorsement policies (the gateway's plan: one endorsement from each
 //!   organisation of a layout). Collections named in an interest do not narrow the endorsers.
 //!
-//! The client must be a reader of the channel (its signature over the request verified) or every query answers
-//! `access denied`, as Fabric's does. The gossip envelopes are unsigned: Ferrofabric does not gossip, and clients
-//! read them without checking.
+//! Each query is authorised on its own, as Fabric's `processQuery` does: a query of the peer's channel needs the
+//! client's signature over the request to satisfy the channel's `discovery` ACL (the channel's readers by
+//! default); a query without a channel is a local one, for the peer's administrators, and the only local query is
+//! local peers (every peer of the node by organisation, without channel state). Fabric checks the local MSP's admin
+//! principal; here it is the local organisation's `Admins` policy of the channel configuration, which names the
+//! same administrators in Fabric's generated networks. A query that fails authorisation answers `access denied`.
+//! The gossip envelopes are unsigned: Ferrofabric does not gossip, and clients read them without checking.
 
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use ferrofabric_channelconfig::ChannelConfig;
+use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::ConfigGroup;
 use ferrofabric_protos::discovery::discovery_server::{Discovery as DiscoveryApi, DiscoveryServer};
 use ferrofabric_protos::discovery::{
@@ -35,6 +39,8 @@ use crate::{Gateway, Inner};
 
 /// What a query answers when the client may not ask it (Fabric's words).
 const ACCESS_DENIED: &str = "access denied";
+/// What a query of a kind not served on its channel (or without one) answers (Fabric's words).
+const UNKNOWN_QUERY: &str = "unknown or missing request type";
 
 /// The discovery service of a gateway's peer; cheap to clone.
 pub struct DiscoveryService<L> {
@@ -133,6 +139,29 @@ impl<L: Ledger> Inner<L> {
         }
     }
 
+    /// The node's peers by organisation as a local-peers query shows them: identity and membership, no channel
+    /// state.
+    fn local_peers(&self) -> HashMap<String, Peers> {
+        let mut by_org = self.peers_by_org();
+        for p in by_org.values_mut().flat_map(|peers| peers.peers.iter_mut()) {
+            p.state_info = None;
+        }
+        by_org
+    }
+
+    /// Whether the signed request comes from an administrator of the peer's organisation.
+    fn local_admin(&self, signed: &SignedRequest, identity: &Bytes) -> bool {
+        let config = self.ledger.config();
+        let path = format!("/Channel/Application/{}/Admins", self.registry.local_mspid());
+        let data = SignedData {
+            data: signed.payload.clone(),
+            identity: identity.clone(),
+            signature: signed.signature.clone(),
+        };
+        let set = SignatureSet::new(vec![data], config.msp_manager());
+        config.policy(&path).is_some_and(|policy| policy.evaluate(&set).is_ok())
+    }
+
     /// The channel's peers by organisation.
     fn peers_by_org(&self) -> HashMap<String, Peers> {
         let height = self.ledger.height();
@@ -178,10 +207,24 @@ impl<L: Ledger> Inner<L> {
         Ok(EndorsementDescriptor { chaincode: name.to_owned(), endorsers_by_groups, layouts })
     }
 
-    /// The answer to one query of an authenticated client.
-    fn answer(&self, query: &Query, authorized: bool) -> query_result::Result {
+    /// The answer to one query of the request `signed`, made by `identity` (authorised here, per query).
+    fn answer(&self, query: &Query, signed: &SignedRequest, identity: &Bytes) -> query_result::Result {
         let error = |content: &str| query_result::Result::Error(Error { content: content.to_owned() });
-        if !authorized || query.channel != self.ledger.channel_id() {
+        if query.channel.is_empty() {
+            if !self.local_admin(signed, identity) {
+                return error(ACCESS_DENIED);
+            }
+            return match &query.query {
+                Some(query::Query::LocalPeers(_)) => {
+                    query_result::Result::Members(PeerMembershipResult { peers_by_org: self.local_peers() })
+                }
+                _ => error(UNKNOWN_QUERY),
+            };
+        }
+        let (data, signature) = (signed.payload.clone(), signed.signature.clone());
+        if query.channel != self.ledger.channel_id()
+            || self.check_acl("discovery", &query.channel, data, identity.clone(), signature).is_err()
+        {
             return error(ACCESS_DENIED);
         }
         let config = self.ledger.config();
@@ -191,11 +234,17 @@ impl<L: Ledger> Inner<L> {
                 query_result::Result::Members(PeerMembershipResult { peers_by_org: self.peers_by_org() })
             }
             Some(query::Query::CcQuery(q)) => {
+                if q.interests.is_empty() {
+                    return error("chaincode query must have at least one chaincode interest");
+                }
                 let mut content = Vec::new();
                 for interest in &q.interests {
                     let names: Vec<&str> = interest.chaincodes.iter().map(|c| c.name.as_str()).collect();
                     if names.is_empty() {
-                        return error("chaincode interest is empty");
+                        return error("chaincode interest must contain at least one chaincode");
+                    }
+                    if names.iter().any(|n| n.is_empty()) {
+                        return error("chaincode name in interest cannot be empty");
                     }
                     match self.endorsement_descriptor(&config, &names) {
                         Ok(d) => content.push(d),
@@ -204,21 +253,24 @@ impl<L: Ledger> Inner<L> {
                 }
                 query_result::Result::CcQueryRes(ferrofabric_protos::discovery::ChaincodeQueryResult { content })
             }
-            // Local peers are for the peer's own administrators, which this peer does not serve here.
-            Some(query::Query::LocalPeers(_)) | None => error(ACCESS_DENIED),
+            // Local peers are asked without a channel.
+            Some(query::Query::LocalPeers(_)) | None => error(UNKNOWN_QUERY),
         }
     }
 
     fn discover(&self, signed: SignedRequest) -> Result<Response, Status> {
         let request = Request::decode(signed.payload.clone())
-            .map_err(|e| Status::invalid_argument(format!("failed parsing request: {e}")))?;
-        let identity = request.authentication.as_ref().map(|a| a.client_identity.clone()).unwrap_or_default();
-        let authorized = request.queries.first().is_some_and(|q| {
-            self.check_acl("discovery", &q.channel, signed.payload.clone(), identity.clone(), signed.signature.clone())
-                .is_ok()
-        });
+            .map_err(|e| Status::unknown(format!("failed parsing request: {e}")))?;
+        // Fabric's `validateStructure`; its plain errors reach the client with gRPC code UNKNOWN.
+        let Some(auth) = request.authentication.as_ref() else {
+            return Err(Status::unknown("access denied, no authentication info in request"));
+        };
+        if auth.client_identity.is_empty() {
+            return Err(Status::unknown("access denied, client identity wasn't supplied"));
+        }
+        let identity = auth.client_identity.clone();
         let results =
-            request.queries.iter().map(|q| QueryResult { result: Some(self.answer(q, authorized)) }).collect();
+            request.queries.iter().map(|q| QueryResult { result: Some(self.answer(q, &signed, &identity)) }).collect();
         Ok(Response { results })
     }
 }
@@ -227,5 +279,125 @@ impl<L: Ledger> Inner<L> {
 impl<L: Ledger> DiscoveryApi for DiscoveryService<L> {
     async fn discover(&self, request: tonic::Request<SignedRequest>) -> Result<tonic::Response<Response>, Status> {
         self.inner.discover(request.into_inner()).map(tonic::Response::new)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use ferrofabric_comm::Shutdown;
+    use ferrofabric_msp::SigningIdentity;
+    use ferrofabric_protos::common::Block;
+    use ferrofabric_protos::discovery::{AuthInfo, ChaincodeQuery, ConfigQuery, LocalPeerQuery};
+    use ferrofabric_testkit::Network;
+    use tokio::sync::watch;
+
+    use super::*;
+    use crate::{GatewayConfig, GatewayOptions};
+
+    /// A peer's ledger of the network's genesis block only.
+    struct GenesisLedger {
+        config: Arc<ChannelConfig>,
+        height: watch::Sender<u64>,
+    }
+
+    impl Ledger for GenesisLedger {
+        fn channel_id(&self) -> &str {
+            self.config.channel_id()
+        }
+        fn config(&self) -> Arc<ChannelConfig> {
+            self.config.clone()
+        }
+        fn endorsement_policy(&self, _: &str) -> Result<Option<Bytes>, String> {
+            Ok(None)
+        }
+        fn chaincodes(&self) -> Vec<(String, String)> {
+            Vec::new()
+        }
+        fn height(&self) -> u64 {
+            1
+        }
+        fn subscribe(&self) -> watch::Receiver<u64> {
+            self.height.subscribe()
+        }
+        fn block(&self, _: u64) -> Result<Option<Bytes>, String> {
+            Ok(None)
+        }
+        fn tx_location(&self, _: &str) -> Result<Option<(u64, u32)>, String> {
+            Ok(None)
+        }
+    }
+
+    fn service(net: &Network) -> Arc<Inner<GenesisLedger>> {
+        let config = Arc::new(ChannelConfig::from_config_block(&Block::decode(net.genesis_block()).unwrap()).unwrap());
+        let ledger = Arc::new(GenesisLedger { config, height: watch::channel(1).0 });
+        let config = GatewayConfig {
+            local_mspid: net.mspid(0).to_owned(),
+            endorsers: crate::plan::tests::endorsers(net),
+            orderers: Vec::new(),
+            tls: None,
+            options: GatewayOptions::default(),
+        };
+        Gateway::new(config, ledger, Shutdown::never()).inner
+    }
+
+    fn ask(inner: &Inner<GenesisLedger>, who: &SigningIdentity, queries: Vec<Query>) -> Vec<query_result::Result> {
+        let auth = AuthInfo { client_identity: who.serialized().clone(), client_tls_cert_hash: Bytes::new() };
+        let payload = Bytes::from(Request { authentication: Some(auth), queries }.encode_to_vec());
+        let signed = SignedRequest { signature: Bytes::from(who.sign(&payload)), payload };
+        inner.discover(signed).unwrap().results.into_iter().map(|r| r.result.unwrap()).collect()
+    }
+
+    fn query(channel: &str, q: query::Query) -> Query {
+        Query { channel: channel.to_owned(), query: Some(q) }
+    }
+
+    fn error_of(r: &query_result::Result) -> &str {
+        match r {
+            query_result::Result::Error(e) => &e.content,
+            other => panic!("expected an error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn each_query_is_authorised_on_its_own_and_local_peers_are_for_local_admins() {
+        let net = Network::generate(11).unwrap();
+        let inner = service(&net);
+        let channel = net.channel_id().to_owned();
+        let local = query("", query::Query::LocalPeers(LocalPeerQuery {}));
+
+        // A member of the channel: its channel query is answered, its local query refused, in one request.
+        let member =
+            ask(&inner, net.client(0), vec![query(&channel, query::Query::ConfigQuery(ConfigQuery {})), local.clone()]);
+        assert!(matches!(member[0], query_result::Result::ConfigResult(_)), "{:?}", member[0]);
+        assert_eq!(error_of(&member[1]), ACCESS_DENIED);
+
+        // The peer's organisation's admin: local peers, without channel state; the other organisation's admin: no.
+        let admin = ask(&inner, net.admin(0), vec![local.clone()]);
+        let query_result::Result::Members(m) = &admin[0] else { panic!("{:?}", admin[0]) };
+        assert_eq!(m.peers_by_org.values().map(|p| p.peers.len()).sum::<usize>(), 2);
+        assert!(m.peers_by_org.values().flat_map(|p| &p.peers).all(|p| p.state_info.is_none()));
+        assert_eq!(error_of(&ask(&inner, net.admin(1), vec![local])[0]), ACCESS_DENIED);
+
+        // Local peers on a channel, an unknown channel, an empty chaincode query.
+        let results = ask(
+            &inner,
+            net.admin(0),
+            vec![
+                query(&channel, query::Query::LocalPeers(LocalPeerQuery {})),
+                query("nosuchchannel", query::Query::ConfigQuery(ConfigQuery {})),
+                query(&channel, query::Query::CcQuery(ChaincodeQuery { interests: Vec::new() })),
+            ],
+        );
+        assert_eq!(error_of(&results[0]), UNKNOWN_QUERY);
+        assert_eq!(error_of(&results[1]), ACCESS_DENIED);
+        assert_eq!(error_of(&results[2]), "chaincode query must have at least one chaincode interest");
+
+        // No authentication at all: the whole request fails, as Fabric's validateStructure.
+        let payload = Bytes::from(Request { authentication: None, queries: Vec::new() }.encode_to_vec());
+        let err = inner.discover(SignedRequest { payload, signature: Bytes::new() }).unwrap_err();
+        assert_eq!(err.message(), "access denied, no authentication info in request");
     }
 }

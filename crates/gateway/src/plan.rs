@@ -166,7 +166,7 @@ impl Registry {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use ferrofabric_channelconfig::compile_signature_policy;
@@ -176,17 +176,21 @@ mod tests {
 
     use super::*;
 
-    fn registry(net: &Network) -> Registry {
-        let endorsers = (0..2)
+    /// One endorser per organisation of `net`, at 127.0.0.1:7051 and 7052.
+    pub(crate) fn endorsers(net: &Network) -> Vec<EndorserEndpoint> {
+        (0..2)
             .map(|org| EndorserEndpoint {
                 mspid: net.mspid(org).to_owned(),
                 address: format!("127.0.0.1:{}", 7051 + org),
                 identity: net.peer(org).serialized().clone(),
             })
-            .collect();
+            .collect()
+    }
+
+    fn registry(net: &Network) -> Registry {
         Registry::new(
             "Org1MSP".into(),
-            endorsers,
+            endorsers(net),
             Connections::new(None, Duration::from_secs(1)),
             Duration::from_secs(1),
         )

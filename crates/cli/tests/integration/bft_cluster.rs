@@ -437,6 +437,19 @@ fn seven_bft_orderers_order_with_two_of_them_killed() {
     );
 }
 
+/// Our committer, following all of `nodes` (the faulty ones included), commits blocks `1..height` with the
+/// headers and data the honest consenter at `honest` serves.
+fn committer_follows_the_cluster(fabric: &Fabric, tmp: &Path, nodes: &[Node], honest: &str, height: u64) {
+    let followed: Vec<String> = nodes.iter().map(|n| n.grpc.clone()).collect();
+    let (committer, listen, log) = start_committer(fabric, tmp, &followed);
+    for n in 1..height {
+        let ours = committed(fabric, &listen, n, &log, Duration::from_secs(60));
+        let reference = fabric.fetch_from_orderer(honest, &n.to_string()).unwrap();
+        assert_eq!((&ours.header, &ours.data), (&reference.header, &reference.data), "block {n}");
+    }
+    drop(committer);
+}
+
 /// Three clients (Org1's User1, Org2's User1, Org1's Admin), one at each of `at`, broadcast 200 transactions each.
 fn three_clients(fabric: &Fabric, at: [&Node; 3]) {
     std::thread::scope(|s| {
@@ -449,10 +462,11 @@ fn three_clients(fabric: &Fabric, at: [&Node; 3]) {
 /// A censoring consenter: orderer 2 answers Broadcast SUCCESS but pools no request, neither a client's nor one
 /// forwarded by the others, so on its turns it proposes nothing. The others replace it when their propose timeout
 /// expires (the block is decided in a later round), and every transaction the honest consenters answered SUCCESS is
-/// ordered exactly once, in the same blocks on all four, the censor's chain included.
+/// ordered exactly once, in the same blocks on all four, the censor's chain included; our committer, following all
+/// four, commits those blocks.
 #[test]
 fn bft_censoring_proposer_is_replaced_and_every_request_is_ordered() {
-    let (_lock, _tmp, fabric, nodes) = cluster(4, &[(1, "bft-drop-requests=return")]);
+    let (_lock, tmp, fabric, nodes) = cluster(4, &[(1, "bft-drop-requests=return")]);
     three_clients(&fabric, [&nodes[0], &nodes[2], &nodes[3]]);
     let refs: Vec<&Node> = nodes.iter().collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -467,6 +481,8 @@ fn bft_censoring_proposer_is_replaced_and_every_request_is_ordered() {
         "no block was decided after a round change, so the censor never had a turn:\n{}",
         decided.join("\n")
     );
+    let height = orderer_height(&fabric, &nodes[0].grpc);
+    committer_follows_the_cluster(&fabric, tmp.path(), &nodes, &nodes[0].grpc, height);
     println!(
         "600 transactions in {} blocks beside a censoring consenter; {} of them decided after a round change",
         orderer_height(&fabric, &nodes[0].grpc) - 1,
@@ -520,10 +536,11 @@ fn bft_committer_refuses_altered_and_under_signed_blocks_and_switches_orderer() 
 /// every second sends the others a frame that does not decode, a vote in another consenter's name and bytes that
 /// are no frame. The three honest consenters order a stream from clients at each of them: their chains are
 /// identical, every block carries a quorum of valid signatures and none of the Byzantine node's, every transaction
-/// is ordered once, and the garbage was received and dropped.
+/// is ordered once, the garbage was received and dropped, and our committer, following all four, commits the
+/// honest chain.
 #[test]
 fn bft_orderers_tolerate_a_byzantine_consenter() {
-    let (_lock, _tmp, fabric, nodes) = cluster(4, &[(3, "bft-byzantine=return")]);
+    let (_lock, tmp, fabric, nodes) = cluster(4, &[(3, "bft-byzantine=return")]);
     three_clients(&fabric, [&nodes[0], &nodes[1], &nodes[2]]);
     let honest: Vec<&Node> = nodes[..3].iter().collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -545,5 +562,6 @@ fn bft_orderers_tolerate_a_byzantine_consenter() {
     for dropped in ["undecodable BFT frame dropped", "vote signed for another voter: dropped"] {
         assert!(logs.contains(dropped), "no honest consenter logged \"{dropped}\"");
     }
+    committer_follows_the_cluster(&fabric, tmp.path(), &nodes, &honest[0].grpc, height);
     println!("600 transactions in {} blocks beside a Byzantine consenter", height - 1);
 }

@@ -106,7 +106,7 @@ impl<L: Ledger> Inner<L> {
                 .endorsing_organizations
                 .iter()
                 .map(String::as_str)
-                .filter(|o| self.registry.peers_of(o).next().is_none())
+                .filter(|o| self.registry.peers_of(o).is_empty())
                 .collect();
             if !missing.is_empty() {
                 return Err(Status::unavailable(format!(
@@ -131,7 +131,7 @@ impl<L: Ledger> Inner<L> {
             }
         } else {
             let local = self.registry.local_mspid().to_owned();
-            let first = if self.registry.peers_of(&local).next().is_some() {
+            let first = if !self.registry.peers_of(&local).is_empty() {
                 local
             } else if up.has_transient_data {
                 return Err(Status::failed_precondition(
@@ -242,9 +242,9 @@ impl<L: Ledger> Inner<L> {
         let targets: Vec<&EndorserEndpoint> = if !request.target_organizations.is_empty() {
             request.target_organizations.iter().flat_map(|o| self.registry.peers_of(o)).collect()
         } else if up.has_transient_data {
-            self.registry.peers_of(self.registry.local_mspid()).collect()
+            self.registry.peers_of(self.registry.local_mspid())
         } else {
-            self.registry.peers().iter().collect()
+            self.registry.by_reachability(self.registry.peers().iter())
         };
         if targets.is_empty() {
             return Err(Status::failed_precondition(format!(

@@ -6,7 +6,9 @@
 //! identities of one peer per organisation, signatures presumed, so every policy the validator understands
 //! (signature policies, channel policy references, implicit meta policies) plans the same way it validates.
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferrofabric_channelconfig::{ChannelConfig, Policy, SignatureSet};
@@ -22,6 +24,8 @@ pub(crate) const MAX_MESSAGE_SIZE: usize = 100 * 1024 * 1024;
 
 /// Most organisations a plan is drawn over (the layouts are found among all subsets of them).
 const MAX_PLANNED_ORGS: usize = 12;
+/// How long an endorser that could not be reached is asked only after its organisation's other peers.
+const UNREACHABLE_FOR: Duration = Duration::from_secs(30);
 
 /// One endorsing peer of the channel a gateway may ask. Fabric's gateway learns these through discovery's
 /// membership; a Ferrofabric node knows its peers.
@@ -47,11 +51,17 @@ pub(crate) struct Failure {
 }
 
 /// The endorsers of the channel, the local organisation's first.
+///
+/// Fabric's gateway removes an endorser it could not reach from its registry until discovery sees the peer again.
+/// This registry has no membership to see it again by, so an unreachable endorser is kept but asked after the
+/// other peers of its organisation for [`UNREACHABLE_FOR`], or until it answers again.
 pub(crate) struct Registry {
     local_mspid: String,
     endorsers: Vec<EndorserEndpoint>,
     connections: Connections,
     timeout: Duration,
+    /// Endorsers that could not be reached, by address, and when.
+    unreachable: Mutex<HashMap<String, Instant>>,
 }
 
 impl Registry {
@@ -63,7 +73,23 @@ impl Registry {
         timeout: Duration,
     ) -> Registry {
         endorsers.sort_by_key(|e| e.mspid != local_mspid);
-        Registry { local_mspid, endorsers, connections, timeout }
+        Registry { local_mspid, endorsers, connections, timeout, unreachable: Mutex::default() }
+    }
+
+    /// Whether `peer` could not be reached in the last [`UNREACHABLE_FOR`].
+    fn is_unreachable(&self, peer: &EndorserEndpoint) -> bool {
+        let unreachable = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
+        unreachable.get(&peer.address).is_some_and(|at| at.elapsed() < UNREACHABLE_FOR)
+    }
+
+    /// `peers` in the order to ask them: reachable ones first, each group in its given order.
+    pub(crate) fn by_reachability<'a>(
+        &self,
+        peers: impl Iterator<Item = &'a EndorserEndpoint>,
+    ) -> Vec<&'a EndorserEndpoint> {
+        let mut peers: Vec<&EndorserEndpoint> = peers.collect();
+        peers.sort_by_key(|p| self.is_unreachable(p));
+        peers
     }
 
     /// The gateway's organisation.
@@ -71,9 +97,9 @@ impl Registry {
         &self.local_mspid
     }
 
-    /// The peers of organisation `mspid`.
-    pub(crate) fn peers_of<'a>(&'a self, mspid: &'a str) -> impl Iterator<Item = &'a EndorserEndpoint> + 'a {
-        self.endorsers.iter().filter(move |e| e.mspid == mspid)
+    /// The peers of organisation `mspid`, reachable ones first.
+    pub(crate) fn peers_of(&self, mspid: &str) -> Vec<&EndorserEndpoint> {
+        self.by_reachability(self.endorsers.iter().filter(|e| e.mspid == mspid))
     }
 
     /// Every peer, the local organisation's first.
@@ -109,8 +135,14 @@ impl Registry {
         };
         let response = tokio::time::timeout(self.timeout, call)
             .await
-            .unwrap_or_else(|_| Err("rpc error: code = DeadlineExceeded desc = context deadline exceeded".into()))
-            .map_err(unavailable)?;
+            .unwrap_or_else(|_| Err("rpc error: code = DeadlineExceeded desc = context deadline exceeded".into()));
+        let mut unreachable = self.unreachable.lock().unwrap_or_else(|e| e.into_inner());
+        match &response {
+            Ok(_) => unreachable.remove(&peer.address),
+            Err(_) => unreachable.insert(peer.address.clone(), Instant::now()),
+        };
+        drop(unreachable);
+        let response = response.map_err(unavailable)?;
         let (status, message) = response.response.as_ref().map_or((0, ""), |r| (r.status, r.message.as_str()));
         if (200..400).contains(&status) {
             return Ok(response);
@@ -131,7 +163,7 @@ impl Registry {
             .orgs()
             .into_iter()
             .take(MAX_PLANNED_ORGS)
-            .filter_map(|org| self.peers_of(org).next().map(|p| (org, p.identity.clone())))
+            .filter_map(|org| self.peers_of(org).first().map(|p| (org, p.identity.clone())))
             .collect();
         let mut layouts: Vec<u32> = Vec::new();
         let mut subsets: Vec<u32> = (1..(1u32 << orgs.len())).collect();
@@ -198,6 +230,28 @@ pub(crate) mod tests {
 
     fn dsl(rule: &str) -> Arc<dyn Policy> {
         compile_signature_policy(&ferrofabric_configtxgen::signature_policy(rule).unwrap()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_endorser_is_asked_after_its_organisations_other_peers() {
+        let net = Network::generate(7).unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let dead = EndorserEndpoint { address: closed.to_string(), ..endorsers(&net)[0].clone() };
+        let mut all = endorsers(&net);
+        all.insert(0, dead.clone());
+        let reg = Registry::new(
+            "Org1MSP".into(),
+            all,
+            Connections::new(None, Duration::from_secs(1)),
+            Duration::from_secs(1),
+        );
+        assert_eq!(reg.peers_of("Org1MSP")[0], &dead, "the given order while every peer is presumed reachable");
+        let failure = reg.propose(&dead, &SignedProposal::default()).await.unwrap_err();
+        assert_eq!(failure.code, Code::Unavailable);
+        let org1 = reg.peers_of("Org1MSP");
+        assert_eq!(org1.len(), 2, "an unreachable endorser is kept");
+        assert_eq!(org1[1], &dead, "and asked last");
+        assert_eq!(reg.by_reachability(reg.peers().iter()).last().copied(), Some(&dead));
     }
 
     #[test]

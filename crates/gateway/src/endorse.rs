@@ -1,17 +1,21 @@
 //! `Endorse` and `Evaluate` (Fabric's `internal/pkg/gateway/endorse.go`, `evaluate.go`).
 //!
 //! Endorse asks the local organisation's peers first (the proposal's result decides nothing yet, but the local
-//! peer is the one trusted with it), then completes a layout of the chaincode's endorsement policy with one
-//! endorsement from each of its other organisations, trying the next peer of an organisation whose peer failed and
+//! peer is the one trusted with it), then completes a layout of the policies its `ChaincodeInterest` names (the
+//! chaincodes it called and the key-level policies of the keys it wrote) with one endorsement from each of its
+//! other organisations, trying the next peer of an organisation whose peer failed and
 //! the next layout when an organisation cannot endorse. A client that names `endorsing_organizations` gets exactly
 //! those. The endorsements are assembled into the transaction the client signs and submits.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
+use ferrofabric_channelconfig::{compile_signature_policy, ChannelConfig, Policy};
 use ferrofabric_protos::common::{ChannelHeader, Envelope, Header};
 use ferrofabric_protos::gateway::{EndorseRequest, EndorseResponse, ErrorDetail, EvaluateRequest, EvaluateResponse};
 use ferrofabric_protos::peer::{
-    ChaincodeAction, ChaincodeEndorsedAction, ChaincodeInvocationSpec, ChaincodeProposalPayload, Endorsement, Proposal,
-    ProposalResponse, ProposalResponsePayload, SignedProposal,
+    ChaincodeAction, ChaincodeCall, ChaincodeEndorsedAction, ChaincodeInterest, ChaincodeInvocationSpec,
+    ChaincodeProposalPayload, Endorsement, Proposal, ProposalResponse, ProposalResponsePayload, SignedProposal,
 };
 use futures::future::join_all;
 use prost::Message;
@@ -155,15 +159,12 @@ impl<L: Ledger> Inner<L> {
                 }
             }
             let config = self.ledger.config();
-            let policy = match self.ledger.endorsement_policy(&up.chaincode) {
-                Ok(Some(p)) => config.application_policy(&p),
-                Ok(None) => Err(format!("chaincode {} is not defined on channel {}", up.chaincode, up.channel)),
-                Err(e) => Err(e),
-            }
-            .map_err(|e| {
+            let interest = endorsed.first().and_then(|(_, r)| r.interest.as_ref());
+            let policies = self.interest_policies(&config, interest, &up).map_err(|e| {
                 Status::failed_precondition(format!("no endorsement plan for chaincode {}: {e}", up.chaincode))
             })?;
-            let layouts = self.registry.layouts(&[policy.as_ref()], &config, &first);
+            let policies: Vec<&dyn Policy> = policies.iter().map(|p| p.as_ref()).collect();
+            let layouts = self.registry.layouts(&policies, &config, &first);
             if layouts.is_empty() {
                 return Err(Status::failed_precondition(format!(
                     "no combination of peers can satisfy the endorsement policy of chaincode {}",
@@ -203,6 +204,39 @@ impl<L: Ledger> Inner<L> {
         }
         let prepared = self.prepare(up, &endorsed)?;
         Ok(EndorseResponse { prepared_transaction: Some(prepared) })
+    }
+
+    /// The policies an endorsement plan must satisfy, from the first endorser's `ChaincodeInterest` (Fabric's
+    /// gateway plans from it): for each chaincode called, its endorsement policy unless the interest disregards
+    /// it (every key it wrote carries a key-level policy), and each key-level policy. Without an interest, or
+    /// with an empty one, the invoked chaincode's policy. Collections named in the interest do not narrow the
+    /// plan.
+    ///
+    /// Errors: a chaincode of the interest is not defined on the channel, or a policy does not compile.
+    fn interest_policies(
+        &self,
+        config: &ChannelConfig,
+        interest: Option<&ChaincodeInterest>,
+        up: &Unpacked,
+    ) -> Result<Vec<Arc<dyn Policy>>, String> {
+        let invoked = [ChaincodeCall { name: up.chaincode.clone(), ..ChaincodeCall::default() }];
+        let calls = match interest {
+            Some(i) if !i.chaincodes.is_empty() => i.chaincodes.as_slice(),
+            _ => &invoked,
+        };
+        let mut policies = Vec::new();
+        for call in calls {
+            if !call.disregard_namespace_policy {
+                match self.ledger.endorsement_policy(&call.name)? {
+                    Some(p) => policies.push(config.application_policy(&p)?),
+                    None => return Err(format!("chaincode {} is not defined on channel {}", call.name, up.channel)),
+                }
+            }
+            for key_policy in &call.key_policies {
+                policies.push(compile_signature_policy(key_policy).map_err(|e| e.to_string())?);
+            }
+        }
+        Ok(policies)
     }
 
     /// The unsigned transaction envelope of the endorsements (Fabric's `prepareTransaction`), each endorser once.

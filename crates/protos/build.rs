@@ -19,6 +19,7 @@ const PROTO_FILES: &[&str] = &[
     "orderer/ab.proto",
     "orderer/cluster.proto",
     "orderer/configuration.proto",
+    "orderer/kafka.proto",
     "orderer/etcdraft/configuration.proto",
     "orderer/etcdraft/metadata.proto",
     "orderer/smartbft/configuration.proto",

@@ -701,14 +701,17 @@ async fn run_processes(args: NodeArgs) -> anyhow::Result<()> {
 /// The consensus backends an ordering node runs, for a node configured by `config`: solo (`solo`, and `etcdraft`
 /// channels with a single consenter, served by its loop), etcdraft (Raft for channels with several consenters, with
 /// its `orderer.Cluster` service on the node's listener), BFT (Fabric 3 BFT channels, with its
-/// `orderer.ClusterNodeService` on the same listener), and the default CONFIG_UPDATE processor. The one
+/// `orderer.ClusterNodeService` on the same listener), Kafka (`kafka` channels on the Kafka cluster the channel
+/// or the `Kafka` section names), and the default CONFIG_UPDATE processor. The one
 /// composition of backends, used by this node, `ferrofabric orderer` and the orderer benches.
 ///
-/// Errors: the cluster's TLS files cannot be read (see `ferrofabric_consensus_etcdraft::register`).
+/// Errors: the cluster's TLS files cannot be read (see `ferrofabric_consensus_etcdraft::register`), or a bad
+/// `Kafka.Payloads`.
 pub fn orderer_plugins(config: &ferrofabric_orderer::OrdererConfig) -> anyhow::Result<Plugins> {
     let mut plugins = Plugins::default();
     ferrofabric_consensus_solo::register(&mut plugins.registry);
     ferrofabric_consensus_etcdraft::register(&mut plugins, config)?;
     ferrofabric_consensus_bft::register(&mut plugins, config)?;
+    ferrofabric_consensus_kafka::register(&mut plugins, config)?;
     Ok(plugins)
 }

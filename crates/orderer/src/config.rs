@@ -131,6 +131,74 @@ pub struct ConsensusDirs {
     pub snap_dir: Option<PathBuf>,
 }
 
+/// `Kafka`: how this orderer reaches the Kafka cluster of `kafka` channels (Fabric 1.4 `localconfig.Kafka`; the
+/// brokers themselves come from the channel's `KafkaBrokers` value). Fabric's `Retry`, `Verbose` and `Version`
+/// keys are accepted and ignored: the client (librdkafka) retries and negotiates versions itself.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct KafkaConfig {
+    /// TLS to the brokers: `Enabled`, `Certificate` and `PrivateKey` (client authentication, optional), `RootCAs`.
+    #[serde(rename = "TLS")]
+    pub tls: TlsConfig,
+    /// SASL/PLAIN credentials.
+    #[serde(rename = "SASLPlain")]
+    pub sasl_plain: KafkaSaslPlain,
+    /// Settings of the topics this orderer creates.
+    pub topic: KafkaTopic,
+    /// Ferrofabric: `aside` (default; FastFabric Opt O-I: envelopes go to the channel's payload topic and only a
+    /// reference through the ordered partition) or `inline` (Fabric 1.4: whole envelopes through the partition).
+    pub payloads: String,
+    /// Ferrofabric: partitions of a channel's payload topic when this orderer creates it (default 6).
+    pub payload_partitions: i32,
+    /// Ferrofabric: brokers to use instead of the channel's `KafkaBrokers` (e.g. when the channel lists names that
+    /// do not resolve here); empty keeps the channel's.
+    pub brokers: Vec<String>,
+    /// Ferrofabric: librdkafka properties passed through unchanged (e.g. `security.protocol`,
+    /// `ssl.endpoint.identification.algorithm`, `linger.ms`); they override what the other keys set.
+    pub properties: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig {
+            tls: TlsConfig::default(),
+            sasl_plain: KafkaSaslPlain::default(),
+            topic: KafkaTopic::default(),
+            payloads: "aside".into(),
+            payload_partitions: 6,
+            brokers: Vec::new(),
+            properties: Default::default(),
+        }
+    }
+}
+
+/// `Kafka.SASLPlain`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct KafkaSaslPlain {
+    /// Whether to authenticate with SASL/PLAIN.
+    pub enabled: bool,
+    /// User name.
+    pub user: String,
+    /// Password.
+    pub password: String,
+}
+
+/// `Kafka.Topic`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "PascalCase", default)]
+pub struct KafkaTopic {
+    /// Replication factor of the topics this orderer creates (Fabric's default 3). `min.insync.replicas` is set
+    /// to `min(2, ReplicationFactor)`, so an acknowledged record survives the loss of one broker.
+    pub replication_factor: i32,
+}
+
+impl Default for KafkaTopic {
+    fn default() -> Self {
+        KafkaTopic { replication_factor: 3 }
+    }
+}
+
 /// Ferrofabric's tuning (`Ferrofabric:` section; not in Fabric's file).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase", default)]
@@ -173,7 +241,7 @@ impl Default for TuningConfig {
 /// (`orderer/common/localconfig/config.go`), of which the sections an ordering node needs are read, plus
 /// Ferrofabric's own tuning section.
 ///
-/// Keys are Fabric's (PascalCase); unknown keys (Kafka, BCCSP, Metrics, ...) are accepted and ignored, so a
+/// Keys are Fabric's (PascalCase); unknown keys (BCCSP, Metrics, ...) are accepted and ignored, so a
 /// Fabric `orderer.yaml` loads unchanged. Relative paths are resolved against the directory of the file (as
 /// Fabric resolves them against `FABRIC_CFG_PATH`). Durations use Go syntax (`"2s"`, `"15m"`), sizes Fabric's
 /// (`"1 MB"`, `"512 KB"`, or a plain byte count).
@@ -192,6 +260,8 @@ pub struct OrdererConfig {
     pub channel_participation: ChannelParticipationConfig,
     /// `Consensus`.
     pub consensus: ConsensusDirs,
+    /// `Kafka`.
+    pub kafka: KafkaConfig,
     /// `Ferrofabric` tuning.
     pub ferrofabric: TuningConfig,
 }
@@ -240,6 +310,7 @@ impl OrdererConfig {
         fix(&mut self.file_ledger.location);
         fix(&mut self.consensus.wal_dir);
         fix(&mut self.consensus.snap_dir);
+        self.kafka.tls.resolve_paths(base);
     }
 
     /// The gRPC listen address (`ListenAddress:ListenPort`).

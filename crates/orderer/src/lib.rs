@@ -44,7 +44,7 @@ pub use blockpuller::{check_pulled, pull_blocks, PullSource};
 pub use broadcast::{BroadcastHandler, Checked};
 pub use config::{
     AuthenticationConfig, ChannelParticipationConfig, ClusterConfig, ConsensusDirs, FileLedgerConfig, GeneralConfig,
-    HttpListenerConfig, KeepaliveConfig, OrdererConfig, TuningConfig,
+    HttpListenerConfig, KafkaConfig, KafkaSaslPlain, KafkaTopic, KeepaliveConfig, OrdererConfig, TuningConfig,
 };
 pub use configupdate::{ConfigTxProcessor, ConfigUpdateProcessor};
 pub use consensus::{

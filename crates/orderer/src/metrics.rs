@@ -26,6 +26,8 @@ pub struct Metrics {
     deliver_blocks_sent: AtomicU64,
     deliver_streams: AtomicU64,
     cluster_egress_bytes: AtomicU64,
+    consensus_log_ordered_bytes: AtomicU64,
+    consensus_log_payload_bytes: AtomicU64,
 }
 
 impl Metrics {
@@ -62,6 +64,22 @@ impl Metrics {
         self.cluster_egress_bytes.load(Ordering::Relaxed)
     }
 
+    /// Counts `n` bytes this node posted to a consensus log: to the ordered stream (`payload == false`: what every
+    /// orderer must read in order, e.g. a Kafka channel's partition) or beside it (`payload == true`: envelopes
+    /// held aside, e.g. a Kafka channel's payload topic).
+    pub fn consensus_log_bytes(&self, n: usize, payload: bool) {
+        let c = if payload { &self.consensus_log_payload_bytes } else { &self.consensus_log_ordered_bytes };
+        c.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes this node posted to consensus logs so far, on all channels: `(ordered, payloads aside)`.
+    pub fn consensus_log_bytes_posted(&self) -> (u64, u64) {
+        (
+            self.consensus_log_ordered_bytes.load(Ordering::Relaxed),
+            self.consensus_log_payload_bytes.load(Ordering::Relaxed),
+        )
+    }
+
     /// Number of blocks appended on all channels.
     pub fn blocks_written(&self) -> u64 {
         self.blocks_written.load(Ordering::Relaxed)
@@ -86,12 +104,17 @@ impl Metrics {
              # TYPE ledger_block_bytes counter\nledger_block_bytes {}\n\
              # TYPE deliver_blocks_sent counter\ndeliver_blocks_sent {}\n\
              # TYPE deliver_streams_opened counter\ndeliver_streams_opened {}\n\
-             # TYPE cluster_comm_egress_bytes counter\ncluster_comm_egress_bytes {}\n",
+             # TYPE cluster_comm_egress_bytes counter\ncluster_comm_egress_bytes {}\n\
+             # TYPE consensus_log_posted_bytes counter\n\
+             consensus_log_posted_bytes{{stream=\"ordered\"}} {}\n\
+             consensus_log_posted_bytes{{stream=\"payloads\"}} {}\n",
             get(&self.blocks_written),
             get(&self.block_bytes),
             get(&self.deliver_blocks_sent),
             get(&self.deliver_streams),
             get(&self.cluster_egress_bytes),
+            get(&self.consensus_log_ordered_bytes),
+            get(&self.consensus_log_payload_bytes),
         )
     }
 }

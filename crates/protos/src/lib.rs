@@ -15,7 +15,7 @@
 //! |---|---|---|
 //! | [`common`] | `common` | `common/*.proto`, `msp/msp_principal.proto` |
 //! | [`msp`] | `msp` | `msp/identities.proto`, `msp/msp_config.proto` |
-//! | [`orderer`] | `orderer` | `orderer/{ab,cluster,configuration}.proto` |
+//! | [`orderer`] | `orderer` | `orderer/{ab,cluster,configuration,kafka}.proto` |
 //! | [`orderer::smartbft`] | `orderer.smartbft` | `orderer/smartbft/configuration.proto` |
 //! | [`etcdraft`] | `etcdraft` | `orderer/etcdraft/*.proto` |
 //! | [`protos`] (alias [`peer`]) | `protos` | `peer/*.proto` |

@@ -18,12 +18,15 @@
 //!   ledger file format are `ferrofabric_arena`'s);
 //! - [`Workload`]: deterministic transfer/smallbank transactions;
 //! - [`fixture`], [`fabric_fixture`]: where the recorded Fabric fixtures are (`FERROFABRIC_FIXTURES`, else
-//!   `../shared/fixtures`).
+//!   `../shared/fixtures`);
+//! - [`kafka::KafkaCluster`]: a real Apache Kafka 4.x cluster (KRaft mode) on 127.0.0.1, from the Maven Central jars
+//!   of `tests/kafka`, for the Kafka ordering tests.
 
 mod block;
 mod error;
 mod fixtures;
 mod genesis;
+pub mod kafka;
 mod lifecycle;
 mod network;
 mod tx;

@@ -160,7 +160,7 @@ async fn chain(fabric: &Fabric, addr: &str, height: u64) -> Vec<Bytes> {
 }
 
 /// Transaction IDs of a block, in order.
-fn tx_ids(block: &Block) -> Vec<String> {
+pub(crate) fn tx_ids(block: &Block) -> Vec<String> {
     let data = block.data.clone().unwrap_or_default().data;
     data.into_iter()
         .map(|e| {

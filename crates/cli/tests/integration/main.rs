@@ -24,4 +24,5 @@ mod fabric_orderer;
 mod fabric_peers;
 mod fixture_replay;
 mod isolation;
+mod kafka_cluster;
 mod sdk;

@@ -1,0 +1,543 @@
+//! One channel's Kafka chain (Fabric 1.4 `orderer/consensus/kafka/chain.go`): posting (`order`,
+//! `configure`) and the loop that consumes the channel's partition and cuts blocks. The rules are those of the
+//! crate documentation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use ferrofabric_orderer::{
+    BlockCutter, ChainSupport, ChannelStatus, Consensus, ConsensusContext, ConsensusError, ConsensusRelation,
+    Submission,
+};
+use ferrofabric_protos::common::{Block, BlockMetadataIndex, Envelope, Metadata, OrdererBlockMetadata};
+use ferrofabric_protos::orderer::kafka_message::Type;
+use ferrofabric_protos::orderer::kafka_message_regular::Class;
+use ferrofabric_protos::orderer::{
+    KafkaMessage, KafkaMessageConnect, KafkaMessageRegular, KafkaMessageTimeToCut, KafkaMetadata, PayloadReference,
+};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use prost::Message as _;
+use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::{Message, Offset, TopicPartitionList};
+use tokio::sync::watch;
+
+use crate::client::{ClientSettings, PRODUCE_TIMEOUT};
+use crate::payloads::{PayloadStore, StreamTask};
+
+/// How long the loop waits for a referenced payload record that is not written yet before dropping the message.
+const PAYLOAD_WAIT: Duration = Duration::from_secs(5);
+
+/// How long to wait between attempts to reach the cluster while starting.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// A running Kafka chain for one channel.
+pub struct KafkaChain {
+    channel: String,
+    shared: Arc<Shared>,
+    queue_timeout: Duration,
+    halt: watch::Sender<bool>,
+    halted: AtomicBool,
+}
+
+/// What `order` and the consume loop share.
+struct Shared {
+    support: Arc<ChainSupport>,
+    topic: String,
+    payload_topic: String,
+    producer: FutureProducer,
+    aside: bool,
+    /// The consume loop is running (Fabric: `startChan` closed).
+    ready: watch::Sender<bool>,
+    /// A re-validated CONFIG message is being ordered again: hold back new messages (Fabric's `WaitReady`).
+    config_in_flight: watch::Sender<bool>,
+}
+
+impl std::fmt::Debug for KafkaChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaChain").field("channel", &self.channel).finish_non_exhaustive()
+    }
+}
+
+fn err(msg: impl Into<String>) -> ConsensusError {
+    ConsensusError(msg.into())
+}
+
+impl KafkaChain {
+    /// Starts the chain of `support`'s channel: a task creates the topics if needed, posts a CONNECT record and
+    /// consumes the partition from the record after the ledger's last block (retrying until the cluster
+    /// answers). `aside` selects payloads aside (FastFabric Opt O-I) for the messages this orderer posts.
+    ///
+    /// Errors: the producer cannot be created from the settings (a malformed property).
+    pub(crate) fn start(
+        support: Arc<ChainSupport>,
+        ctx: &ConsensusContext,
+        client: ClientSettings,
+        aside: bool,
+    ) -> Result<Arc<KafkaChain>, ConsensusError> {
+        let channel = support.channel_id().to_owned();
+        let producer: FutureProducer =
+            client.producer().create().map_err(|e| err(format!("creating the Kafka producer: {e}")))?;
+        let (halt, halt_rx) = watch::channel(false);
+        let shared = Arc::new(Shared {
+            topic: channel.clone(),
+            payload_topic: format!("{channel}_payloads"),
+            support,
+            producer,
+            aside,
+            ready: watch::channel(false).0,
+            config_in_flight: watch::channel(false).0,
+        });
+        tokio::spawn(run(shared.clone(), client, halt_rx));
+        Ok(Arc::new(KafkaChain {
+            channel,
+            shared,
+            queue_timeout: ctx.queue_timeout,
+            halt,
+            halted: AtomicBool::new(false),
+        }))
+    }
+
+    /// Waits until the chain can take messages: running, and no re-validated CONFIG message in flight.
+    async fn wait_ready(&self) -> Result<(), ConsensusError> {
+        if self.halted.load(Ordering::Relaxed) {
+            return Err(err("the chain is halted"));
+        }
+        if !*self.shared.ready.borrow() {
+            return Err(err(format!(
+                "the backing Kafka cluster of channel {} has not completed booting; try again later",
+                self.channel
+            )));
+        }
+        let mut in_flight = self.shared.config_in_flight.subscribe();
+        let free = tokio::time::timeout(self.queue_timeout, async { in_flight.wait_for(|busy| !busy).await.is_ok() })
+            .await
+            .unwrap_or(false);
+        if free {
+            Ok(())
+        } else {
+            Err(err("a config message is being re-ordered; try again later"))
+        }
+    }
+
+    async fn post_normal(&self, msg: Submission) -> Result<(), ConsensusError> {
+        self.wait_ready().await?;
+        let mut regular =
+            KafkaMessageRegular { config_seq: msg.config_seq, class: Class::Normal as i32, ..Default::default() };
+        if self.shared.aside {
+            let record =
+                FutureRecord::to(&self.shared.payload_topic).key(msg.tx_id.as_bytes()).payload(msg.envelope.as_ref());
+            let delivery = self
+                .shared
+                .producer
+                .send(record, PRODUCE_TIMEOUT)
+                .await
+                .map_err(|(e, _)| err(format!("cannot write the payload to Kafka: {e}")))?;
+            self.shared.support.metrics().consensus_log_bytes(msg.envelope.len() + msg.tx_id.len(), true);
+            regular.reference = Some(PayloadReference {
+                tx_id: msg.tx_id,
+                size: msg.size,
+                partition: delivery.partition,
+                offset: delivery.offset,
+            });
+        } else {
+            regular.payload = msg.envelope;
+        }
+        self.shared.post(Type::Regular(regular)).await
+    }
+}
+
+impl Shared {
+    /// Posts `message` to the channel's partition and waits for all in-sync replicas to have it.
+    async fn post(&self, message: Type) -> Result<(), ConsensusError> {
+        let bytes = KafkaMessage { r#type: Some(message) }.encode_to_vec();
+        let record = FutureRecord::<(), _>::to(&self.topic).partition(0).payload(&bytes);
+        self.producer
+            .send(record, PRODUCE_TIMEOUT)
+            .await
+            .map_err(|(e, _)| err(format!("cannot post to Kafka: {e}")))?;
+        self.support.metrics().consensus_log_bytes(bytes.len(), false);
+        Ok(())
+    }
+
+    /// Posts `message` without waiting (time-to-cut and re-postings: the loop must not stall on them; a lost
+    /// one is made up by another orderer's or by the next timer).
+    fn post_in_background(self: &Arc<Self>, message: Type) {
+        let shared = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = shared.post(message).await {
+                tracing::warn!(channel = %shared.topic, error = %e, "posting to Kafka");
+            }
+        });
+    }
+}
+
+impl Consensus for KafkaChain {
+    fn order(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>> {
+        self.post_normal(msg).boxed()
+    }
+
+    fn configure(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>> {
+        async move {
+            self.wait_ready().await?;
+            let regular = KafkaMessageRegular {
+                payload: msg.envelope,
+                config_seq: msg.config_seq,
+                class: Class::Config as i32,
+                ..Default::default()
+            };
+            self.shared.post(Type::Regular(regular)).await
+        }
+        .boxed()
+    }
+
+    fn relation(&self) -> (ConsensusRelation, ChannelStatus) {
+        let status = if self.halted.load(Ordering::Relaxed) { ChannelStatus::Inactive } else { ChannelStatus::Active };
+        (ConsensusRelation::Other, status)
+    }
+
+    fn halt(&self) {
+        self.halted.store(true, Ordering::Relaxed);
+        self.halt.send_replace(true);
+    }
+}
+
+/// `KafkaMetadata` of the ledger's last block (zeros/`-1` when it has none, e.g. the genesis block).
+fn tip_metadata(support: &ChainSupport) -> KafkaMetadata {
+    let none = KafkaMetadata { last_offset_persisted: -1, ..Default::default() };
+    let height = support.store().height();
+    let Ok(Some(raw)) = support.store().block(height.saturating_sub(1)) else { return none };
+    let read = || -> Option<KafkaMetadata> {
+        let block = Block::decode(raw).ok()?;
+        let slot = block.metadata.as_ref()?.metadata.get(BlockMetadataIndex::Signatures as usize)?.clone();
+        let value = Metadata::decode(slot).ok()?.value;
+        let consenter = OrdererBlockMetadata::decode(value).ok()?.consenter_metadata;
+        let inner = Metadata::decode(consenter).ok()?.value;
+        if inner.is_empty() {
+            return None;
+        }
+        KafkaMetadata::decode(inner).ok()
+    };
+    read().unwrap_or(none)
+}
+
+/// Connects (retrying until the cluster answers or the chain is halted), then runs the consume loop.
+async fn run(shared: Arc<Shared>, client: ClientSettings, mut halt: watch::Receiver<bool>) {
+    let channel = shared.topic.clone();
+    let connected = loop {
+        tokio::select! {
+            biased;
+            _ = halt.changed() => return,
+            r = connect(&shared, &client) => match r {
+                Ok(c) => break c,
+                Err(e) => {
+                    tracing::warn!(%channel, error = %e, "cannot reach the Kafka cluster yet; retrying");
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+        }
+    };
+    let (consumer, store, _stream) = connected;
+    shared.ready.send_replace(true);
+    let mut chain = Loop::new(shared.clone(), store);
+    tracing::info!(%channel, resume_after = chain.meta.last_offset_persisted, aside = shared.aside, "kafka chain started");
+    loop {
+        let (_, timeout) = shared.support.batch_limits();
+        let timer = chain.timer(timeout);
+        let result = tokio::select! {
+            biased;
+            _ = halt.changed() => break,
+            m = consumer.recv() => match m {
+                Ok(m) => {
+                    let offset = m.offset();
+                    let payload = Bytes::copy_from_slice(m.payload().unwrap_or_default());
+                    chain.record(offset, payload).await
+                }
+                Err(e) => {
+                    tracing::warn!(%channel, error = %e, "consuming the channel's partition");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Ok(())
+                }
+            },
+            _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => {
+                chain.time_to_cut_timer_fired();
+                Ok(())
+            }
+        };
+        if let Err(e) = result {
+            tracing::error!(%channel, error = %e, "kafka chain stops");
+            break;
+        }
+    }
+    shared.ready.send_replace(false);
+}
+
+fn far_future() -> tokio::time::Instant {
+    tokio::time::Instant::now() + Duration::from_secs(3600)
+}
+
+type Connected = (StreamConsumer, Arc<PayloadStore>, StreamTask);
+
+/// Creates the topics, posts CONNECT and assigns the channel's partition from the record after the last one
+/// the ledger includes; starts streaming the payload topic.
+async fn connect(shared: &Arc<Shared>, client: &ClientSettings) -> anyhow::Result<Connected> {
+    client.ensure_topic(&shared.topic, 1).await?;
+    // Every orderer reads references whatever its own mode, so the payload topic always exists.
+    client.ensure_topic(&shared.payload_topic, client.payload_partitions).await?;
+    shared.post(Type::Connect(KafkaMessageConnect::default())).await?;
+    let group = format!("ferrofabric-{}-{}", shared.topic, std::process::id());
+    let consumer: StreamConsumer = client.consumer(&group).create()?;
+    let meta = tip_metadata(&shared.support);
+    let start = if meta.last_offset_persisted >= 0 {
+        Offset::Offset(meta.last_offset_persisted + 1)
+    } else {
+        Offset::Beginning
+    };
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&shared.topic, 0, start)?;
+    consumer.assign(&tpl)?;
+    let streamer: StreamConsumer = client.consumer(&format!("{group}-payloads")).create()?;
+    let partitions = streamer
+        .fetch_metadata(Some(&shared.payload_topic), Duration::from_secs(10))?
+        .topics()
+        .first()
+        .map(|t| t.partitions().len() as i32)
+        .unwrap_or(0);
+    anyhow::ensure!(partitions > 0, "the payload topic {} has no partitions", shared.payload_topic);
+    let fetcher: BaseConsumer = client.consumer(&format!("{group}-fetch")).create()?;
+    let store = PayloadStore::new(shared.payload_topic.clone(), partitions, fetcher);
+    let task = store.start_streaming(streamer)?;
+    Ok((consumer, store, task))
+}
+
+/// A message in the block cutter: the envelope, and the original offset if it was re-posted.
+struct Entry {
+    envelope: Bytes,
+    original_offset: i64,
+}
+
+/// The consume loop's state.
+struct Loop {
+    shared: Arc<Shared>,
+    store: Arc<PayloadStore>,
+    cutter: BlockCutter<Entry>,
+    /// State as of the last block cut.
+    meta: KafkaMetadata,
+    /// Newest original offset of a re-posted message taken (in a block or pending).
+    original_offset_seen: i64,
+    last_cut_block: u64,
+    /// The block a time-to-cut was posted for, and when.
+    ttc_posted: Option<(u64, Instant)>,
+}
+
+impl Loop {
+    fn new(shared: Arc<Shared>, store: Arc<PayloadStore>) -> Self {
+        let meta = tip_metadata(&shared.support);
+        let last_cut_block = shared.support.next_queued_number().saturating_sub(1);
+        Loop {
+            original_offset_seen: meta.last_original_offset_processed,
+            meta,
+            shared,
+            store,
+            cutter: BlockCutter::new(),
+            last_cut_block,
+            ttc_posted: None,
+        }
+    }
+
+    fn support(&self) -> &ChainSupport {
+        &self.shared.support
+    }
+
+    /// When the batch timer of the pending batch fires (`None`: nothing pending). After a time-to-cut was
+    /// posted, the timer fires again one batch timeout later in case that record was lost.
+    fn timer(&self, timeout: Duration) -> Option<tokio::time::Instant> {
+        let first = self.cutter.deadline(timeout)?;
+        let at = match self.ttc_posted {
+            Some((n, at)) if n == self.last_cut_block + 1 => at + timeout,
+            _ => first,
+        };
+        Some(tokio::time::Instant::from_std(at))
+    }
+
+    fn time_to_cut_timer_fired(&mut self) {
+        let next = self.last_cut_block + 1;
+        self.ttc_posted = Some((next, Instant::now()));
+        self.shared.post_in_background(Type::TimeToCut(KafkaMessageTimeToCut { block_number: next }));
+    }
+
+    /// Handles the record at `offset` of the channel's partition.
+    async fn record(&mut self, offset: i64, raw: Bytes) -> Result<(), ConsensusError> {
+        let channel = self.shared.topic.clone();
+        let message = match KafkaMessage::decode(raw) {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::error!(%channel, offset, error = %e, "discarding a record that is no KafkaMessage");
+                return Ok(());
+            }
+        };
+        match message.r#type {
+            None => {
+                tracing::error!(%channel, offset, "discarding a KafkaMessage of unknown type");
+                Ok(())
+            }
+            Some(Type::Connect(_)) => Ok(()),
+            Some(Type::TimeToCut(ttc)) => self.time_to_cut(ttc.block_number, offset).await,
+            Some(Type::Regular(regular)) => self.regular(regular, offset).await,
+        }
+    }
+
+    async fn time_to_cut(&mut self, number: u64, offset: i64) -> Result<(), ConsensusError> {
+        let next = self.last_cut_block + 1;
+        if number == next {
+            let batch = self.cutter.cut();
+            if batch.is_empty() {
+                tracing::warn!(channel = %self.shared.topic, number, "time-to-cut for the next block but nothing is pending");
+                return Ok(());
+            }
+            self.write(batch, offset).await
+        } else {
+            if number > next {
+                tracing::error!(channel = %self.shared.topic, number, next, "discarding a time-to-cut for a block past the next one");
+            }
+            Ok(())
+        }
+    }
+
+    /// The envelope of `regular`: inline, or the referenced payload record.
+    async fn envelope(&self, regular: &KafkaMessageRegular) -> Result<Bytes, String> {
+        match &regular.reference {
+            None => Ok(regular.payload.clone()),
+            Some(reference) => self.store.resolve(reference, PAYLOAD_WAIT).await.map_err(|m| m.0),
+        }
+    }
+
+    async fn regular(&mut self, regular: KafkaMessageRegular, offset: i64) -> Result<(), ConsensusError> {
+        let channel = self.shared.topic.clone();
+        let original = regular.original_offset;
+        if original != 0 && original <= self.original_offset_seen {
+            // Another orderer's re-posting of a message already taken.
+            self.config_done(original);
+            return Ok(());
+        }
+        let envelope = match self.envelope(&regular).await {
+            Ok(e) => e,
+            Err(why) => {
+                tracing::error!(%channel, offset, reason = %why, "discarding a message whose payload is missing");
+                return Ok(());
+            }
+        };
+        let sequence = self.support().sequence();
+        let class = Class::try_from(regular.class).unwrap_or(Class::Unknown);
+        match class {
+            Class::Config => {
+                if regular.config_seq < sequence {
+                    let (envelope, seq) = match self.support().reprocess_config(&envelope) {
+                        Ok(checked) => checked,
+                        Err(r) => {
+                            tracing::warn!(%channel, offset, reason = %r, "discarding a config message that is no longer valid");
+                            self.config_done(original);
+                            return Ok(());
+                        }
+                    };
+                    // Fabric re-posts it and orders it when it comes back, holding new messages meanwhile.
+                    let first = if original != 0 { original } else { offset };
+                    self.meta.last_resubmitted_config_offset = first;
+                    self.shared.config_in_flight.send_replace(true);
+                    self.shared.post_in_background(Type::Regular(KafkaMessageRegular {
+                        payload: envelope,
+                        config_seq: seq,
+                        class: Class::Config as i32,
+                        original_offset: first,
+                        reference: None,
+                    }));
+                    return Ok(());
+                }
+                self.commit_config(envelope, original, offset).await?;
+                self.config_done(original);
+                Ok(())
+            }
+            Class::Normal | Class::Unknown => {
+                let size = match Envelope::decode(envelope.clone()) {
+                    Ok(e) => (e.payload.len() + e.signature.len()) as u32,
+                    Err(e) => {
+                        tracing::error!(%channel, offset, error = %e, "discarding a message that is no Envelope");
+                        return Ok(());
+                    }
+                };
+                if class == Class::Normal && regular.config_seq < sequence {
+                    match self.support().revalidate(&envelope) {
+                        Ok(seq) => {
+                            let first = if original != 0 { original } else { offset };
+                            self.shared.post_in_background(Type::Regular(KafkaMessageRegular {
+                                config_seq: seq,
+                                original_offset: first,
+                                ..regular
+                            }));
+                        }
+                        Err(r) => {
+                            tracing::warn!(%channel, offset, reason = %r, "discarding a message that is no longer valid");
+                        }
+                    }
+                    return Ok(());
+                }
+                self.original_offset_seen = self.original_offset_seen.max(original);
+                self.commit_normal(Entry { envelope, original_offset: original }, size, offset).await
+            }
+        }
+    }
+
+    /// A re-posted CONFIG message with original offset `original` was ordered or dropped: new messages may
+    /// flow again once it is the last one re-posted.
+    fn config_done(&mut self, original: i64) {
+        if original != 0 && original == self.meta.last_resubmitted_config_offset {
+            self.shared.config_in_flight.send_replace(false);
+        }
+    }
+
+    async fn commit_normal(&mut self, entry: Entry, size: u32, offset: i64) -> Result<(), ConsensusError> {
+        let (limits, _) = self.support().batch_limits();
+        let (batches, pending) = self.cutter.ordered(entry, size, limits, Instant::now());
+        let n = batches.len();
+        for (i, batch) in batches.into_iter().enumerate() {
+            // The block holds the newest record only if it is the last batch and the record is not pending.
+            let holds_newest = i + 1 == n && !pending;
+            self.write(batch, if holds_newest { offset } else { offset - 1 }).await?;
+        }
+        Ok(())
+    }
+
+    async fn commit_config(&mut self, envelope: Bytes, original: i64, offset: i64) -> Result<(), ConsensusError> {
+        let pending = self.cutter.cut();
+        if !pending.is_empty() {
+            self.write(pending, offset - 1).await?;
+        }
+        self.original_offset_seen = self.original_offset_seen.max(original);
+        self.meta.last_original_offset_processed = self.meta.last_original_offset_processed.max(original);
+        self.meta.last_offset_persisted = offset;
+        let block = self.support().create_next_block(vec![envelope]);
+        let metadata = Bytes::from(self.meta.encode_to_vec());
+        self.shared.support.write_config_block(block, metadata).await?;
+        self.last_cut_block += 1;
+        Ok(())
+    }
+
+    /// Writes `batch` as the next block, recording `offset` as the last record it includes.
+    async fn write(&mut self, batch: Vec<Entry>, offset: i64) -> Result<(), ConsensusError> {
+        let mut envelopes = Vec::with_capacity(batch.len());
+        for entry in batch {
+            self.meta.last_original_offset_processed =
+                self.meta.last_original_offset_processed.max(entry.original_offset);
+            envelopes.push(entry.envelope);
+        }
+        self.meta.last_offset_persisted = offset;
+        let block = self.support().create_next_block(envelopes);
+        let metadata = Bytes::from(self.meta.encode_to_vec());
+        self.shared.support.write_block(block, metadata).await?;
+        self.last_cut_block += 1;
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+//! The Kafka client settings of an orderer (librdkafka through `rdkafka`): producer, consumers and topic
+//! creation, configured from the orderer's `Kafka` section.
+
+use std::time::Duration;
+
+use ferrofabric_orderer::KafkaConfig;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::DefaultClientContext;
+use rdkafka::error::RDKafkaErrorCode;
+use rdkafka::ClientConfig;
+
+/// How long a produce may wait in librdkafka's queue and for the brokers' acknowledgement.
+pub(crate) const PRODUCE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Everything needed to open clients to one Kafka cluster.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientSettings {
+    base: ClientConfig,
+    /// Replication factor of created topics.
+    pub(crate) replication: i32,
+    /// Partitions of a created payload topic.
+    pub(crate) payload_partitions: i32,
+}
+
+impl ClientSettings {
+    /// Settings for `brokers` with the TLS, SASL and pass-through properties of `config`.
+    pub(crate) fn new(config: &KafkaConfig, brokers: Vec<String>) -> Self {
+        let mut base = ClientConfig::new();
+        base.set("bootstrap.servers", brokers.join(","));
+        base.set("client.id", "ferrofabric-orderer");
+        let tls = config.tls.enabled;
+        let sasl = config.sasl_plain.enabled;
+        base.set(
+            "security.protocol",
+            match (tls, sasl) {
+                (false, false) => "plaintext",
+                (true, false) => "ssl",
+                (false, true) => "sasl_plaintext",
+                (true, true) => "sasl_ssl",
+            },
+        );
+        if tls {
+            if let Some(ca) = config.tls.root_cas.first() {
+                base.set("ssl.ca.location", ca.display().to_string());
+            }
+            if let Some(cert) = &config.tls.certificate {
+                base.set("ssl.certificate.location", cert.display().to_string());
+            }
+            if let Some(key) = &config.tls.private_key {
+                base.set("ssl.key.location", key.display().to_string());
+            }
+        }
+        if sasl {
+            base.set("sasl.mechanisms", "PLAIN");
+            base.set("sasl.username", &config.sasl_plain.user);
+            base.set("sasl.password", &config.sasl_plain.password);
+        }
+        for (k, v) in &config.properties {
+            base.set(k, v);
+        }
+        ClientSettings {
+            base,
+            replication: config.topic.replication_factor.max(1),
+            payload_partitions: config.payload_partitions.max(1),
+        }
+    }
+
+    /// A producer configuration: every record acknowledged by all in-sync replicas, idempotent (librdkafka's
+    /// retries never duplicate or reorder a record), batched for at most a millisecond.
+    pub(crate) fn producer(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("acks", "all")
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "1")
+            .set("message.timeout.ms", PRODUCE_TIMEOUT.as_millis().to_string());
+        self.with_base(c)
+    }
+
+    /// A consumer configuration for explicitly assigned partitions: no group offsets are committed (the
+    /// ledger's `KafkaMetadata` says where to resume), reads start at the earliest record when an offset no
+    /// longer exists.
+    pub(crate) fn consumer(&self, group: &str) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set("fetch.wait.max.ms", "5")
+            .set("enable.partition.eof", "false");
+        self.with_base(c)
+    }
+
+    fn with_base(&self, mut c: ClientConfig) -> ClientConfig {
+        for (k, v) in self.base.config_map() {
+            if c.get(k).is_none() {
+                c.set(k, v);
+            }
+        }
+        c
+    }
+
+    /// Creates `topic` with `partitions` partitions unless it exists, replicated `replication` times with
+    /// `min.insync.replicas = min(2, replication)` and no time or size retention (the log is the channel's
+    /// history, as Fabric 1.4 required of its topics).
+    ///
+    /// Errors: the cluster cannot be reached or refuses the topic for another reason than its existence.
+    pub(crate) async fn ensure_topic(&self, topic: &str, partitions: i32) -> anyhow::Result<()> {
+        let admin: AdminClient<DefaultClientContext> = self.base.create()?;
+        let min_isr = self.replication.min(2).to_string();
+        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(self.replication))
+            .set("min.insync.replicas", &min_isr)
+            .set("retention.ms", "-1")
+            .set("retention.bytes", "-1");
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        for result in admin.create_topics([&new], &opts).await? {
+            match result {
+                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((name, code)) => anyhow::bail!("creating Kafka topic {name}: {code}"),
+            }
+        }
+        Ok(())
+    }
+}

@@ -23,7 +23,7 @@ use prost::Message as _;
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::{Message, Offset, TopicPartitionList};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 use crate::client::{ClientSettings, PRODUCE_TIMEOUT};
 use crate::payloads::{PayloadStore, StreamTask};
@@ -41,6 +41,9 @@ pub struct KafkaChain {
     queue_timeout: Duration,
     halt: watch::Sender<bool>,
     halted: AtomicBool,
+    /// Payloads aside, pipelined: signalled when the message placed last has posted its reference (or given up),
+    /// so references reach the partition in the order the messages were placed.
+    last_placed: std::sync::Mutex<Option<oneshot::Receiver<()>>>,
 }
 
 /// What `order` and the consume loop share.
@@ -98,6 +101,7 @@ impl KafkaChain {
             queue_timeout: ctx.queue_timeout,
             halt,
             halted: AtomicBool::new(false),
+            last_placed: std::sync::Mutex::new(None),
         }))
     }
 
@@ -151,6 +155,28 @@ impl KafkaChain {
 }
 
 impl Shared {
+    /// Queues `message` for the channel's partition now; the future completes when all in-sync replicas have it.
+    /// `None` when librdkafka's queue is full.
+    fn post_now(self: &Arc<Self>, message: Type) -> Option<BoxFuture<'static, Result<(), ConsensusError>>> {
+        let bytes = KafkaMessage { r#type: Some(message) }.encode_to_vec();
+        let delivery =
+            self.producer.send_result(FutureRecord::<(), _>::to(&self.topic).partition(0).payload(&bytes)).ok()?;
+        let shared = self.clone();
+        Some(
+            async move {
+                match delivery.await {
+                    Ok(Ok(_)) => {
+                        shared.support.metrics().consensus_log_bytes(bytes.len(), false);
+                        Ok(())
+                    }
+                    Ok(Err((e, _))) => Err(err(format!("cannot post to Kafka: {e}"))),
+                    Err(_) => Err(err("the Kafka producer was closed")),
+                }
+            }
+            .boxed(),
+        )
+    }
+
     /// Posts `message` to the channel's partition and waits for all in-sync replicas to have it.
     async fn post(&self, message: Type) -> Result<(), ConsensusError> {
         let bytes = KafkaMessage { r#type: Some(message) }.encode_to_vec();
@@ -178,6 +204,55 @@ impl Shared {
 impl Consensus for KafkaChain {
     fn order(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>> {
         self.post_normal(msg).boxed()
+    }
+
+    /// Queues the message's record(s) with the producer at once. Payloads aside, the payload record is queued
+    /// now and the reference once the payload is acknowledged *and* the message placed before it has queued its
+    /// reference, so references keep the placing order. Gives the message back to `order` (which waits or
+    /// reports) when the chain is not ready, a CONFIG message is being re-ordered, or the producer's queue is full.
+    fn order_pipelined(&self, msg: Submission) -> Result<BoxFuture<'static, Result<(), ConsensusError>>, Submission> {
+        let shared = &self.shared;
+        if self.halted.load(Ordering::Relaxed) || !*shared.ready.borrow() || *shared.config_in_flight.borrow() {
+            return Err(msg);
+        }
+        let regular =
+            KafkaMessageRegular { config_seq: msg.config_seq, class: Class::Normal as i32, ..Default::default() };
+        if !shared.aside {
+            let message = Type::Regular(KafkaMessageRegular { payload: msg.envelope.clone(), ..regular });
+            return shared.post_now(message).ok_or(msg);
+        }
+        let record = FutureRecord::to(&shared.payload_topic).key(msg.tx_id.as_bytes()).payload(msg.envelope.as_ref());
+        let Ok(payload) = shared.producer.send_result(record) else { return Err(msg) };
+        let (placed, next) = oneshot::channel::<()>();
+        let previous = self.last_placed.lock().unwrap_or_else(|e| e.into_inner()).replace(next);
+        let shared = shared.clone();
+        Ok(async move {
+            let delivered = payload.await;
+            if let Some(previous) = previous {
+                // Its sender goes when the message before has queued its reference or given up.
+                let _ = previous.await;
+            }
+            let delivery = match delivered {
+                Ok(Ok(d)) => d,
+                Ok(Err((e, _))) => return Err(err(format!("cannot write the payload to Kafka: {e}"))),
+                Err(_) => return Err(err("the Kafka producer was closed")),
+            };
+            shared.support.metrics().consensus_log_bytes(msg.envelope.len() + msg.tx_id.len(), true);
+            let reference = PayloadReference {
+                tx_id: msg.tx_id,
+                size: msg.size,
+                partition: delivery.partition,
+                offset: delivery.offset,
+            };
+            let message = Type::Regular(KafkaMessageRegular { reference: Some(reference), ..regular });
+            let queued = shared.post_now(message.clone());
+            drop(placed);
+            match queued {
+                Some(accepted) => accepted.await,
+                None => shared.post(message).await,
+            }
+        }
+        .boxed())
     }
 
     fn configure(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>> {

@@ -40,7 +40,7 @@ const NO_SYSTEM_CHANNEL: &str =
 /// with the creator's signature (FORBIDDEN) — or, for CONFIG_UPDATE, the config update processor; finally the
 /// message is handed to the channel's consensus (SERVICE_UNAVAILABLE if it cannot take it).
 ///
-/// Differences from Fabric, both deliberate:
+/// Differences from Fabric, all deliberate:
 /// * one response per message and the stream stays open after a rejection (Fabric answers and hangs up, so a
 ///   client loses everything it had in flight behind a bad message);
 /// * Opt O-II: the messages of one stream that have arrived together (up to `window`) are checked concurrently on
@@ -48,7 +48,10 @@ const NO_SYSTEM_CHANNEL: &str =
 ///   check); while one such chunk is checked the next is read and started. Results are consumed in arrival order,
 ///   so responses — and the order in which messages reach consensus — are the stream's order. When consensus
 ///   lags, handing a message over waits, the chunks in flight fill up, reading stops and HTTP/2 flow control
-///   pushes back on the client.
+///   pushes back on the client;
+/// * a backend that places a message in its order at the call ([`crate::Consensus::order_pipelined`], Kafka) gets
+///   the messages of a stream in the stream's order, but up to `window` of them may await acceptance at once;
+///   responses still come in the stream's order. Other backends get one message of a stream at a time.
 ///
 /// Messages are ordered with the exact bytes the client sent (Fabric re-marshals the decoded envelope, which
 /// gives the same bytes for any canonically encoded message).
@@ -87,6 +90,9 @@ impl BroadcastHandler {
     {
         let checker = self.clone();
         let enqueuer = self.clone();
+        // Messages that a backend does not place at once go to it one at a time, in the stream's order (the lock
+        // is fair, and the futures below are first polled in that order).
+        let one_at_a_time = Arc::new(tokio::sync::Mutex::new(()));
         let mut shutdown = self.shutdown.clone();
         inbound
             .take_until(async move {
@@ -103,10 +109,8 @@ impl BroadcastHandler {
             .map(move |chunk| checker.check_chunk(chunk))
             .buffered(CHUNKS_IN_FLIGHT)
             .flat_map(futures::stream::iter)
-            .then(move |checked| {
-                let handler = enqueuer.clone();
-                async move { handler.enqueue(checked).await }
-            })
+            .map(move |checked| enqueuer.enqueue(checked, &one_at_a_time))
+            .buffered(self.window)
             .boxed()
     }
 
@@ -159,36 +163,58 @@ impl BroadcastHandler {
         }
     }
 
-    async fn enqueue(&self, checked: Result<Checked, Rejection>) -> BroadcastResponse {
-        let metrics = self.registrar.metrics();
+    /// Hands a checked message to its channel's consensus: placed at once if the backend can
+    /// ([`crate::Consensus::order_pipelined`]), else in turn behind the stream's earlier messages. The future
+    /// yields the response.
+    fn enqueue(
+        self: &Arc<Self>,
+        checked: Result<Checked, Rejection>,
+        one_at_a_time: &Arc<tokio::sync::Mutex<()>>,
+    ) -> BoxFuture<'static, BroadcastResponse> {
+        let metrics = self.registrar.metrics().clone();
         let checked = match checked {
             Ok(c) => c,
             Err(r) => {
                 metrics.broadcast(r.status);
                 tracing::debug!(status = r.status.as_str_name(), info = %r.info, "broadcast message rejected");
-                return BroadcastResponse { status: r.status as i32, info: r.info };
+                return futures::future::ready(BroadcastResponse { status: r.status as i32, info: r.info }).boxed();
             }
         };
-        let consensus = &checked.channel.consensus;
-        let result = if let Some(reason) = checked.channel.support.errored() {
-            Err(crate::consensus::ConsensusError(reason))
-        } else if checked.config {
-            consensus.configure(checked.submission).await
+        let Checked { channel, submission, config } = checked;
+        let placed = if let Some(reason) = channel.support.errored() {
+            Ok(futures::future::ready(Err(crate::consensus::ConsensusError(reason))).boxed())
+        } else if config {
+            Err(submission)
         } else {
-            consensus.order(checked.submission).await
+            channel.consensus.order_pipelined(submission)
         };
-        match result {
-            Ok(()) => {
-                metrics.broadcast(Status::Success);
-                BroadcastResponse { status: Status::Success as i32, info: String::new() }
-            }
-            Err(e) => {
-                metrics.broadcast(Status::ServiceUnavailable);
-                BroadcastResponse {
-                    status: Status::ServiceUnavailable as i32,
-                    info: format!("rejected by consenter: {e}"),
+        let turn = one_at_a_time.clone();
+        async move {
+            let result = match placed {
+                Ok(accepted) => accepted.await,
+                Err(submission) => {
+                    let _turn = turn.lock().await;
+                    if config {
+                        channel.consensus.configure(submission).await
+                    } else {
+                        channel.consensus.order(submission).await
+                    }
+                }
+            };
+            match result {
+                Ok(()) => {
+                    metrics.broadcast(Status::Success);
+                    BroadcastResponse { status: Status::Success as i32, info: String::new() }
+                }
+                Err(e) => {
+                    metrics.broadcast(Status::ServiceUnavailable);
+                    BroadcastResponse {
+                        status: Status::ServiceUnavailable as i32,
+                        info: format!("rejected by consenter: {e}"),
+                    }
                 }
             }
         }
+        .boxed()
     }
 }

@@ -148,7 +148,8 @@ pub struct KafkaConfig {
     /// Ferrofabric: `aside` (default; FastFabric Opt O-I: envelopes go to the channel's payload topic and only a
     /// reference through the ordered partition) or `inline` (Fabric 1.4: whole envelopes through the partition).
     pub payloads: String,
-    /// Ferrofabric: partitions of a channel's payload topic when this orderer creates it (default 6).
+    /// Ferrofabric: partitions of a channel's payload topic when this orderer creates it (default 1: on few brokers,
+    /// fewer and larger produce requests beat spreading the payloads).
     pub payload_partitions: i32,
     /// Ferrofabric: brokers to use instead of the channel's `KafkaBrokers` (e.g. when the channel lists names that
     /// do not resolve here); empty keeps the channel's.
@@ -165,7 +166,7 @@ impl Default for KafkaConfig {
             sasl_plain: KafkaSaslPlain::default(),
             topic: KafkaTopic::default(),
             payloads: "aside".into(),
-            payload_partitions: 6,
+            payload_partitions: 1,
             brokers: Vec::new(),
             properties: Default::default(),
         }

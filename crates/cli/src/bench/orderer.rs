@@ -67,12 +67,21 @@ pub struct OrdererBenchArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Consensus of the own nodes: `solo` (one node), `etcdraft` or `bft` (with `--nodes`).
-    #[arg(long, default_value = "solo", value_parser = ["solo", "etcdraft", "bft"])]
+    /// Consensus of the own nodes: `solo` (one node), `etcdraft`, `bft` or `kafka` (with `--nodes`).
+    #[arg(long, default_value = "solo", value_parser = ["solo", "etcdraft", "bft", "kafka"])]
     pub consensus: String,
-    /// Number of etcdraft (at least 2) or BFT (at least 4) nodes started in this process.
+    /// Number of etcdraft (at least 2), BFT (at least 4) or Kafka (at least 1) nodes started in this process.
     #[arg(long, default_value_t = 3)]
     pub nodes: usize,
+    /// Kafka: what the own orderers post to the channel's partition: `aside` (transaction references, FastFabric
+    /// Opt O-I) or `inline` (whole envelopes, as Fabric 1.4).
+    #[arg(long, default_value = "aside", value_parser = ["aside", "inline"])]
+    pub payloads: String,
+    /// Kafka: bootstrap servers of an existing cluster (`host:port,...`; the run creates the channel's topics,
+    /// so each run needs a fresh cluster or another `--channel`). Without it, each run starts three brokers on
+    /// 127.0.0.1 from the Kafka jars of `tests/kafka` (see docs/KAFKA.md).
+    #[arg(long)]
+    pub kafka_brokers: Option<String>,
 }
 
 impl Default for OrdererBenchArgs {
@@ -95,6 +104,8 @@ impl Default for OrdererBenchArgs {
             json: false,
             consensus: "solo".into(),
             nodes: 3,
+            payloads: "aside".into(),
+            kafka_brokers: None,
         }
     }
 }
@@ -118,6 +129,10 @@ pub struct RunResult {
     /// Bytes all nodes handed to their cluster links (consensus messages, forwarded requests) per transaction,
     /// for own etcdraft and BFT clusters.
     pub cluster_bytes_per_tx: Option<f64>,
+    /// Kafka: bytes all nodes posted to the channel's ordered partition per transaction.
+    pub kafka_ordered_bytes_per_tx: Option<f64>,
+    /// Kafka: bytes all nodes wrote to the channel's payload topic per transaction (payloads aside).
+    pub kafka_payload_bytes_per_tx: Option<f64>,
 }
 
 /// The whole report (`--json` prints it).
@@ -145,7 +160,7 @@ pub struct BenchReport {
     pub tls: bool,
     /// Every block fsynced (own node).
     pub fsync: bool,
-    /// `solo` or `etcdraft` (own nodes), `external` (`--address`).
+    /// `solo`, `etcdraft`, `bft` or `kafka` (own nodes), `external` (`--address`).
     pub consensus: String,
     /// Orderer nodes (1 for solo and external orderers).
     pub nodes: usize,
@@ -321,6 +336,8 @@ async fn measure(
         block_latency_ms_p99: percentile(&latencies, 99.0),
         cpu_seconds: process_cpu_seconds() - cpu_start,
         cluster_bytes_per_tx: None,
+        kafka_ordered_bytes_per_tx: None,
+        kafka_payload_bytes_per_tx: None,
     })
 }
 
@@ -495,8 +512,44 @@ pub(crate) fn with_raft_consenters(
     consenters: Vec<ferrofabric_protos::etcdraft::Consenter>,
     options: ferrofabric_protos::etcdraft::Options,
 ) -> anyhow::Result<Bytes> {
-    use ferrofabric_protos::common::{Block, ConfigEnvelope, Envelope, Payload};
     use ferrofabric_protos::etcdraft::ConfigMetadata;
+    use prost::Message;
+    edit_orderer_group(genesis, |_, ct| {
+        let mut md = ConfigMetadata::decode(ct.metadata.clone())?;
+        md.consenters = consenters;
+        md.options = Some(options);
+        ct.metadata = Bytes::from(md.encode_to_vec());
+        Ok(())
+    })
+}
+
+/// The generated network's genesis block turned into a `kafka` channel on `brokers` (`ConsensusType` "kafka"
+/// without metadata, a `KafkaBrokers` value; everything else unchanged). Returns the marshaled block.
+///
+/// Errors: `genesis` is not a config block of an etcdraft channel.
+fn with_kafka(genesis: &Bytes, brokers: Vec<String>) -> anyhow::Result<Bytes> {
+    use ferrofabric_protos::common::ConfigValue;
+    use ferrofabric_protos::orderer::KafkaBrokers;
+    use prost::Message;
+    edit_orderer_group(genesis, |group, ct| {
+        ct.r#type = "kafka".into();
+        ct.metadata = Bytes::new();
+        let value = Bytes::from(KafkaBrokers { brokers }.encode_to_vec());
+        group.values.insert("KafkaBrokers".into(), ConfigValue { version: 0, value, mod_policy: "Admins".into() });
+        Ok(())
+    })
+}
+
+/// `genesis` (an etcdraft channel's config block) with its `/Channel/Orderer` group and `ConsensusType` changed by
+/// `edit`; the header's data hash is recomputed. Returns the marshaled block.
+fn edit_orderer_group(
+    genesis: &Bytes,
+    edit: impl FnOnce(
+        &mut ferrofabric_protos::common::ConfigGroup,
+        &mut ferrofabric_protos::orderer::ConsensusType,
+    ) -> anyhow::Result<()>,
+) -> anyhow::Result<Bytes> {
+    use ferrofabric_protos::common::{Block, ConfigEnvelope, Envelope, Payload};
     use ferrofabric_protos::orderer::ConsensusType;
     use prost::Message;
     let mut block = Block::decode(genesis.clone())?;
@@ -505,20 +558,22 @@ pub(crate) fn with_raft_consenters(
     let mut env = Envelope::decode(first.clone())?;
     let mut payload = Payload::decode(env.payload.clone())?;
     let mut ce = ConfigEnvelope::decode(payload.data.clone())?;
-    let value = ce
+    let group = ce
         .config
         .as_mut()
         .and_then(|c| c.channel_group.as_mut())
         .and_then(|g| g.groups.get_mut("Orderer"))
-        .and_then(|o| o.values.get_mut("ConsensusType"))
+        .ok_or_else(|| anyhow!("genesis block without /Channel/Orderer"))?;
+    let value = group
+        .values
+        .get("ConsensusType")
         .ok_or_else(|| anyhow!("genesis block without /Channel/Orderer/ConsensusType"))?;
     let mut ct = ConsensusType::decode(value.value.clone())?;
     anyhow::ensure!(ct.r#type == "etcdraft", "the channel's consensus type is {:?}, not etcdraft", ct.r#type);
-    let mut md = ConfigMetadata::decode(ct.metadata.clone())?;
-    md.consenters = consenters;
-    md.options = Some(options);
-    ct.metadata = Bytes::from(md.encode_to_vec());
-    value.value = Bytes::from(ct.encode_to_vec());
+    edit(group, &mut ct)?;
+    if let Some(v) = group.values.get_mut("ConsensusType") {
+        v.value = Bytes::from(ct.encode_to_vec());
+    }
     payload.data = Bytes::from(ce.encode_to_vec());
     env.payload = Bytes::from(payload.encode_to_vec());
     *first = Bytes::from(env.encode_to_vec());
@@ -622,7 +677,14 @@ async fn cluster_run(
     warmup: &Bytes,
 ) -> anyhow::Result<RunResult> {
     let bft = args.consensus == "bft";
-    let least = if bft { 4 } else { 2 };
+    let kafka = args.consensus == "kafka";
+    let least = if bft {
+        4
+    } else if kafka {
+        1
+    } else {
+        2
+    };
     anyhow::ensure!(args.nodes >= least, "--consensus {} needs --nodes {least} or more", args.consensus);
     let dir = tempfile::tempdir().context("temporary directory")?;
     let crypto = dir.path().join("crypto");
@@ -652,8 +714,24 @@ async fn cluster_run(
         max_inflight_blocks: 5,
         snapshot_interval_size: 16 << 20,
     };
+    // Kafka: an existing cluster, or three brokers of our own for this run (a fresh log for every run).
+    let mut brokers = None;
     let genesis = if bft {
         bft_genesis(work, org, &crypto, &ports)?
+    } else if kafka {
+        let bootstrap = match &args.kafka_brokers {
+            Some(b) => b.clone(),
+            None => {
+                let cluster = ferrofabric_testkit::kafka::KafkaCluster::start(
+                    &dir.path().join("kafka"),
+                    3,
+                    Duration::from_secs(3600),
+                )
+                .context("starting Kafka brokers (see docs/KAFKA.md)")?;
+                brokers.insert(cluster).bootstrap()
+            }
+        };
+        with_kafka(&work.net.genesis_block(), bootstrap.split(',').map(str::to_owned).collect())?
     } else {
         with_raft_consenters(&work.net.genesis_block(), consenters, options)?
     };
@@ -678,6 +756,7 @@ async fn cluster_run(
         config.consensus.snap_dir = Some(home.join("etcdraft/snapshot"));
         config.ferrofabric.parallel_checks = parallel;
         config.ferrofabric.sync_every_block = !args.no_fsync;
+        config.kafka.payloads = args.payloads.clone();
         // Node-to-node traffic is mutual TLS, so the gRPC listener always runs TLS here.
         config.general.tls = TlsConfig {
             enabled: true,
@@ -705,15 +784,28 @@ async fn cluster_run(
         let addrs: Vec<String> = nodes.iter().map(|n| n.grpc_addr.to_string()).collect();
         wait_until_ordering(&addrs[0], &tls, warmup).await?;
         let egress = || nodes.iter().map(|n| n.registrar.metrics().cluster_egress_bytes()).sum::<u64>();
-        let before = egress();
+        let posted = || {
+            nodes
+                .iter()
+                .map(|n| n.registrar.metrics().consensus_log_bytes_posted())
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        };
+        let (before, posted_before) = (egress(), posted());
         let mut run = measure(work, &addrs, Some(&tls), args.clients).await?;
-        run.cluster_bytes_per_tx = Some(egress().saturating_sub(before) as f64 / work.envelopes.len().max(1) as f64);
+        let per_tx = |bytes: u64| bytes as f64 / work.envelopes.len().max(1) as f64;
+        run.cluster_bytes_per_tx = Some(per_tx(egress().saturating_sub(before)));
+        if kafka {
+            let posted_after = posted();
+            run.kafka_ordered_bytes_per_tx = Some(per_tx(posted_after.0.saturating_sub(posted_before.0)));
+            run.kafka_payload_bytes_per_tx = Some(per_tx(posted_after.1.saturating_sub(posted_before.1)));
+        }
         anyhow::Ok(run)
     }
     .await;
     for node in nodes {
         node.shutdown().await;
     }
+    drop(brokers);
     result
 }
 
@@ -759,7 +851,10 @@ async fn wait_until_ordering(addr: &str, tls: &ClientTls, warmup: &Bytes) -> any
 /// generated network's with those N consenters, the clients are spread over the nodes round-robin (followers
 /// forward to the leader) and blocks are read from node 0. `--consensus bft --nodes N` (N ≥ 4) does the same
 /// with N BFT consenters, each signing with its own identity, on a channel made by configtxgen's BFT profile
-/// with the generated network's organisations and batch settings. Before measuring, one extra envelope is broadcast
+/// with the generated network's organisations and batch settings. `--consensus kafka --nodes N` (N ≥ 1) starts N
+/// orderers on the generated network's channel turned `kafka`, on three brokers it starts for the run from the
+/// jars of `tests/kafka` (or on `--kafka-brokers`), posting payloads aside or inline (`--payloads`); it reports
+/// the bytes posted to the ordered partition and to the payload topic per transaction. Before measuring, one extra envelope is broadcast
 /// and must be answered SUCCESS, so that leader election is not measured.
 ///
 /// With `--address` it measures an orderer it did not start, ours or Fabric's: envelopes go to `--channel`,
@@ -864,6 +959,13 @@ pub fn run(args: OrdererBenchArgs) -> anyhow::Result<BenchReport> {
                     .map(|b| format!(", {b:.0} B per transaction on the cluster links"))
                     .unwrap_or_default()
             );
+            if let (Some(ordered), Some(aside)) = (r.kafka_ordered_bytes_per_tx, r.kafka_payload_bytes_per_tx) {
+                println!(
+                    "  Kafka ({} payloads): {ordered:.0} B per transaction to the ordered partition, {aside:.0} B to \
+                     the payload topic",
+                    args.payloads
+                );
+            }
         }
         if let (Some(off), Some(ratio)) = (report.tx_per_s_o2_off, report.o2_ratio) {
             println!("O-II off: {off:.0} tx/s; on/off ratio {ratio:.2}");

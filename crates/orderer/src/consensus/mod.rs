@@ -121,6 +121,16 @@ pub trait Consensus: Send + Sync + 'static {
     /// the node is not part of a working quorum, or the chain was halted.
     fn order(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>>;
 
+    /// Places a normal message in this node's order *now*, at the call, and returns a future that completes when
+    /// it is accepted, as [`Consensus::order`]'s would; or gives the message back (the default, and whenever the
+    /// backend cannot place it at once) for [`Consensus::order`]. Broadcast calls it for each message of a stream
+    /// in the stream's order and lets several of them await acceptance at once, so that a backend whose
+    /// acceptance is a round trip (Kafka: the brokers' acknowledgement) is not bound by that round trip per
+    /// stream; backends that do not implement it see one message of a stream at a time.
+    fn order_pipelined(&self, msg: Submission) -> Result<BoxFuture<'static, Result<(), ConsensusError>>, Submission> {
+        Err(msg)
+    }
+
     /// Accepts a CONFIG transaction (made from a CONFIG_UPDATE) for ordering alone in its own block (Fabric
     /// `Chain.Configure`). Errors as [`Consensus::order`].
     fn configure(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>>;

@@ -392,6 +392,8 @@ async fn connect(shared: &Arc<Shared>, client: &ClientSettings) -> anyhow::Resul
 struct Entry {
     envelope: Bytes,
     original_offset: i64,
+    /// Where the envelope came from when it was held aside (partition, offset of the payload topic).
+    payload: Option<(i32, i64)>,
 }
 
 /// The consume loop's state.
@@ -560,7 +562,8 @@ impl Loop {
                     return Ok(());
                 }
                 self.original_offset_seen = self.original_offset_seen.max(original);
-                self.commit_normal(Entry { envelope, original_offset: original }, size, offset).await
+                let payload = regular.reference.as_ref().map(|r| (r.partition, r.offset));
+                self.commit_normal(Entry { envelope, original_offset: original, payload }, size, offset).await
             }
         }
     }
@@ -603,16 +606,19 @@ impl Loop {
     /// Writes `batch` as the next block, recording `offset` as the last record it includes.
     async fn write(&mut self, batch: Vec<Entry>, offset: i64) -> Result<(), ConsensusError> {
         let mut envelopes = Vec::with_capacity(batch.len());
+        let mut payloads = Vec::new();
         for entry in batch {
             self.meta.last_original_offset_processed =
                 self.meta.last_original_offset_processed.max(entry.original_offset);
             envelopes.push(entry.envelope);
+            payloads.extend(entry.payload);
         }
         self.meta.last_offset_persisted = offset;
         let block = self.support().create_next_block(envelopes);
         let metadata = Bytes::from(self.meta.encode_to_vec());
         self.shared.support.write_block(block, metadata).await?;
         self.last_cut_block += 1;
+        self.store.drop_records(payloads);
         Ok(())
     }
 }

@@ -86,7 +86,7 @@ impl ClientSettings {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("auto.offset.reset", "earliest")
-            .set("fetch.wait.max.ms", "5")
+            .set("fetch.wait.max.ms", "100")
             .set("enable.partition.eof", "false");
         self.with_base(c)
     }

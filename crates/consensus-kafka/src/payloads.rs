@@ -3,8 +3,9 @@
 //! reference names one that was not streamed (written before this orderer started, or already pruned).
 //!
 //! A reference resolves to *the Kafka record at its partition and offset, if that record's key is the
-//! reference's transaction ID*. The store only caches that log, so every orderer resolves every reference
-//! alike, and the answer does not depend on when the record was streamed.
+//! reference's transaction ID*. The store only caches that log (whatever it does not hold is read from Kafka),
+//! so every orderer resolves every reference alike, and the answer does not depend on when the record was
+//! streamed or whether it was dropped from memory.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -17,9 +18,11 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use tokio::sync::Notify;
 
 /// How long a streamed record stays in memory when no block took it (a crashed orderer may have written the
-/// payload but never its reference). Records a block took go at the same age: they are only needed again for
-/// a re-posted message, which follows within moments.
+/// payload but never its reference). Records a written block holds are dropped at once ([`PayloadStore::drop_records`]).
 const RETENTION: Duration = Duration::from_secs(120);
+
+/// How long one fetch from Kafka may take.
+const FETCH_TIME: Duration = Duration::from_secs(10);
 
 /// How many records one fetch reads ahead of the one asked for (a restarted orderer catching up resolves its
 /// references in order, so reading ahead turns one round trip per transaction into one per chunk).
@@ -37,8 +40,6 @@ struct Streamed {
     from: i64,
     /// One past the last offset streamed.
     through: i64,
-    /// Offsets below this were pruned from memory (fetch them again).
-    pruned_below: i64,
 }
 
 #[derive(Default)]
@@ -89,7 +90,7 @@ impl PayloadStore {
         for p in 0..self.partitions {
             let (_, high) = consumer.fetch_watermarks(&self.topic, p, Duration::from_secs(10))?;
             tpl.add_partition_offset(&self.topic, p, Offset::Offset(high))?;
-            streamed.push(Streamed { from: high, through: high, pruned_below: 0 });
+            streamed.push(Streamed { from: high, through: high });
         }
         consumer.assign(&tpl)?;
         self.lock().streamed = Some(streamed);
@@ -124,8 +125,17 @@ impl PayloadStore {
         self.arrived.notify_waiters();
     }
 
+    /// Drops the records at `keys` (partition, offset) from memory: their block is written. A later reference to
+    /// one of them (a duplicate) reads it from Kafka again.
+    pub(crate) fn drop_records(&self, keys: impl IntoIterator<Item = (i32, i64)>) {
+        let mut inner = self.lock();
+        for key in keys {
+            inner.records.remove(&key);
+        }
+    }
+
     /// The envelope `reference` names: the record at its partition and offset, whose key must be its
-    /// transaction ID. Waits up to `wait` for a record not written yet.
+    /// transaction ID. Waits up to `wait` for a record not streamed yet, then reads it from Kafka.
     ///
     /// Errors ([`Missing`], the same on every orderer): no such partition, no record at that offset, the
     /// record belongs to another transaction, or nothing was written there within `wait`.
@@ -137,77 +147,87 @@ impl PayloadStore {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
             let notified = self.arrived.notified();
-            let streamed = {
+            let ahead_of_stream = {
                 let inner = self.lock();
                 if let Some(r) = inner.records.get(&(p, o)) {
                     return check(reference, r);
                 }
-                inner.streamed.as_ref().map(|v| v[p as usize])
+                inner.streamed.as_ref().is_some_and(|v| o >= v[p as usize].from && o >= v[p as usize].through)
             };
-            match streamed {
-                Some(s) if o >= s.from.max(s.pruned_below) => {
-                    if o < s.through {
-                        return Err(Missing(format!("no payload record at {}/{p}/{o}", self.topic)));
-                    }
-                    if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                        return Err(Missing(format!(
-                            "the payload record {}/{p}/{o} did not arrive within {wait:?}",
-                            self.topic
-                        )));
-                    }
-                }
-                _ => return self.fetch(reference, deadline).await,
+            // Not streamed yet: it normally is within moments (the payload is acknowledged before its
+            // reference is posted). Anything else, and whatever did not come in time, is read from Kafka.
+            if !ahead_of_stream || tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.fetch(reference).await;
             }
         }
     }
 
-    /// Reads the referenced record (and up to [`FETCH_AHEAD`] after it) straight from Kafka.
-    async fn fetch(&self, reference: &PayloadReference, deadline: tokio::time::Instant) -> Result<Bytes, Missing> {
+    /// Reads the referenced record (and up to [`FETCH_AHEAD`] after it) straight from Kafka. Only what the log
+    /// says makes a reference [`Missing`] (no record at that offset, or the offset not written): a fetch that
+    /// fails or reads nothing is retried, for dropping a message on a passing error would make this orderer's
+    /// blocks differ from the others'.
+    async fn fetch(&self, reference: &PayloadReference) -> Result<Bytes, Missing> {
         let (p, o) = (reference.partition, reference.offset);
-        let consumer = self.fetcher.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let Some(consumer) = consumer else {
-            // Another fetch is running: wait for it, then look again.
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            if tokio::time::Instant::now() >= deadline {
-                return Err(Missing(format!("fetching the payload record {}/{p}/{o} timed out", self.topic)));
+        loop {
+            let Some(consumer) = self.fetcher.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+                return Err(Missing("the payload store is closed".into()));
+            };
+            let topic = self.topic.clone();
+            let joined = tokio::task::spawn_blocking(move || {
+                let got = read_range(&consumer, &topic, p, o, Instant::now() + FETCH_TIME);
+                (consumer, got)
+            })
+            .await;
+            let Ok((consumer, got)) = joined else {
+                return Err(Missing("the payload fetch was abandoned".into()));
+            };
+            *self.fetcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(consumer);
+            let records = match got {
+                Ok(Fetched::NotWritten) => {
+                    return Err(Missing(format!("the payload record {}/{p}/{o} was never written", self.topic)))
+                }
+                Ok(Fetched::Records(records)) if !records.is_empty() => records,
+                Ok(Fetched::Records(_)) => {
+                    tracing::warn!(topic = %self.topic, partition = p, offset = o, "reading a payload record gave nothing; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %self.topic, partition = p, offset = o, error = %e, "reading a payload record; retrying");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
+            let mut found = None;
+            let mut inner = self.lock();
+            let now = Instant::now();
+            for (offset, record) in records {
+                if offset == o {
+                    found = Some(check(reference, &record));
+                }
+                inner.inserted.push_back((now, p, offset));
+                inner.records.insert((p, offset), record);
             }
-            return Box::pin(self.resolve(reference, deadline - tokio::time::Instant::now())).await;
-        };
-        let topic = self.topic.clone();
-        let until = deadline.into_std();
-        let joined = tokio::task::spawn_blocking(move || {
-            let got = read_range(&consumer, &topic, p, o, until);
-            (consumer, got)
-        })
-        .await;
-        let (consumer, got) = joined.map_err(|e| Missing(format!("the payload fetch failed: {e}")))?;
-        *self.fetcher.lock().unwrap_or_else(|e| e.into_inner()) = Some(consumer);
-        let records = got.map_err(|e| Missing(format!("fetching the payload record {}/{p}/{o}: {e}", self.topic)))?;
-        let mut found = None;
-        let mut inner = self.lock();
-        let now = Instant::now();
-        for (offset, record) in records {
-            if offset == o {
-                found = Some(check(reference, &record));
-            }
-            inner.inserted.push_back((now, p, offset));
-            inner.records.insert((p, offset), record);
+            // The log went past `o` without it (deleted, or a control record): no payload there.
+            return found.unwrap_or_else(|| Err(Missing(format!("no payload record at {}/{p}/{o}", self.topic))));
         }
-        found.unwrap_or_else(|| Err(Missing(format!("no payload record at {}/{p}/{o}", self.topic))))
     }
 }
 
+/// What a read of the payload log found.
+enum Fetched {
+    /// The partition ends at or before the offset.
+    NotWritten,
+    /// The records read from the offset on (from a later offset if it no longer exists); empty if none came in
+    /// time.
+    Records(Vec<(i64, Record)>),
+}
+
 /// Reads partition `p` from offset `o` up to [`FETCH_AHEAD`] records or the partition's end, until `until`.
-fn read_range(
-    consumer: &BaseConsumer,
-    topic: &str,
-    p: i32,
-    o: i64,
-    until: Instant,
-) -> anyhow::Result<Vec<(i64, Record)>> {
+fn read_range(consumer: &BaseConsumer, topic: &str, p: i32, o: i64, until: Instant) -> anyhow::Result<Fetched> {
     let (_, high) = consumer.fetch_watermarks(topic, p, Duration::from_secs(10))?;
     if o >= high {
-        return Ok(Vec::new());
+        return Ok(Fetched::NotWritten);
     }
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, p, Offset::Offset(o))?;
@@ -233,7 +253,7 @@ fn read_range(
             Some(Err(e)) => anyhow::bail!("{e}"),
         }
     }
-    Ok(out)
+    Ok(Fetched::Records(out))
 }
 
 fn check(reference: &PayloadReference, record: &Record) -> Result<Bytes, Missing> {
@@ -256,9 +276,6 @@ fn prune(inner: &mut Inner, now: Instant) {
         }
         inner.inserted.pop_front();
         inner.records.remove(&(p, o));
-        if let Some(s) = inner.streamed.as_mut().and_then(|v| v.get_mut(p as usize)) {
-            s.pruned_below = s.pruned_below.max(o + 1);
-        }
     }
 }
 

@@ -49,7 +49,10 @@ enum Command {
         #[command(subcommand)]
         command: LedgerCommand,
     },
-    /// Runs an ordering node (Fabric's AtomicBroadcast and channel participation API).
+    /// Runs an ordering node (Fabric's AtomicBroadcast and channel participation API): solo, etcdraft, BFT and
+    /// Kafka channels. For `kafka` channels the configuration file's `Kafka` section (Fabric 1.4's keys: TLS,
+    /// SASLPlain, Topic.ReplicationFactor; and Payloads, Brokers, Properties) says how to reach the brokers; see
+    /// docs/KAFKA.md.
     Orderer(orderer::OrdererArgs),
     /// Runs a committing peer: pulls blocks from the orderers, validates, commits, serves peer Deliver.
     Committer(committer::CommitterArgs),
@@ -81,7 +84,7 @@ enum Command {
 
 #[derive(Subcommand)]
 enum BenchCommand {
-    /// Ordering throughput and block latency: N pre-signed envelopes from K clients, solo (and Raft).
+    /// Ordering throughput and block latency: N pre-signed envelopes from K clients, solo, etcdraft, BFT or Kafka.
     Orderer(ferrofabric::OrdererBenchArgs),
     /// End-to-end committed tx/s and block latency of a node (transfer, smallbank), or of the committer alone on
     /// Fabric 2.5.16's 10,735-transaction ledger (ledger).

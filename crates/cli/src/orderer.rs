@@ -1,6 +1,8 @@
 //! `ferrofabric orderer`: the command-line entry of the node. A YAML file in the shape of Fabric's
 //! `orderer.yaml` (see [`ferrofabric_orderer::OrdererConfig`]) with flags that override it, so that a script can start a
-//! node without writing a file. The node runs the solo and etcdraft consensus backends ([`plugins`]).
+//! node without writing a file. The node runs the solo, etcdraft, BFT and Kafka consensus backends
+//! (`ferrofabric_node::orderer_plugins`); a `kafka` channel reaches its brokers as the file's `Kafka` section says
+//! (TLS, SASL/PLAIN, librdkafka properties, payloads aside or inline; docs/KAFKA.md).
 
 use std::path::PathBuf;
 

@@ -189,15 +189,26 @@ impl Shared {
         Ok(())
     }
 
-    /// Posts `message` without waiting (time-to-cut and re-postings: the loop must not stall on them; a lost
-    /// one is made up by another orderer's or by the next timer).
-    fn post_in_background(self: &Arc<Self>, message: Type) {
-        let shared = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = shared.post(message).await {
-                tracing::warn!(channel = %shared.topic, error = %e, "posting to Kafka");
+    /// Queues `message` for the partition behind everything queued before it and returns without waiting for
+    /// the brokers (time-to-cut and re-postings: the loop must not stall on them; a lost one is made up by another
+    /// orderer's or by the next timer). Queuing in the loop's order matters: each orderer's re-postings must
+    /// reach the partition in the order of their original offsets, for the first posting of each original offset
+    /// to come after the first of every earlier one (that is what dropping re-postings whose original offset is
+    /// not newer than the last one taken relies on).
+    async fn post_in_background(self: &Arc<Self>, message: Type) {
+        loop {
+            if let Some(accepted) = self.post_now(message.clone()) {
+                let channel = self.topic.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = accepted.await {
+                        tracing::warn!(%channel, error = %e, "posting to Kafka");
+                    }
+                });
+                return;
             }
-        });
+            // librdkafka's queue is full: wait for room rather than lose the place in line.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 }
 
@@ -280,23 +291,32 @@ impl Consensus for KafkaChain {
     }
 }
 
-/// `KafkaMetadata` of the ledger's last block (zeros/`-1` when it has none, e.g. the genesis block).
+/// `KafkaMetadata` of the ledger's last block (`last_offset_persisted` -1 when it has none, e.g. the genesis
+/// block): where Fabric 2 keeps consenter metadata (`OrdererBlockMetadata.consenter_metadata` in the SIGNATURES
+/// slot, where this chain writes it), else where Fabric 1.4's Kafka orderer wrote it (the ORDERER slot), so a
+/// ledger written by Fabric 1.4 resumes too.
 fn tip_metadata(support: &ChainSupport) -> KafkaMetadata {
     let none = KafkaMetadata { last_offset_persisted: -1, ..Default::default() };
     let height = support.store().height();
     let Ok(Some(raw)) = support.store().block(height.saturating_sub(1)) else { return none };
-    let read = || -> Option<KafkaMetadata> {
-        let block = Block::decode(raw).ok()?;
-        let slot = block.metadata.as_ref()?.metadata.get(BlockMetadataIndex::Signatures as usize)?.clone();
-        let value = Metadata::decode(slot).ok()?.value;
-        let consenter = OrdererBlockMetadata::decode(value).ok()?.consenter_metadata;
+    let Ok(block) = Block::decode(raw) else { return none };
+    let slot = |index: BlockMetadataIndex| -> Option<Bytes> {
+        let raw = block.metadata.as_ref()?.metadata.get(index as usize)?.clone();
+        Some(Metadata::decode(raw).ok()?.value)
+    };
+    let fabric2 = || -> Option<KafkaMetadata> {
+        let consenter = OrdererBlockMetadata::decode(slot(BlockMetadataIndex::Signatures)?).ok()?.consenter_metadata;
         let inner = Metadata::decode(consenter).ok()?.value;
         if inner.is_empty() {
             return None;
         }
         KafkaMetadata::decode(inner).ok()
     };
-    read().unwrap_or(none)
+    let fabric14 = || -> Option<KafkaMetadata> {
+        let inner = slot(BlockMetadataIndex::Orderer).filter(|v| !v.is_empty())?;
+        KafkaMetadata::decode(inner).ok()
+    };
+    fabric2().or_else(fabric14).unwrap_or(none)
 }
 
 /// Connects (retrying until the cluster answers or the chain is halted), then runs the consume loop.
@@ -338,7 +358,7 @@ async fn run(shared: Arc<Shared>, client: ClientSettings, mut halt: watch::Recei
                 }
             },
             _ = tokio::time::sleep_until(timer.unwrap_or_else(far_future)), if timer.is_some() => {
-                chain.time_to_cut_timer_fired();
+                chain.time_to_cut_timer_fired().await;
                 Ok(())
             }
         };
@@ -440,10 +460,10 @@ impl Loop {
         Some(tokio::time::Instant::from_std(at))
     }
 
-    fn time_to_cut_timer_fired(&mut self) {
+    async fn time_to_cut_timer_fired(&mut self) {
         let next = self.last_cut_block + 1;
         self.ttc_posted = Some((next, Instant::now()));
-        self.shared.post_in_background(Type::TimeToCut(KafkaMessageTimeToCut { block_number: next }));
+        self.shared.post_in_background(Type::TimeToCut(KafkaMessageTimeToCut { block_number: next })).await;
     }
 
     /// Handles the record at `offset` of the channel's partition.
@@ -522,15 +542,18 @@ impl Loop {
                     };
                     // Fabric re-posts it and orders it when it comes back, holding new messages meanwhile.
                     let first = if original != 0 { original } else { offset };
+                    tracing::info!(%channel, offset, original = first, "re-posting a config message checked at an older config sequence");
                     self.meta.last_resubmitted_config_offset = first;
                     self.shared.config_in_flight.send_replace(true);
-                    self.shared.post_in_background(Type::Regular(KafkaMessageRegular {
-                        payload: envelope,
-                        config_seq: seq,
-                        class: Class::Config as i32,
-                        original_offset: first,
-                        reference: None,
-                    }));
+                    self.shared
+                        .post_in_background(Type::Regular(KafkaMessageRegular {
+                            payload: envelope,
+                            config_seq: seq,
+                            class: Class::Config as i32,
+                            original_offset: first,
+                            reference: None,
+                        }))
+                        .await;
                     return Ok(());
                 }
                 self.commit_config(envelope, original, offset).await?;
@@ -549,11 +572,14 @@ impl Loop {
                     match self.support().revalidate(&envelope) {
                         Ok(seq) => {
                             let first = if original != 0 { original } else { offset };
-                            self.shared.post_in_background(Type::Regular(KafkaMessageRegular {
-                                config_seq: seq,
-                                original_offset: first,
-                                ..regular
-                            }));
+                            tracing::debug!(%channel, offset, original = first, "re-posting a message checked at an older config sequence");
+                            self.shared
+                                .post_in_background(Type::Regular(KafkaMessageRegular {
+                                    config_seq: seq,
+                                    original_offset: first,
+                                    ..regular
+                                }))
+                                .await;
                         }
                         Err(r) => {
                             tracing::warn!(%channel, offset, reason = %r, "discarding a message that is no longer valid");

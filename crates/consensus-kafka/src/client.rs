@@ -16,6 +16,8 @@ pub(crate) const PRODUCE_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Clone)]
 pub(crate) struct ClientSettings {
     base: ClientConfig,
+    /// `Kafka.Properties`, applied after everything else.
+    properties: Vec<(String, String)>,
     /// Replication factor of created topics.
     pub(crate) replication: i32,
     /// Partitions of a created payload topic.
@@ -55,11 +57,13 @@ impl ClientSettings {
             base.set("sasl.username", &config.sasl_plain.user);
             base.set("sasl.password", &config.sasl_plain.password);
         }
-        for (k, v) in &config.properties {
+        let properties: Vec<(String, String)> = config.properties.clone().into_iter().collect();
+        for (k, v) in &properties {
             base.set(k, v);
         }
         ClientSettings {
             base,
+            properties,
             replication: config.topic.replication_factor.max(1),
             payload_partitions: config.payload_partitions.max(1),
         }
@@ -97,6 +101,9 @@ impl ClientSettings {
                 c.set(k, v);
             }
         }
+        for (k, v) in &self.properties {
+            c.set(k, v);
+        }
         c
     }
 
@@ -120,5 +127,48 @@ impl ClientSettings {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn settings(yaml: &str) -> ClientSettings {
+        let config: KafkaConfig = serde_yaml::from_str(yaml).unwrap();
+        ClientSettings::new(&config, vec!["k1:9092".into(), "k2:9093".into()])
+    }
+
+    /// Fabric's `Kafka.TLS` and `Kafka.SASLPlain` keys become librdkafka's security settings; `Properties` are
+    /// passed through last and win; producers and consumers inherit all of it.
+    #[test]
+    fn orderer_yaml_kafka_section_reaches_the_client() {
+        let plain = settings("{}");
+        assert_eq!(plain.base.get("security.protocol"), Some("plaintext"));
+        assert_eq!(plain.base.get("bootstrap.servers"), Some("k1:9092,k2:9093"));
+        assert_eq!((plain.replication, plain.payload_partitions), (3, 1));
+
+        let s = settings(
+            "TLS: {Enabled: true, RootCAs: [/ca.pem], Certificate: /c.pem, PrivateKey: /k.pem}\n\
+             SASLPlain: {Enabled: true, User: u, Password: p}\n\
+             Topic: {ReplicationFactor: 2}\nPayloadPartitions: 4\n\
+             Properties: {linger.ms: \"20\", ssl.endpoint.identification.algorithm: https}\n",
+        );
+        assert_eq!(s.base.get("security.protocol"), Some("sasl_ssl"));
+        assert_eq!(s.base.get("ssl.ca.location"), Some("/ca.pem"));
+        assert_eq!(s.base.get("ssl.certificate.location"), Some("/c.pem"));
+        assert_eq!(s.base.get("ssl.key.location"), Some("/k.pem"));
+        assert_eq!(s.base.get("sasl.mechanisms"), Some("PLAIN"));
+        assert_eq!((s.base.get("sasl.username"), s.base.get("sasl.password")), (Some("u"), Some("p")));
+        assert_eq!((s.replication, s.payload_partitions), (2, 4));
+        let producer = s.producer();
+        assert_eq!(producer.get("acks"), Some("all"));
+        assert_eq!(producer.get("security.protocol"), Some("sasl_ssl"));
+        assert_eq!(producer.get("ssl.endpoint.identification.algorithm"), Some("https"));
+        assert_eq!(producer.get("linger.ms"), Some("20"), "Properties override the producer's own settings");
+        let consumer = s.consumer("g");
+        assert_eq!(consumer.get("enable.auto.commit"), Some("false"));
+        assert_eq!(consumer.get("sasl.username"), Some("u"));
     }
 }

@@ -5,7 +5,8 @@
 //! so every orderer reads both forms. Each test uses its own channel, hence its own topics.
 //!
 //! * Every orderer writes the same blocks (header and data; each signs its own), each SUCCESS transaction once,
-//!   a CONFIG_UPDATE becomes a config block, and bad records put on the topic by hand (no KafkaMessage, a
+//!   a CONFIG_UPDATE mid-stream becomes a config block (the messages checked before it and consumed after it are
+//!   re-validated and posted again by every orderer, and ordered once), and bad records put on the topic by hand (no KafkaMessage, a
 //!   reference to a payload that never arrives, one to another transaction's payload, a stale time-to-cut, a
 //!   duplicate transaction) are handled alike by all.
 //! * An orderer SIGKILLed mid-stream resumes from its ledger's `KafkaMetadata` and catches up; a transaction
@@ -90,7 +91,7 @@ impl Orderer {
             .arg(&self.config)
             .arg("--join")
             .arg(&self.join)
-            .env("FERROFABRIC_LOG", "info,rdkafka=warn")
+            .env("FERROFABRIC_LOG", "info,librdkafka=warn,rdkafka=warn,ferrofabric_consensus_kafka=debug")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -388,14 +389,17 @@ fn config_blocks(chain: &[Block]) -> Vec<u64> {
 }
 
 #[test]
-fn kafka_orderers_write_the_same_blocks_once_per_transaction_despite_bad_records() {
+fn kafka_orderers_write_the_same_blocks_once_per_transaction_across_a_config_update_and_bad_records() {
     let mut brokers = Brokers::get();
     let bootstrap = brokers.cluster().bootstrap();
     let net = Net::start("kafkachannel", &bootstrap);
     // Three clients, one at each orderer (two post payloads aside, one inline).
     let clients = [net.bench(0, 1, "User1", 1500), net.bench(1, 2, "User1", 1500), net.bench(2, 1, "Admin", 1500)];
+    // Mid-stream, a CONFIG_UPDATE: messages checked before its block and consumed after it are re-validated and
+    // posted again by every orderer, and must still be ordered once.
+    net.wait_height(&net.orderers[0].grpc, 3, Duration::from_secs(60));
+    config_update(&net);
     // Meanwhile, bad records on the channel's partition itself.
-    std::thread::sleep(Duration::from_millis(500));
     let replayed = net.message("replayed-message");
     assert_eq!(net.broadcast_one(0, "replayed-message"), Status::Success as i32);
     let bad = vec![
@@ -424,7 +428,6 @@ fn kafka_orderers_write_the_same_blocks_once_per_transaction_despite_bad_records
     for (i, c) in clients.into_iter().enumerate() {
         wait_bench(c, &format!("client {i}"));
     }
-    config_update(&net);
     assert_eq!(net.broadcast_one(1, "after-config"), Status::Success as i32);
     net.wait_height(&net.orderers[2].grpc, 2, Duration::from_secs(30));
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -444,6 +447,13 @@ fn kafka_orderers_write_the_same_blocks_once_per_transaction_despite_bad_records
     assert!(ordinary.iter().all(|(_, n)| **n == 1), "every other transaction once");
     assert!(ordinary.len() > 4500, "every client's 1500 transactions and the lone message are ordered");
     assert_eq!(config_blocks(&chain).len(), 1, "the CONFIG_UPDATE became one config block");
+    let reposted: usize = net
+        .orderers
+        .iter()
+        .map(|o| std::fs::read_to_string(&o.log).unwrap_or_default().matches("re-posting a message").count())
+        .sum();
+    eprintln!("messages re-validated and posted again after the config block: {reposted}");
+    assert!(reposted > 0, "messages in flight across the config block were re-validated and posted again");
 }
 
 #[test]

@@ -129,9 +129,7 @@ impl KafkaChain {
 
     async fn post_normal(&self, msg: Submission) -> Result<(), ConsensusError> {
         self.wait_ready().await?;
-        let mut regular =
-            KafkaMessageRegular { config_seq: msg.config_seq, class: Class::Normal as i32, ..Default::default() };
-        if self.shared.aside {
+        let payload_at = if self.shared.aside {
             let record =
                 FutureRecord::to(&self.shared.payload_topic).key(msg.tx_id.as_bytes()).payload(msg.envelope.as_ref());
             let delivery = self
@@ -140,21 +138,31 @@ impl KafkaChain {
                 .send(record, PRODUCE_TIMEOUT)
                 .await
                 .map_err(|(e, _)| err(format!("cannot write the payload to Kafka: {e}")))?;
-            self.shared.support.metrics().consensus_log_bytes(msg.envelope.len() + msg.tx_id.len(), true);
-            regular.reference = Some(PayloadReference {
-                tx_id: msg.tx_id,
-                size: msg.size,
-                partition: delivery.partition,
-                offset: delivery.offset,
-            });
+            Some((delivery.partition, delivery.offset))
         } else {
-            regular.payload = msg.envelope;
-        }
-        self.shared.post(Type::Regular(regular)).await
+            None
+        };
+        let message = self.shared.normal_message(msg, payload_at);
+        self.shared.post(message).await
     }
 }
 
 impl Shared {
+    /// The regular record of a normal message: the envelope inline, or (`payload_at`: the acknowledged payload
+    /// record's partition and offset) a reference to it, whose payload bytes are counted here.
+    fn normal_message(&self, msg: Submission, payload_at: Option<(i32, i64)>) -> Type {
+        let mut regular =
+            KafkaMessageRegular { config_seq: msg.config_seq, class: Class::Normal as i32, ..Default::default() };
+        match payload_at {
+            Some((partition, offset)) => {
+                self.support.metrics().consensus_log_bytes(msg.envelope.len() + msg.tx_id.len(), true);
+                regular.reference = Some(PayloadReference { tx_id: msg.tx_id, size: msg.size, partition, offset });
+            }
+            None => regular.payload = msg.envelope,
+        }
+        Type::Regular(regular)
+    }
+
     /// Queues `message` for the channel's partition now; the future completes when all in-sync replicas have it.
     /// `None` when librdkafka's queue is full.
     fn post_now(self: &Arc<Self>, message: Type) -> Option<BoxFuture<'static, Result<(), ConsensusError>>> {
@@ -226,11 +234,8 @@ impl Consensus for KafkaChain {
         if self.halted.load(Ordering::Relaxed) || !*shared.ready.borrow() || *shared.config_in_flight.borrow() {
             return Err(msg);
         }
-        let regular =
-            KafkaMessageRegular { config_seq: msg.config_seq, class: Class::Normal as i32, ..Default::default() };
         if !shared.aside {
-            let message = Type::Regular(KafkaMessageRegular { payload: msg.envelope.clone(), ..regular });
-            return shared.post_now(message).ok_or(msg);
+            return shared.post_now(shared.normal_message(msg.clone(), None)).ok_or(msg);
         }
         let record = FutureRecord::to(&shared.payload_topic).key(msg.tx_id.as_bytes()).payload(msg.envelope.as_ref());
         let Ok(payload) = shared.producer.send_result(record) else { return Err(msg) };
@@ -248,14 +253,7 @@ impl Consensus for KafkaChain {
                 Ok(Err((e, _))) => return Err(err(format!("cannot write the payload to Kafka: {e}"))),
                 Err(_) => return Err(err("the Kafka producer was closed")),
             };
-            shared.support.metrics().consensus_log_bytes(msg.envelope.len() + msg.tx_id.len(), true);
-            let reference = PayloadReference {
-                tx_id: msg.tx_id,
-                size: msg.size,
-                partition: delivery.partition,
-                offset: delivery.offset,
-            };
-            let message = Type::Regular(KafkaMessageRegular { reference: Some(reference), ..regular });
+            let message = shared.normal_message(msg, Some((delivery.partition, delivery.offset)));
             let queued = shared.post_now(message.clone());
             drop(placed);
             match queued {

@@ -38,6 +38,7 @@ use tempfile::TempDir;
 
 use crate::bft_cluster::tx_ids;
 use crate::configtxgen_support::{network, CONFIGTX};
+use crate::fabric_bft::cluster_lock;
 use crate::fabric_orderer::wait_listening;
 use crate::fabric_peers::free_port;
 use crate::sdk::Running;
@@ -47,18 +48,21 @@ static BROKERS: Mutex<Option<(KafkaCluster, TempDir)>> = Mutex::new(None);
 /// Tests of this file still to run; the last one stops the brokers.
 static REMAINING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(3);
 
-/// The shared three-broker cluster, held for the whole test (the tests of this file run one at a time).
-struct Brokers(MutexGuard<'static, Option<(KafkaCluster, TempDir)>>);
+/// The shared three-broker cluster, held for the whole test (the tests of this file run one at a time), with the
+/// lock that keeps multi-process cluster tests apart (brokers and orderers would compete for the two cores with
+/// a BFT cluster's).
+struct Brokers(MutexGuard<'static, Option<(KafkaCluster, TempDir)>>, #[allow(dead_code)] MutexGuard<'static, ()>);
 
 impl Brokers {
     fn get() -> Brokers {
+        let cluster = cluster_lock();
         let mut guard = BROKERS.lock().unwrap_or_else(|e| e.into_inner());
         if guard.is_none() {
             let dir = tempfile::tempdir().unwrap();
-            let cluster = KafkaCluster::start(dir.path(), 3, Duration::from_secs(900)).unwrap();
-            *guard = Some((cluster, dir));
+            let brokers = KafkaCluster::start(dir.path(), 3, Duration::from_secs(900)).unwrap();
+            *guard = Some((brokers, dir));
         }
-        Brokers(guard)
+        Brokers(guard, cluster)
     }
 
     fn cluster(&mut self) -> &mut KafkaCluster {

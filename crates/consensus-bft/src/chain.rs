@@ -11,6 +11,7 @@
 //! Fabric 3, where each orderer writes the signatures it collected).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,6 +24,7 @@ use ferrofabric_protos::common::{
 use ferrofabric_protoutil::{
     block_data_hash, block_header_hash, encode_block, new_nonce, orderer_metadata, signature_value, signed_bytes,
 };
+use futures::FutureExt;
 use malachitebft_core_consensus::{
     ConsensusMsg, Effect, Input, LivenessMsg, LocallyProposedValue, Params, Resumable, Resume, SignedConsensusMsg,
     State, ThresholdParams, VoteExtensionError, WalEntry,
@@ -281,9 +283,22 @@ struct Host {
     config_changed: bool,
     recovering: bool,
     failed: Option<String>,
+    /// A height this node sits out: the consensus engine failed while deciding it. This node signs nothing more
+    /// at that height (so it cannot contradict what its WAL holds) and pulls the block once the others decide it.
+    sat_out: Option<(u64, Instant)>,
 }
 
 impl Host {
+    /// Whether this node sits out its next height (see [`sit_out`]).
+    fn sitting_out(&self) -> bool {
+        self.sat_out.is_some_and(|(h, _)| h == self.next_number)
+    }
+
+    /// Whether the next height may start: none is running and it is not sat out.
+    fn can_begin(&self) -> bool {
+        self.running.is_none() && !self.sitting_out()
+    }
+
     fn broadcast(&self, body: WireBody) {
         let bytes = frame(&self.channel, body);
         for link in self.links.values() {
@@ -700,15 +715,9 @@ pub(crate) async fn run(
         config_changed: false,
         recovering: false,
         failed: None,
+        sat_out: None,
     };
-    let state_params = Params {
-        initial_height: BlockNumber(height),
-        initial_validator_set: params.consenters,
-        address: params.self_id,
-        threshold_params: ThresholdParams::default(),
-        value_payload: ValuePayload::ProposalOnly,
-    };
-    let mut state = State::new(BftContext, state_params, 4);
+    let mut state = new_state(&host);
     let ticker = {
         let events = host.events.clone();
         tokio::spawn(async move {
@@ -732,7 +741,10 @@ pub(crate) async fn run(
             _ = halt.changed() => None,
         };
         let Some(event) = event else { break };
-        let result = on_event(&mut state, &mut host, event).await;
+        let result = match AssertUnwindSafe(on_event(&mut state, &mut host, event)).catch_unwind().await {
+            Ok(result) => result,
+            Err(panic) => sit_out(&mut state, &mut host, panic_message(&panic)).await,
+        };
         if let Err(e) = result.and_then(|_| host.failed.take().map_or(Ok(()), Err)) {
             tracing::error!(%channel, reason = %e, "BFT chain stopped");
             support.set_errored(e);
@@ -741,6 +753,54 @@ pub(crate) async fn run(
     }
     host.cancel_all();
     ticker.abort();
+}
+
+/// How long a height is sat out (see [`sit_out`]) before this node takes it up again from its WAL.
+const SIT_OUT: Duration = Duration::from_secs(10);
+
+/// After the consensus engine panicked while deciding the running height (an engine invariant broken by some
+/// order of messages): appends what was decided, replaces the engine's state and sits the height out rather than
+/// stop the channel. The height's block is pulled from the others once they have decided it.
+async fn sit_out(state: &mut State<BftContext>, host: &mut Host, why: String) -> Result<(), String> {
+    let height = host.running.unwrap_or(host.next_number);
+    tracing::error!(channel = %host.channel, height, reason = %why, "BFT engine failed: sitting this height out");
+    for raw in std::mem::take(&mut host.decided) {
+        host.support.append_block(raw).await.map_err(|e| format!("appending a decided block: {}", e.0))?;
+    }
+    *state = new_state(host);
+    host.pending.clear();
+    host.running = None;
+    host.values.clear();
+    host.own.clear();
+    host.owed = None;
+    host.early.clear();
+    host.recovering = false;
+    host.cancel_all();
+    if height >= host.next_number {
+        host.sat_out = Some((height, Instant::now()));
+    }
+    Ok(())
+}
+
+/// The text of a caught panic.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+/// A fresh consensus state machine at this node's next height.
+fn new_state(host: &Host) -> State<BftContext> {
+    let params = Params {
+        initial_height: BlockNumber(host.next_number),
+        initial_validator_set: host.consenters.clone(),
+        address: host.self_id,
+        threshold_params: ThresholdParams::default(),
+        value_payload: ValuePayload::ProposalOnly,
+    };
+    State::new(BftContext, params, 4)
 }
 
 /// Starts the next height if there is reason to (`resume`: only if the WAL holds it).
@@ -775,6 +835,9 @@ async fn start_height(state: &mut State<BftContext>, host: &mut Host, resume: bo
 
 /// Feeds one input to the state machine, handling its effects; the inputs they produce are fed by [`drain`].
 fn feed(state: &mut State<BftContext>, host: &mut Host, input: Input<BftContext>) {
+    // Fault injection (`bft-engine-panic`, inert unless `FERROFABRIC_FAILPOINTS` configures it): the engine breaks
+    // one of its invariants, as it panics, to show the chain sits the height out instead of stopping.
+    let _ = fail::eval("bft-engine-panic", |_| ());
     let result: Result<(), malachitebft_core_consensus::Error<BftContext>> = malachitebft_core_consensus::process!(
         input: input,
         state: state,
@@ -803,7 +866,7 @@ async fn drain(state: &mut State<BftContext>, host: &mut Host) -> Result<(), Str
         if let Some(e) = host.failed.take() {
             return Err(e);
         }
-        if host.running.is_none() && !host.pool.is_empty() {
+        if host.can_begin() && !host.pool.is_empty() {
             begin_height(state, host)?;
             continue;
         }
@@ -1003,6 +1066,12 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
         }
         Event::Tick => {
             let now = Instant::now();
+            if host.sitting_out() && host.sat_out.is_some_and(|(_, since)| now >= since + SIT_OUT) {
+                // The others did not decide the height without this node: take it up again from the WAL, as a
+                // restarted node would.
+                host.sat_out = None;
+                start_height(state, host, true).await?;
+            }
             while host.waiting.front().is_some_and(|(_, _, deadline)| *deadline <= now) {
                 if let Some((_, ack, _)) = host.waiting.pop_front() {
                     let _ = ack.send(Err(format!(
@@ -1027,7 +1096,9 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
             if h > host.next_number {
                 catch_up(host, from, h - 1);
             }
-            if host.running.is_none() && h == host.next_number {
+            if host.sitting_out() {
+                // Nothing is fed for the height sat out; votes of later heights bring its block.
+            } else if host.running.is_none() && h == host.next_number {
                 // Another consenter is at the next height already: join it.
                 host.pending.push_back(Input::Vote(v));
                 begin_height(state, host)?;
@@ -1040,7 +1111,7 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
             if h > host.next_number {
                 catch_up(host, from, h - 1);
             }
-            if host.running.is_none() && h == host.next_number {
+            if host.can_begin() && h == host.next_number {
                 host.early.push((from, p));
                 begin_height(state, host)?;
             } else {
@@ -1066,7 +1137,7 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
                 Ok(()) => tracing::info!(channel = %host.channel, height = host.next_number, "BFT consenter caught up"),
                 Err(e) => tracing::warn!(channel = %host.channel, reason = %e, "BFT catch-up failed"),
             }
-            if host.running.is_none() && host.early.iter().any(|(_, p)| p.message.height.0 == host.next_number) {
+            if host.can_begin() && host.early.iter().any(|(_, p)| p.message.height.0 == host.next_number) {
                 begin_height(state, host)?;
             }
         }

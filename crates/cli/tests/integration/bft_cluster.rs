@@ -76,6 +76,22 @@ impl Node {
     }
 }
 
+impl Drop for Node {
+    /// A failed test shows each node's warnings and errors, so that a fault seen only on a loaded machine can be
+    /// diagnosed from the test output alone.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> =
+                log.lines().filter(|l| l.contains("WARN") || l.contains("ERROR") || l.contains("panicked")).collect();
+            eprintln!("--- {} ({}): its last warnings and errors", self.grpc, self.log.display());
+            for line in &lines[lines.len().saturating_sub(40)..] {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
 /// Writes orderer `i`'s configuration (its cryptogen folders, TLS on the gRPC port with client certificates
 /// requested for the cluster service, mutual TLS on the admin port) and returns the node, not started.
 fn node(fabric: &Fabric, i: usize, port: u16) -> Node {
@@ -466,7 +482,9 @@ fn three_clients(fabric: &Fabric, at: [&Node; 3]) {
 /// four, commits those blocks.
 #[test]
 fn bft_censoring_proposer_is_replaced_and_every_request_is_ordered() {
-    let (_lock, tmp, fabric, nodes) = cluster(4, &[(1, "bft-drop-requests=return")]);
+    // Consenter 3's engine also fails once mid-stream (a panic): it sits that height out and carries on.
+    let panic_once = "bft-engine-panic=100*off->1*panic(an engine invariant broke)->off";
+    let (_lock, tmp, fabric, nodes) = cluster(4, &[(1, "bft-drop-requests=return"), (2, panic_once)]);
     three_clients(&fabric, [&nodes[0], &nodes[2], &nodes[3]]);
     let refs: Vec<&Node> = nodes.iter().collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
@@ -481,6 +499,8 @@ fn bft_censoring_proposer_is_replaced_and_every_request_is_ordered() {
         "no block was decided after a round change, so the censor never had a turn:\n{}",
         decided.join("\n")
     );
+    let failed = std::fs::read_to_string(&nodes[2].log).unwrap();
+    assert!(failed.contains("sitting this height out"), "the engine fault did not fire:\n{failed}");
     let height = orderer_height(&fabric, &nodes[0].grpc);
     committer_follows_the_cluster(&fabric, tmp.path(), &nodes, &nodes[0].grpc, height);
     println!(

@@ -34,5 +34,5 @@ pub use channel_config::{
 };
 pub use duration::{format as format_go_duration, parse as parse_go_duration, parse_std as parse_go_duration_std};
 pub use error::PolicyError;
-pub use policy::{bft_quorum, compile_signature_policy, Policy};
+pub use policy::{bft_block_validation_policy, bft_quorum, compile_signature_policy, Policy};
 pub use signature_set::{SignatureSet, SignedData};

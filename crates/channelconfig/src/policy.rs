@@ -3,9 +3,13 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
 use ferrofabric_protos::common::{
-    signature_policy, MspPrincipal, SignaturePolicy as SignaturePolicyRule, SignaturePolicyEnvelope,
+    msp_principal, policy, signature_policy, Consenter, MspPrincipal, Policy as PolicyProto,
+    SignaturePolicy as SignaturePolicyRule, SignaturePolicyEnvelope,
 };
+use ferrofabric_protos::msp::SerializedIdentity;
+use prost::Message;
 
 use crate::error::PolicyError;
 use crate::signature_set::SignatureSet;
@@ -27,6 +31,34 @@ pub trait Policy: Send + Sync + std::fmt::Debug {
 pub fn bft_quorum(n: usize) -> usize {
     let f = n.saturating_sub(1) / 3;
     (n + f + 1).div_ceil(2)
+}
+
+/// The `BlockValidation` policy of a BFT channel with `consenters` (Fabric 3's
+/// `policies.EncodeBFTBlockVerificationPolicy`, checked on every config update by SmartBFT's
+/// `checkConsentersMatchPolicy`): a `SIGNATURE` policy over each consenter's identity (an `IDENTITY` principal, in
+/// consenter order) satisfied by [`bft_quorum`] of them. Deterministic bytes, equal to Go's encoding.
+pub fn bft_block_validation_policy(consenters: &[Consenter]) -> PolicyProto {
+    let n = consenters.len();
+    let identities = consenters
+        .iter()
+        .map(|c| MspPrincipal {
+            principal_classification: msp_principal::Classification::Identity as i32,
+            principal: Bytes::from(
+                SerializedIdentity { mspid: c.msp_id.clone(), id_bytes: c.identity.clone() }.encode_to_vec(),
+            ),
+        })
+        .collect();
+    let rules = (0..n)
+        .map(|i| SignaturePolicyRule {
+            r#type: Some(signature_policy::Type::SignedBy(i32::try_from(i).unwrap_or(i32::MAX))),
+        })
+        .collect();
+    let quorum = i32::try_from(bft_quorum(n)).unwrap_or(i32::MAX);
+    let rule = SignaturePolicyRule {
+        r#type: Some(signature_policy::Type::NOutOf(signature_policy::NOutOf { n: quorum, rules })),
+    };
+    let envelope = SignaturePolicyEnvelope { version: 0, rule: Some(rule), identities };
+    PolicyProto { r#type: policy::PolicyType::Signature as i32, value: Bytes::from(envelope.encode_to_vec()) }
 }
 
 /// Compile a `SignaturePolicyEnvelope` (e.g. a chaincode's endorsement policy) into a policy.

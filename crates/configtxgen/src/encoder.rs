@@ -4,14 +4,13 @@
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use ferrofabric_channelconfig::{bft_quorum, format_go_duration, parse_go_duration};
+use ferrofabric_channelconfig::{bft_block_validation_policy, format_go_duration, parse_go_duration};
 use ferrofabric_protos::common::{
-    msp_principal, policy, signature_policy, BlockDataHashingStructure, ConfigGroup, ConfigPolicy, ConfigValue,
-    Consenter, Consortium as ConsortiumValue, HashingAlgorithm, MspPrincipal, OrdererAddresses, Orderers,
-    Policy as PolicyProto, SignaturePolicy, SignaturePolicyEnvelope,
+    policy, BlockDataHashingStructure, ConfigGroup, ConfigPolicy, ConfigValue, Consenter,
+    Consortium as ConsortiumValue, HashingAlgorithm, OrdererAddresses, Orderers, Policy as PolicyProto,
+    SignaturePolicyEnvelope,
 };
 use ferrofabric_protos::etcdraft;
-use ferrofabric_protos::msp::SerializedIdentity;
 use ferrofabric_protos::orderer::{
     smartbft, BatchSize, BatchTimeout, ChannelRestrictions, ConsensusType, KafkaBrokers,
 };
@@ -251,29 +250,6 @@ fn smartbft_metadata(orderer: &Orderer) -> Vec<u8> {
         decisions_per_leader: o.decisions_per_leader,
     }
     .encode_to_vec()
-}
-
-/// The `BlockValidation` policy of a BFT channel (Fabric 3's `policies.EncodeBFTBlockVerificationPolicy`), which
-/// replaces whatever the profile says: a signature policy over each consenter's identity (an `IDENTITY`
-/// principal, in consenter order) satisfied by a quorum of them ([`bft_quorum`]).
-fn bft_block_validation_policy(consenters: &[Consenter]) -> PolicyProto {
-    let n = consenters.len();
-    let quorum = bft_quorum(n);
-    let identities = consenters
-        .iter()
-        .map(|c| MspPrincipal {
-            principal_classification: msp_principal::Classification::Identity as i32,
-            principal: Bytes::from(
-                SerializedIdentity { mspid: c.msp_id.clone(), id_bytes: c.identity.clone() }.encode_to_vec(),
-            ),
-        })
-        .collect();
-    let rules = (0..n).map(|i| SignaturePolicy { r#type: Some(signature_policy::Type::SignedBy(i as i32)) }).collect();
-    let rule = SignaturePolicy {
-        r#type: Some(signature_policy::Type::NOutOf(signature_policy::NOutOf { n: quorum as i32, rules })),
-    };
-    let envelope = SignaturePolicyEnvelope { version: 0, rule: Some(rule), identities };
-    PolicyProto { r#type: policy::PolicyType::Signature as i32, value: Bytes::from(envelope.encode_to_vec()) }
 }
 
 /// `/Channel/Orderer` (Fabric `NewOrdererGroup`): policies (plus required `BlockValidation`),

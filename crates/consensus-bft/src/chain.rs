@@ -12,6 +12,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,14 +38,17 @@ use prost::Message;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use ferrofabric_comm::ClusterTls;
+use ferrofabric_comm::{cluster_endpoint, ClusterTls};
 use ferrofabric_orderer::PullSource;
 
 use crate::context::{Batch, BatchId, BftContext, BftProposal, BftVote, BlockNumber, ConsenterId, Consenters, Signer};
+use crate::membership::{membership, Membership};
 use crate::options::Settings;
+use crate::transport::BftCluster;
 use crate::transport::Link;
 use crate::wal::Wal;
 use crate::wire::{encode_proposal, encode_vote, frame, WireBody, WireRequest, WireVote};
+use crate::Sink;
 
 /// Requests remembered after they were ordered, to drop late duplicates.
 const MAX_RECENT: usize = 1 << 18;
@@ -286,9 +290,77 @@ struct Host {
     /// A height this node sits out: the consensus engine failed while deciding it. This node signs nothing more
     /// at that height (so it cannot contradict what its WAL holds) and pulls the block once the others decide it.
     sat_out: Option<(u64, Instant)>,
+    /// When the running height started (or last tried to pull its block, see [`STALLED`]).
+    height_started: Instant,
+    cluster: Arc<BftCluster>,
+    /// Handed to new links, which end when the chain is halted.
+    halt: watch::Receiver<bool>,
+    removed: Arc<AtomicBool>,
 }
 
 impl Host {
+    /// Takes up consenter set `m`: links to consenters new or moved (those of consenters no longer in the set are
+    /// dropped, which ends them), the quorum, the pull sources, and the certificates that name senders of frames.
+    fn apply_membership(&mut self, m: Membership) {
+        let roots = self.support.config().orderer_tls_roots();
+        let mut links = HashMap::new();
+        for o in &m.others {
+            let Ok(id) = u32::try_from(o.id).map(ConsenterId) else { continue };
+            let unchanged = self.sources.iter().any(|s| s.id == o.id && s.host == o.host && s.port == o.port);
+            match self.links.remove(&id) {
+                Some(link) if unchanged => {
+                    links.insert(id, link);
+                }
+                _ => match cluster_endpoint(&o.host, o.port, &self.cluster_tls, &roots) {
+                    Ok(ep) => {
+                        let metrics = self.support.metrics().clone();
+                        links.insert(id, Link::spawn(id.0, ep, self.cluster.max_message, self.halt.clone(), metrics));
+                    }
+                    Err(e) => {
+                        tracing::warn!(channel = %self.channel, consenter = id.0, error = %e, "no link to consenter")
+                    }
+                },
+            }
+        }
+        self.links = links;
+        self.quorum = ferrofabric_channelconfig::bft_quorum(m.consenters.count());
+        self.consenters = m.consenters;
+        self.sources = m.others;
+        self.extra_roots = roots;
+        let sink = Sink {
+            channel: self.channel.clone(),
+            support: self.support.clone(),
+            by_cert: m.by_cert,
+            events: self.events.clone(),
+        };
+        self.cluster.register(&self.channel, Arc::new(sink));
+    }
+
+    /// After a config block: takes up its consenter set, or leaves the channel if it no longer names this node.
+    fn reconfigure(&mut self) -> Result<(), String> {
+        let m = membership(&self.support.config(), self.support.signer().serialized())?;
+        match m.self_id {
+            None => {
+                tracing::info!(channel = %self.channel, id = self.self_id.0, "this orderer was removed from the consenters");
+                self.removed.store(true, std::sync::atomic::Ordering::Relaxed);
+                self.cluster.unregister(&self.channel);
+                self.links.clear();
+            }
+            Some(id) if id != self.self_id => {
+                return Err(format!("this orderer's consenter id changed from {} to {}", self.self_id.0, id.0));
+            }
+            Some(_) => {
+                let before = self.consenters.count();
+                self.apply_membership(m);
+                if self.consenters.count() != before {
+                    tracing::info!(channel = %self.channel, consenters = self.consenters.count(), quorum = self.quorum,
+                        "BFT consenter set changed");
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Whether this node sits out its next height (see [`sit_out`]).
     fn sitting_out(&self) -> bool {
         self.sat_out.is_some_and(|(h, _)| h == self.next_number)
@@ -418,6 +490,13 @@ impl Host {
             }
             if config {
                 self.support.reprocess_config(env).map_err(|e| format!("config request: {e}"))?;
+                let proposed = Envelope::decode(env.clone())
+                    .map_err(|e| e.to_string())
+                    .and_then(|e| {
+                        ferrofabric_channelconfig::ChannelConfig::from_envelope(&e).map_err(|e| e.to_string())
+                    })
+                    .map_err(|e| format!("config request: {e}"))?;
+                crate::membership::check_block_validation(&proposed).map_err(|e| format!("config request: {e}"))?;
             } else if is_config(env) {
                 return Err("a config request shares its block".into());
             } else if !self.pool.contains(&d) {
@@ -653,15 +732,17 @@ fn view_metadata(round: Round, number: u64) -> Vec<u8> {
 
 /// What a chain starts with.
 pub(crate) struct ChainParams {
-    pub(crate) sources: Vec<PullSource>,
+    pub(crate) cluster: Arc<BftCluster>,
     pub(crate) cluster_tls: ClusterTls,
-    pub(crate) extra_roots: Vec<Vec<u8>>,
     pub(crate) support: Arc<ChainSupport>,
     pub(crate) self_id: ConsenterId,
-    pub(crate) consenters: Consenters,
-    pub(crate) links: HashMap<ConsenterId, Link>,
+    pub(crate) members: Membership,
     pub(crate) wal: Wal,
     pub(crate) settings: Settings,
+    /// Turns true when the chain is halted; links end with it.
+    pub(crate) halt: watch::Receiver<bool>,
+    /// Set when a config block removes this node from the consenter set.
+    pub(crate) removed: Arc<AtomicBool>,
 }
 
 /// The chain's loop: runs until `halt` turns true or every event sender is gone.
@@ -683,15 +764,14 @@ pub(crate) async fn run(
         support.set_errored("the BFT chain cannot read its ledger tip");
         return;
     };
-    let n = params.consenters.count();
     let mut host = Host {
         signer: Signer::new(&channel, support.signer().clone()),
         channel: channel.clone(),
         support: support.clone(),
         self_id: params.self_id,
-        quorum: ferrofabric_channelconfig::bft_quorum(n),
-        consenters: params.consenters.clone(),
-        links: params.links,
+        quorum: 0,
+        consenters: Consenters::new(Vec::new()),
+        links: HashMap::new(),
         wal: params.wal,
         pool: Pool::new(),
         settings: params.settings,
@@ -706,9 +786,13 @@ pub(crate) async fn run(
         own: HashMap::new(),
         owed: None,
         early: Vec::new(),
-        sources: params.sources,
+        sources: Vec::new(),
         cluster_tls: params.cluster_tls,
-        extra_roots: params.extra_roots,
+        extra_roots: Vec::new(),
+        height_started: Instant::now(),
+        cluster: params.cluster,
+        halt: params.halt,
+        removed: params.removed,
         catching_up: false,
         pending: VecDeque::new(),
         decided: Vec::new(),
@@ -717,6 +801,7 @@ pub(crate) async fn run(
         failed: None,
         sat_out: None,
     };
+    host.apply_membership(params.members);
     let mut state = new_state(&host);
     let ticker = {
         let events = host.events.clone();
@@ -745,6 +830,9 @@ pub(crate) async fn run(
             Ok(result) => result,
             Err(panic) => sit_out(&mut state, &mut host, panic_message(&panic)).await,
         };
+        if host.removed.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
         if let Err(e) = result.and_then(|_| host.failed.take().map_or(Ok(()), Err)) {
             tracing::error!(%channel, reason = %e, "BFT chain stopped");
             support.set_errored(e);
@@ -754,6 +842,9 @@ pub(crate) async fn run(
     host.cancel_all();
     ticker.abort();
 }
+
+/// How long a height may run before this node tries to pull its block from the others.
+const STALLED: Duration = Duration::from_secs(5);
 
 /// How long a height is sat out (see [`sit_out`]) before this node takes it up again from its WAL.
 const SIT_OUT: Duration = Duration::from_secs(10);
@@ -778,6 +869,7 @@ async fn sit_out(state: &mut State<BftContext>, host: &mut Host, why: String) ->
     host.cancel_all();
     if height >= host.next_number {
         host.sat_out = Some((height, Instant::now()));
+        host.height_started = Instant::now();
     }
     Ok(())
 }
@@ -811,6 +903,7 @@ async fn start_height(state: &mut State<BftContext>, host: &mut Host, resume: bo
         return Ok(());
     }
     host.running = Some(h);
+    host.height_started = Instant::now();
     feed(state, host, Input::StartHeight(BlockNumber(h), host.consenters.clone()));
     host.recovering = true;
     for entry in entries {
@@ -860,6 +953,10 @@ async fn drain(state: &mut State<BftContext>, host: &mut Host) -> Result<(), Str
         }
         if std::mem::take(&mut host.config_changed) {
             host.settings = Settings::of(&host.support.config());
+            host.reconfigure()?;
+            if host.removed.load(std::sync::atomic::Ordering::Relaxed) {
+                return Ok(());
+            }
             prune_pool(host);
         }
         host.admit_waiting();
@@ -881,6 +978,7 @@ fn begin_height(state: &mut State<BftContext>, host: &mut Host) -> Result<(), St
     let h = host.next_number;
     host.wal.start(h).map_err(|e| format!("writing the BFT WAL: {e}"))?;
     host.running = Some(h);
+    host.height_started = Instant::now();
     feed(state, host, Input::StartHeight(BlockNumber(h), host.consenters.clone()));
     take_early(state, host);
     Ok(())
@@ -948,6 +1046,7 @@ async fn append_pulled(host: &mut Host, raw: Bytes) -> Result<(), String> {
     host.previous_hash = block_header_hash(&header);
     if config {
         host.last_config = header.number;
+        host.config_changed = true;
     }
     if host.running.is_some_and(|h| h < host.next_number) {
         host.running = None;
@@ -1066,6 +1165,16 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
         }
         Event::Tick => {
             let now = Instant::now();
+            // A height that does not end may have ended elsewhere with this node missing the last votes (or it
+            // sits the height out): try to pull its block. Pulled blocks this node has meanwhile are skipped.
+            let stalled = host.running.is_some() || host.sitting_out();
+            if stalled && !host.catching_up && now >= host.height_started + STALLED {
+                host.height_started = now;
+                if let Some(first) = host.sources.first().and_then(|s| u32::try_from(s.id).ok()) {
+                    let to = host.next_number;
+                    catch_up(host, ConsenterId(first), to);
+                }
+            }
             if host.sitting_out() && host.sat_out.is_some_and(|(_, since)| now >= since + SIT_OUT) {
                 // The others did not decide the height without this node: take it up again from the WAL, as a
                 // restarted node would.
@@ -1097,7 +1206,11 @@ async fn on_event(state: &mut State<BftContext>, host: &mut Host, event: Event) 
                 catch_up(host, from, h - 1);
             }
             if host.sitting_out() {
-                // Nothing is fed for the height sat out; votes of later heights bring its block.
+                // Nothing is fed for the height sat out; votes of later heights wait in the engine (which has not
+                // started a height) and bring the sat-out block by catching up.
+                if h > host.next_number {
+                    feed(state, host, Input::Vote(v));
+                }
             } else if host.running.is_none() && h == host.next_number {
                 // Another consenter is at the next height already: join it.
                 host.pending.push_back(Input::Vote(v));

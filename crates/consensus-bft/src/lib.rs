@@ -39,10 +39,14 @@
 //! * A consenter that fell behind (it sees votes or proposals of a later height) pulls the missing blocks over
 //!   Deliver from the others ([`ferrofabric_orderer::pull_blocks`]) and appends each only with a quorum of valid
 //!   consenter signatures (`BlockValidation`).
-//! * Not implemented yet: consenter-set changes by config update.
+//! * Consenter-set changes: a config update may add and remove consenters; it must rewrite `BlockValidation`
+//!   for the new set (checked as Fabric 3 does, `membership`). The new set decides from the block after the config
+//!   block; a removed consenter stops (relation `follower`, status `inactive`). A new consenter joins with the
+//!   config block that adds it and pulls the blocks before it from the others (the orderer core's on-boarding).
 
 mod chain;
 mod context;
+mod membership;
 mod options;
 mod transport;
 mod wal;
@@ -54,12 +58,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_comm::{cluster_endpoint, pem_cert_der};
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_orderer::{
     ChainSupport, ChannelStatus, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, ConsensusRelation,
-    OrdererConfig, Plugins, PullSource, Submission,
+    OrdererConfig, Plugins, Submission,
 };
-use ferrofabric_protos::msp::SerializedIdentity;
+use ferrofabric_protos::common::Envelope;
 use futures::future::BoxFuture;
 use prost::Message;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -67,8 +71,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 pub use transport::{BftCluster, BftClusterService, BFT_CLUSTER_SERVICE_NAME};
 
 use chain::{ChainParams, Event};
-use context::{Consenter, ConsenterId, ConsenterKey, Consenters};
-use transport::{FrameSink, Link};
+use context::ConsenterId;
+use transport::FrameSink;
 use wire::{decode_proposal, decode_vote, WireBody, WireMessage};
 
 /// Events queued per channel before Broadcast waits (and frames from peers are dropped).
@@ -95,15 +99,6 @@ pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result
 #[derive(Debug, Clone)]
 pub struct BftFactory {
     cluster: Arc<BftCluster>,
-}
-
-/// Routes frames of one channel to its chain: maps the sender's TLS certificate to its consenter id and checks
-/// forwarded requests before they reach the pool.
-struct Sink {
-    channel: String,
-    support: Arc<ChainSupport>,
-    by_cert: HashMap<Vec<u8>, ConsenterId>,
-    events: mpsc::Sender<Event>,
 }
 
 impl FrameSink for Sink {
@@ -143,89 +138,57 @@ impl ConsensusFactory for BftFactory {
     fn start(&self, support: Arc<ChainSupport>, ctx: &ConsensusContext) -> Result<Arc<dyn Consensus>, ConsensusError> {
         let config = support.config();
         let channel = support.channel_id().to_owned();
-        let orderer = config.orderer().ok_or_else(|| err("the channel configuration has no Orderer group"))?;
-        let mapping = orderer.consenters();
-        if mapping.is_empty() {
-            return Err(err(format!("BFT channel {channel} has no consenters (Orderers.consenter_mapping)")));
-        }
         let tls = self.cluster.tls.clone().ok_or_else(|| {
             err(format!(
                 "BFT channel {channel}: cluster TLS is needed (General.Cluster.ClientCertificate and \
                  ClientPrivateKey, or General.TLS)"
             ))
         })?;
-        let ours = SerializedIdentity::decode(support.signer().serialized().clone())
-            .map_err(|e| err(format!("this node's signing identity: {e}")))?;
-        let mut consenters = Vec::new();
-        let mut by_cert = HashMap::new();
-        let mut self_id = None;
-        for c in mapping {
-            let serialized = SerializedIdentity { mspid: c.msp_id.clone(), id_bytes: c.identity.clone() };
-            let identity = config
-                .msp_manager()
-                .deserialize_identity(&serialized.encode_to_vec())
-                .map_err(|e| err(format!("consenter {} identity: {e}", c.id)))?;
-            let id = ConsenterId(c.id);
-            consenters.push(Consenter { id, key: ConsenterKey(Arc::new(identity.public_key().clone())) });
-            if c.identity == ours.id_bytes && c.msp_id == ours.mspid {
-                self_id = Some(id);
-            }
-            for pem in [&c.client_tls_cert, &c.server_tls_cert] {
-                if let Some(der) = pem_cert_der(pem) {
-                    by_cert.insert(der, id);
-                }
-            }
-        }
-        let self_id = self_id.ok_or_else(|| {
+        let members = membership::membership(&config, support.signer().serialized()).map_err(err)?;
+        let self_id = members.self_id.ok_or_else(|| {
             err(format!(
                 "this orderer's signing identity is not among the {} consenters of BFT channel {channel}; following \
                  a BFT channel without being a consenter is not implemented",
-                mapping.len()
+                members.consenters.0.len()
             ))
         })?;
         let wal_dir = ctx.wal_dir.as_ref().ok_or_else(|| err("Consensus.WALDir is not configured"))?.join(&channel);
         let wal = wal::Wal::open(&wal_dir).map_err(|e| err(format!("opening the BFT WAL: {e}")))?;
         let (halt_tx, halt_rx) = watch::channel(false);
-        let extra_roots = config.orderer_tls_roots();
-        let mut links = HashMap::new();
-        let mut sources = Vec::new();
-        for c in mapping.iter().filter(|c| c.id != self_id.0) {
-            let port =
-                u16::try_from(c.port).map_err(|_| err(format!("consenter {}:{} has a bad port", c.host, c.port)))?;
-            let ep = cluster_endpoint(&c.host, port, &tls, &extra_roots)
-                .map_err(|e| err(format!("consenter {}:{}: {e}", c.host, c.port)))?;
-            links.insert(
-                ConsenterId(c.id),
-                Link::spawn(c.id, ep, self.cluster.max_message, halt_rx.clone(), support.metrics().clone()),
-            );
-            sources.push(PullSource { id: u64::from(c.id), host: c.host.clone(), port });
-        }
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
-        let sink = Sink { channel: channel.clone(), support: support.clone(), by_cert, events: events_tx.clone() };
-        self.cluster.register(&channel, Arc::new(sink));
-        let n = consenters.len();
+        let removed = Arc::new(AtomicBool::new(false));
         let params = ChainParams {
-            sources,
+            cluster: self.cluster.clone(),
             cluster_tls: tls,
-            extra_roots,
             support: support.clone(),
             self_id,
-            consenters: Consenters::new(consenters),
-            links,
+            members,
             wal,
             settings: options::Settings::of(&config),
+            halt: halt_rx.clone(),
+            removed: removed.clone(),
         };
         tokio::spawn(chain::run(params, events_tx.clone(), events_rx, halt_rx));
-        tracing::info!(%channel, id = self_id.0, consenters = n, "BFT chain started");
+        tracing::info!(%channel, id = self_id.0, "BFT chain started");
         Ok(Arc::new(BftChain {
             channel,
             events: events_tx,
             queue_timeout: ctx.queue_timeout,
             halted: AtomicBool::new(false),
+            removed,
             halt: halt_tx,
             cluster: self.cluster.clone(),
         }))
     }
+}
+
+/// Routes frames of one channel to its chain: maps the sender's TLS certificate to its consenter id (of the
+/// current consenter set) and checks forwarded requests before they reach the pool.
+pub(crate) struct Sink {
+    pub(crate) channel: String,
+    pub(crate) support: Arc<ChainSupport>,
+    pub(crate) by_cert: HashMap<Vec<u8>, ConsenterId>,
+    pub(crate) events: mpsc::Sender<Event>,
 }
 
 /// One BFT channel's consensus: [`Consensus::order`] and [`Consensus::configure`] pool the request and forward it
@@ -235,6 +198,8 @@ pub struct BftChain {
     events: mpsc::Sender<Event>,
     queue_timeout: Duration,
     halted: AtomicBool,
+    /// Set by the chain when a config block removed this node from the consenter set.
+    removed: Arc<AtomicBool>,
     halt: watch::Sender<bool>,
     cluster: Arc<BftCluster>,
 }
@@ -249,6 +214,9 @@ impl BftChain {
     async fn submit(&self, envelope: Bytes) -> Result<(), ConsensusError> {
         if self.halted.load(Ordering::Relaxed) {
             return Err(err(format!("the BFT chain of channel {} is halted", self.channel)));
+        }
+        if self.removed.load(Ordering::Relaxed) {
+            return Err(err(format!("this orderer is no longer a consenter of channel {}", self.channel)));
         }
         let (ack, done) = oneshot::channel();
         let sent = tokio::time::timeout(self.queue_timeout, self.events.send(Event::Order(envelope, ack))).await;
@@ -266,10 +234,20 @@ impl Consensus for BftChain {
     }
 
     fn configure(&self, msg: Submission) -> BoxFuture<'_, Result<(), ConsensusError>> {
-        Box::pin(self.submit(msg.envelope))
+        Box::pin(async move {
+            // As Fabric 3's BFT chain, a config whose BlockValidation does not follow its consenters is refused
+            // before it is pooled.
+            let envelope = Envelope::decode(msg.envelope.clone()).map_err(|e| err(format!("config envelope: {e}")))?;
+            let config = ChannelConfig::from_envelope(&envelope).map_err(|e| err(e.to_string()))?;
+            membership::check_block_validation(&config).map_err(err)?;
+            self.submit(msg.envelope).await
+        })
     }
 
     fn relation(&self) -> (ConsensusRelation, ChannelStatus) {
+        if self.removed.load(Ordering::Relaxed) {
+            return (ConsensusRelation::Follower, ChannelStatus::Inactive);
+        }
         let status = if self.halted.load(Ordering::Relaxed) { ChannelStatus::Inactive } else { ChannelStatus::Active };
         (ConsensusRelation::Consenter, status)
     }

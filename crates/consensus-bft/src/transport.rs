@@ -88,7 +88,7 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    /// Starts the connection task to `endpoint`; it ends when `halt` turns true.
+    /// Starts the connection task to `endpoint`; it ends when `halt` turns true or the link is dropped.
     /// Bytes of queued frames are counted in `metrics` (`cluster_comm_egress_bytes`).
     pub(crate) fn spawn(
         peer: u32,
@@ -129,6 +129,10 @@ async fn run_link(
             why = connect_and_send(&endpoint, max_message, &mut rx) => why,
             _ = halt.changed() => return,
         };
+        if rx.is_closed() {
+            // The consenter left the channel's consenter set (its link was dropped).
+            return;
+        }
         tracing::debug!(peer, reason = %why, "BFT cluster link down");
         // Frames queued while the peer is away are stale by the time it is back: drop them.
         while rx.try_recv().is_ok() {}

@@ -18,6 +18,7 @@ use prost::Message;
 
 use crate::ChainSupport;
 use ferrofabric_comm::{cluster_endpoint, deliver, seek_envelope, seek_range, ClusterTls, DeliverItem};
+use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protoutil::block_data_hash;
 
 /// How long a Deliver stream may stay silent before the next source is tried.
@@ -58,72 +59,86 @@ pub async fn pull_blocks<F>(
     sources: &[PullSource],
     from: u64,
     to: u64,
-    mut apply: F,
+    apply: F,
 ) -> Result<(), String>
 where
     F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
 {
-    let mut next = from;
-    let mut last_error = "no other consenter to pull from".to_owned();
-    for source in sources {
-        if next > to {
-            break;
-        }
-        match pull_from(support, tls, extra_roots, source, &mut next, to, &mut apply).await {
-            Ok(()) => return Ok(()),
-            Err(e) => {
-                tracing::warn!(channel = %support.channel_id(), source = source.id, error = %e, "pulling blocks failed");
-                last_error = e;
-            }
-        }
-    }
-    if next > to {
-        Ok(())
-    } else {
-        Err(last_error)
-    }
+    let puller = Puller { channel: support.channel_id(), signer: support.signer(), tls, extra_roots };
+    puller.pull(sources, from, to, apply).await
 }
 
-async fn pull_from<F>(
-    support: &ChainSupport,
-    tls: &ClusterTls,
-    extra_roots: &[Vec<u8>],
-    source: &PullSource,
-    next: &mut u64,
-    to: u64,
-    apply: &mut F,
-) -> Result<(), String>
-where
-    F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
-{
-    let ep = cluster_endpoint(&source.host, source.port, tls, extra_roots).map_err(|e| format!("endpoint: {e}"))?;
-    let channel = tokio::time::timeout(IDLE, ep.connect())
-        .await
-        .map_err(|_| "connect timed out".to_owned())?
-        .map_err(|e| format!("connect: {e}"))?;
-    let signer = support.signer().clone();
-    let seek = seek_range(*next, Some(to), SeekBehavior::BlockUntilReady);
-    let env = seek_envelope(support.channel_id(), signer.serialized(), |m| signer.sign(m), &seek);
-    let requests = futures::stream::iter(vec![env]).chain(futures::stream::pending());
-    let mut stream = deliver(channel, requests).await.map_err(|e| format!("Deliver: {e}"))?;
-    while *next <= to {
-        let item = tokio::time::timeout(IDLE, stream.next())
-            .await
-            .map_err(|_| format!("no block {} within {IDLE:?}", *next))?;
-        match item {
-            Some(Ok(DeliverItem::Block(raw))) => {
-                let block = check_pulled(&raw)?;
-                let number = block.header.as_ref().map(|h| h.number).unwrap_or_default();
-                if number != *next {
-                    return Err(format!("expected block {} but got block {number}", *next));
-                }
-                apply(raw, block).await?;
-                *next += 1;
+/// What a pull needs to know of the node: the channel, the identity that signs the Deliver requests and the TLS
+/// to dial with. [`pull_blocks`] makes one from a running channel; on-boarding, before the channel runs, makes
+/// its own.
+pub(crate) struct Puller<'a> {
+    pub(crate) channel: &'a str,
+    pub(crate) signer: &'a SigningIdentity,
+    pub(crate) tls: &'a ClusterTls,
+    pub(crate) extra_roots: &'a [Vec<u8>],
+}
+
+impl Puller<'_> {
+    /// [`pull_blocks`]' work.
+    pub(crate) async fn pull<F>(&self, sources: &[PullSource], from: u64, to: u64, mut apply: F) -> Result<(), String>
+    where
+        F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
+    {
+        let mut next = from;
+        let mut last_error = "no other orderer to pull from".to_owned();
+        for source in sources {
+            if next > to {
+                break;
             }
-            Some(Ok(DeliverItem::Status(s))) => return Err(format!("Deliver ended with status {s}")),
-            Some(Err(e)) => return Err(format!("Deliver stream: {e}")),
-            None => return Err("Deliver stream ended".into()),
+            match self.pull_from(source, &mut next, to, &mut apply).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(channel = %self.channel, source = source.id, error = %e, "pulling blocks failed");
+                    last_error = e;
+                }
+            }
+        }
+        if next > to {
+            Ok(())
+        } else {
+            Err(last_error)
         }
     }
-    Ok(())
+
+    async fn pull_from<F>(&self, source: &PullSource, next: &mut u64, to: u64, apply: &mut F) -> Result<(), String>
+    where
+        F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
+    {
+        let ep = cluster_endpoint(&source.host, source.port, self.tls, self.extra_roots)
+            .map_err(|e| format!("endpoint: {e}"))?;
+        let channel = tokio::time::timeout(IDLE, ep.connect())
+            .await
+            .map_err(|_| "connect timed out".to_owned())?
+            .map_err(|e| format!("connect: {e}"))?;
+        let signer = self.signer;
+        let seek = seek_range(*next, Some(to), SeekBehavior::BlockUntilReady);
+        let env = seek_envelope(self.channel, signer.serialized(), |m| signer.sign(m), &seek);
+        let requests = futures::stream::iter(vec![env]).chain(futures::stream::pending());
+        let mut stream = deliver(channel, requests).await.map_err(|e| format!("Deliver: {e}"))?;
+        while *next <= to {
+            let item = tokio::time::timeout(IDLE, stream.next())
+                .await
+                .map_err(|_| format!("no block {} within {IDLE:?}", *next))?;
+            match item {
+                Some(Ok(DeliverItem::Block(raw))) => {
+                    let block = check_pulled(&raw)?;
+                    let number = block.header.as_ref().map(|h| h.number).unwrap_or_default();
+                    if number != *next {
+                        return Err(format!("expected block {} but got block {number}", *next));
+                    }
+                    apply(raw, block).await?;
+                    *next += 1;
+                }
+                Some(Ok(DeliverItem::Status(s))) => return Err(format!("Deliver ended with status {s}")),
+                Some(Err(e)) => return Err(format!("Deliver stream: {e}")),
+                None => return Err("Deliver stream ended".into()),
+            }
+        }
+        Ok(())
+    }
 }

@@ -34,6 +34,7 @@ mod deliver;
 mod grpc;
 mod metrics;
 mod msgprocessor;
+mod onboarding;
 mod operations;
 mod participation;
 mod registrar;

@@ -1,13 +1,16 @@
 //! The channels this node serves (Fabric `orderer/common/multichannel/registrar.go`): loading them at start-up,
 //! joining from a config block and removing them (the channel participation API's backend).
 //!
-//! Ledger layout: `<FileLedger.Location>/chains/<channel>/` is one [`BlockStore`]. A join writes the join block
-//! into a fresh store exactly as uploaded (block 0 stays byte-identical to configtxgen's output), then starts
-//! the channel's consensus. A removal halts consensus and deletes the directory.
+//! Ledger layout: `<FileLedger.Location>/chains/<channel>/` is one [`BlockStore`]. A join with the genesis block
+//! writes it into a fresh store exactly as uploaded (block 0 stays byte-identical to configtxgen's output), then
+//! starts the channel's consensus. A join with a later config block on-boards first (`onboarding`: the blocks
+//! before it are pulled from the channel's orderers; status `onboarding` meanwhile). A removal halts consensus and
+//! deletes the directory.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, RwLock, Weak};
 
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreOptions};
@@ -20,6 +23,7 @@ use crate::configupdate::ConfigUpdateProcessor;
 use crate::consensus::{ChannelStatus, Consensus, ConsensusContext, ConsensusRegistry, ConsensusRelation};
 use crate::metrics::Metrics;
 use crate::msgprocessor::FilterOptions;
+use crate::onboarding::{self, OnboardError, Onboarding};
 use crate::support::{ChainSupport, SupportParams};
 use ferrofabric_protoutil::sole_config_envelope;
 
@@ -97,6 +101,9 @@ pub struct RegistrarParams {
     pub store_options: StoreOptions,
     /// This node's TLS certificate (DER), naming it in consenter sets.
     pub node_certificate: Option<Vec<u8>>,
+    /// TLS to dial other orderers with (on-boarding pulls blocks from them); `None`: joins with a config block
+    /// other than the genesis block are refused.
+    pub cluster_tls: Option<ferrofabric_comm::ClusterTls>,
     /// Counters.
     pub metrics: Arc<Metrics>,
 }
@@ -105,7 +112,11 @@ pub struct RegistrarParams {
 pub struct Registrar {
     params: RegistrarParams,
     channels: RwLock<HashMap<String, Arc<Channel>>>,
+    /// Channels joined with a later config block whose earlier blocks are being pulled.
+    onboarding: RwLock<HashMap<String, Arc<Onboarding>>>,
     changes: std::sync::Mutex<()>,
+    /// This registrar, for the on-boarding tasks.
+    me: Weak<Registrar>,
 }
 
 impl std::fmt::Debug for Registrar {
@@ -142,8 +153,14 @@ impl Registrar {
     pub fn open(params: RegistrarParams) -> anyhow::Result<Arc<Registrar>> {
         let chains = params.ledger_dir.join("chains");
         std::fs::create_dir_all(&chains).map_err(|e| anyhow::anyhow!("creating {}: {e}", chains.display()))?;
-        let registrar =
-            Arc::new(Registrar { params, channels: RwLock::new(HashMap::new()), changes: std::sync::Mutex::new(()) });
+        let registrar = Arc::new_cyclic(|me| Registrar {
+            params,
+            channels: RwLock::new(HashMap::new()),
+            onboarding: RwLock::new(HashMap::new()),
+            changes: std::sync::Mutex::new(()),
+            me: me.clone(),
+        });
+        let pending = onboarding::pending_join_blocks(&registrar.params.ledger_dir);
         let mut names = Vec::new();
         for entry in std::fs::read_dir(&chains)? {
             let entry = entry?;
@@ -152,6 +169,7 @@ impl Registrar {
             }
         }
         names.sort();
+        names.retain(|n| !pending.iter().any(|(p, _)| p == n));
         for name in names {
             let dir = chains.join(&name);
             let store = Arc::new(BlockStore::open(&dir, registrar.params.store_options.clone())?);
@@ -165,6 +183,12 @@ impl Registrar {
             let channel = registrar.start_channel(&name, store).map_err(|e| anyhow::anyhow!("channel {name}: {e}"))?;
             registrar.write_channels().insert(name.clone(), channel);
             tracing::info!(channel = %name, "channel loaded");
+        }
+        for (name, raw) in pending {
+            match Block::decode(raw.clone()) {
+                Ok(block) => registrar.start_onboarding(&name, raw, block),
+                Err(e) => tracing::error!(channel = %name, error = %e, "pending join block does not decode"),
+            }
         }
         Ok(registrar)
     }
@@ -204,15 +228,28 @@ impl Registrar {
         self.channels.read().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
     }
 
-    /// IDs of the served channels, sorted.
+    /// IDs of the served channels, on-boarding ones included, sorted.
     pub fn channel_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = self.channels.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect();
+        ids.extend(self.onboarding.read().unwrap_or_else(|e| e.into_inner()).keys().cloned());
         ids.sort();
         ids
     }
 
     /// The participation API's view of channel `id`.
     pub fn state(&self, id: &str) -> Option<ChannelState> {
+        if let Some(o) = self.onboarding.read().unwrap_or_else(|e| e.into_inner()).get(id) {
+            return Some(ChannelState {
+                name: id.to_owned(),
+                relation: ConsensusRelation::Consenter,
+                status: if o.failed.load(Ordering::Relaxed) {
+                    ChannelStatus::Failed
+                } else {
+                    ChannelStatus::OnBoarding
+                },
+                height: o.height.load(Ordering::Relaxed),
+            });
+        }
         let ch = self.channel(id)?;
         let (relation, mut status) = ch.consensus.relation();
         if ch.support.errored().is_some() {
@@ -249,16 +286,26 @@ impl Registrar {
         }
 
         let _serial = self.changes.lock().unwrap_or_else(|e| e.into_inner());
-        if self.channel(&id).is_some() {
+        if self.channel(&id).is_some() || self.onboarding.read().unwrap_or_else(|e| e.into_inner()).contains_key(&id) {
             return Err(JoinError::AlreadyExists);
         }
-        if number != 0 {
-            return Err(JoinError::Failed(format!(
-                "the join block is block {number}; joining from a config block other than the genesis block needs \
-                 on-boarding from other orderers, which this orderer does not implement yet"
-            )));
-        }
         let dir = self.params.ledger_dir.join("chains").join(&id);
+        if number != 0 {
+            if self.params.cluster_tls.is_none() {
+                return Err(JoinError::Failed(format!(
+                    "the join block is block {number}: on-boarding pulls the blocks before it from the channel's \
+                     orderers, which needs TLS (General.Cluster or General.TLS)"
+                )));
+            }
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir)
+                    .map_err(|e| JoinError::Failed(format!("clearing {}: {e}", dir.display())))?;
+            }
+            onboarding::save_join_block(&self.params.ledger_dir, &id, &raw).map_err(JoinError::Failed)?;
+            self.start_onboarding(&id, raw, block);
+            tracing::info!(channel = %id, join_block = number, "joined channel: on-boarding");
+            return self.state(&id).ok_or_else(|| JoinError::Failed("channel vanished after join".into()));
+        }
         if dir.exists() {
             std::fs::remove_dir_all(&dir).map_err(|e| JoinError::Failed(format!("clearing {}: {e}", dir.display())))?;
         }
@@ -277,14 +324,81 @@ impl Registrar {
         self.state(&id).ok_or_else(|| JoinError::Failed("channel vanished after join".into()))
     }
 
+    /// Starts pulling the blocks before join block `block` (`raw`) of channel `id` in the background; once the
+    /// ledger ends with the join block, the channel starts as if loaded. A failed attempt is retried after
+    /// [`onboarding::RETRY`] (from another orderer first); the channel then reports status `onboarding` until it
+    /// runs, or `failed` if its consensus cannot start.
+    fn start_onboarding(&self, id: &str, raw: Bytes, block: Block) {
+        let progress = Arc::new(Onboarding::default());
+        self.onboarding.write().unwrap_or_else(|e| e.into_inner()).insert(id.to_owned(), progress.clone());
+        let Some(me) = self.me.upgrade() else { return };
+        let id = id.to_owned();
+        tokio::spawn(async move { me.onboard(id, raw, block, progress).await });
+    }
+
+    async fn onboard(self: Arc<Self>, id: String, raw: Bytes, block: Block, progress: Arc<Onboarding>) {
+        let dir = self.params.ledger_dir.join("chains").join(&id);
+        let Some(tls) = self.params.cluster_tls.clone() else { return };
+        let node = onboarding::Node { signer: &self.params.signer, tls: &tls };
+        let store = loop {
+            if progress.cancelled.load(Ordering::Relaxed) {
+                let _ = std::fs::remove_dir_all(&dir);
+                return;
+            }
+            let store = match BlockStore::open(&dir, self.params.store_options.clone()) {
+                Ok(s) => Arc::new(s),
+                Err(e) => {
+                    tracing::error!(channel = %id, error = %e, "on-boarding: cannot open the ledger");
+                    progress.failed.store(true, Ordering::Relaxed);
+                    return;
+                }
+            };
+            match onboarding::onboard(&node, &id, &store, &raw, &block, &progress).await {
+                Ok(()) => break store,
+                Err(e) => {
+                    tracing::warn!(channel = %id, error = %e, "on-boarding failed; trying again");
+                    progress.failures.fetch_add(1, Ordering::Relaxed);
+                    if let OnboardError::WrongChain(_) = e {
+                        drop(store);
+                        let _ = std::fs::remove_dir_all(&dir);
+                    }
+                    tokio::time::sleep(onboarding::RETRY).await;
+                }
+            }
+        };
+        let _serial = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        if progress.cancelled.load(Ordering::Relaxed) {
+            drop(store);
+            let _ = std::fs::remove_dir_all(&dir);
+            return;
+        }
+        match self.start_channel(&id, store) {
+            Ok(channel) => {
+                onboarding::forget_join_block(&self.params.ledger_dir, &id);
+                self.onboarding.write().unwrap_or_else(|e| e.into_inner()).remove(&id);
+                self.write_channels().insert(id.clone(), channel);
+                tracing::info!(channel = %id, "on-boarding done: channel started");
+            }
+            Err(e) => {
+                tracing::error!(channel = %id, error = %e, "on-boarded channel cannot start");
+                progress.failed.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Stops serving channel `id` and deletes its ledger (Fabric `RemoveChannel`). Blocking (file I/O).
     ///
     /// Errors: [`RemoveError`].
     pub fn remove(&self, id: &str) -> Result<(), RemoveError> {
         let _serial = self.changes.lock().unwrap_or_else(|e| e.into_inner());
-        let channel = self.write_channels().remove(id).ok_or(RemoveError::NotFound)?;
-        channel.consensus.halt();
-        drop(channel);
+        let onboarding = self.onboarding.write().unwrap_or_else(|e| e.into_inner()).remove(id);
+        if let Some(o) = onboarding {
+            o.cancelled.store(true, Ordering::Relaxed);
+            onboarding::forget_join_block(&self.params.ledger_dir, id);
+        } else {
+            let channel = self.write_channels().remove(id).ok_or(RemoveError::NotFound)?;
+            channel.consensus.halt();
+        }
         let dir = self.params.ledger_dir.join("chains").join(id);
         std::fs::remove_dir_all(&dir).map_err(|e| RemoveError::Failed(format!("deleting {}: {e}", dir.display())))?;
         tracing::info!(channel = %id, "removed channel");
@@ -294,6 +408,9 @@ impl Registrar {
     /// Halts every channel's consensus and stops serving them (shutdown). Returns weak references to their
     /// ledgers, which close once the last stream and pipeline stage let go of them.
     pub fn close_all(&self) -> Vec<std::sync::Weak<BlockStore>> {
+        for o in self.onboarding.write().unwrap_or_else(|e| e.into_inner()).drain() {
+            o.1.cancelled.store(true, Ordering::Relaxed);
+        }
         let channels: Vec<Arc<Channel>> = self.write_channels().drain().map(|(_, c)| c).collect();
         channels
             .iter()

@@ -168,6 +168,7 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
             ..StoreOptions::default()
         },
         node_certificate,
+        cluster_tls: config.cluster_tls()?,
         metrics,
     })?;
 

@@ -26,8 +26,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_comm::{connect, deliver, seek_envelope, seek_range, ClientTls, DeliverItem};
-use ferrofabric_protos::common::{Block, ChannelHeader, Envelope, Metadata, Payload, Status};
+use ferrofabric_protos::common::{Block, ChannelHeader, Consenter, Envelope, Metadata, Orderers, Payload, Status};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
+use ferrofabric_protos::orderer::BroadcastResponse;
 use futures::StreamExt;
 use prost::Message;
 use tempfile::TempDir;
@@ -244,15 +245,26 @@ async fn config_update(fabric: &Fabric, addr: &str) -> u64 {
         ferrofabric_configtx::anchor_peer_update("bftchannel", current.config(), "Org1MSP", "127.0.0.1", 7051).unwrap();
     let env = ferrofabric_configtx::config_update_envelope("bftchannel", &update, &[&admin], &admin);
     let before = orderer_height(fabric, addr);
+    let r = broadcast_one(fabric, addr, env).await;
+    assert_eq!(r.status, Status::Success as i32, "CONFIG_UPDATE: {}", r.info);
+    next_config_block(fabric, addr, before).await
+}
+
+/// Sends one envelope to the orderer at `addr` with Broadcast; returns the answer.
+async fn broadcast_one(fabric: &Fabric, addr: &str, env: Envelope) -> BroadcastResponse {
     let tls = ClientTls { ca_pem: std::fs::read(fabric.tls_ca()).unwrap(), ..ClientTls::default() };
     let ch = connect(addr, Some(&tls)).await.unwrap();
     let stream = futures::stream::iter(vec![Bytes::from(env.encode_to_vec())]);
-    let r = ferrofabric_comm::broadcast(ch, stream).await.unwrap().next().await.unwrap().unwrap();
-    assert_eq!(r.status, Status::Success as i32, "CONFIG_UPDATE: {}", r.info);
+    ferrofabric_comm::broadcast(ch, stream).await.unwrap().next().await.unwrap().unwrap()
+}
+
+/// Waits (30 s at most) for the first config block at or above `from` at the orderer at `addr`; checks that it
+/// names itself as last config and returns its number.
+async fn next_config_block(fabric: &Fabric, addr: &str, from: u64) -> u64 {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let height = orderer_height(fabric, addr);
-        for n in before..height {
+        for n in from..height {
             let block = fabric.fetch_from_orderer(addr, &n.to_string()).unwrap();
             if ferrofabric_protoutil::sole_config_envelope(&block).is_some() {
                 assert_eq!(ferrofabric_protoutil::last_config_index(&block).unwrap(), n, "config block {n}");
@@ -264,16 +276,55 @@ async fn config_update(fabric: &Fabric, addr: &str) -> u64 {
     }
 }
 
-/// Every consenter's chain holds the same blocks (header and data), each carrying at least `quorum` consenter
-/// signatures that satisfy `BlockValidation`; returns how often each transaction ID occurs.
-async fn same_chain_everywhere(
+/// Broadcasts a CONFIG_UPDATE, signed by the orderer organization's admin, that replaces the channel's consenter
+/// mapping with what `change` makes of it; with `rewrite_policy` it also sets `BlockValidation` for the new set,
+/// as Fabric 3 requires. Returns the Broadcast answer.
+async fn consenter_update(
     fabric: &Fabric,
-    nodes: &[&Node],
-    genesis: &Path,
-    quorum: usize,
-) -> HashMap<String, usize> {
+    addr: &str,
+    change: impl FnOnce(&mut Vec<Consenter>),
+    rewrite_policy: bool,
+) -> BroadcastResponse {
+    let newest = fabric.fetch_from_orderer(addr, "newest").unwrap();
+    let last_config = ferrofabric_protoutil::last_config_index(&newest).unwrap();
+    let block = fabric.fetch_from_orderer(addr, &last_config.to_string()).unwrap();
+    let original = ChannelConfig::from_config_block(&block).unwrap().config().clone();
+    let mut updated = original.clone();
+    let orderer = updated.channel_group.as_mut().unwrap().groups.get_mut("Orderer").unwrap();
+    let value = orderer.values.get_mut("Orderers").unwrap();
+    let mut orderers = Orderers::decode(value.value.clone()).unwrap();
+    change(&mut orderers.consenter_mapping);
+    value.value = Bytes::from(orderers.encode_to_vec());
+    if rewrite_policy {
+        let policy = ferrofabric_channelconfig::bft_block_validation_policy(&orderers.consenter_mapping);
+        orderer.policies.get_mut("BlockValidation").unwrap().policy = Some(policy);
+    }
+    let update = ferrofabric_configtx::compute_update("bftchannel", &original, &updated).unwrap();
+    let msp = fabric.work.join("organizations/ordererOrganizations/example.com/users/Admin@example.com/msp");
+    let admin = ferrofabric_msp::SigningIdentity::from_msp_dir("OrdererMSP", &msp).unwrap();
+    let env = ferrofabric_configtx::config_update_envelope("bftchannel", &update, &[&admin], &admin);
+    broadcast_one(fabric, addr, env).await
+}
+
+/// Waits (60 s at most) until `node`'s log contains `line`.
+fn wait_for_log(node: &Node, line: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = std::fs::read_to_string(&node.log).unwrap_or_default();
+        if log.contains(line) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{} did not log \"{line}\":\n{log}", node.grpc);
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Every consenter's chain holds the same blocks (header and data), each carrying a quorum of consenter
+/// signatures that satisfy `BlockValidation` (of the configuration in force when it was decided: a config block
+/// changes it for the blocks after it); returns how often each transaction ID occurs.
+async fn same_chain_everywhere(fabric: &Fabric, nodes: &[&Node], genesis: &Path) -> HashMap<String, usize> {
     let genesis = Block::decode(std::fs::read(genesis).unwrap().as_slice()).unwrap();
-    let config = ChannelConfig::from_config_block(&genesis).unwrap();
+    let mut config = ChannelConfig::from_config_block(&genesis).unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let height = loop {
         let heights: Vec<u64> = nodes.iter().map(|n| orderer_height(fabric, &n.grpc)).collect();
@@ -290,6 +341,7 @@ async fn same_chain_everywhere(
     let mut seen = HashMap::new();
     for number in 1..height as usize {
         let blocks: Vec<Block> = chains.iter().map(|c| Block::decode(c[number].clone()).unwrap()).collect();
+        let quorum = ferrofabric_channelconfig::bft_quorum(config.orderer().unwrap().consenters().len());
         for (b, n) in blocks.iter().zip(nodes) {
             assert_eq!((&b.header, &b.data), (&blocks[0].header, &blocks[0].data), "block {number} at {}", n.grpc);
             let signatures = Metadata::decode(b.metadata.as_ref().unwrap().metadata[0].clone()).unwrap().signatures;
@@ -299,6 +351,9 @@ async fn same_chain_everywhere(
         }
         for id in tx_ids(&blocks[0]) {
             *seen.entry(id).or_insert(0) += 1;
+        }
+        if ferrofabric_protoutil::sole_config_envelope(&blocks[0]).is_some() {
+            config = ChannelConfig::from_config_block(&blocks[0]).unwrap();
         }
     }
     seen
@@ -371,7 +426,7 @@ fn four_bft_orderers_survive_a_killed_proposer_a_cut_off_consenter_and_bad_input
     broadcast_with(&fabric, &nodes[1].grpc, "OrdererMSP", &orderer1, 10);
 
     let refs: Vec<&Node> = nodes.iter().collect();
-    let mut seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block"), 3));
+    let mut seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block")));
     seen.remove("");
     for id in &bad {
         assert_eq!(seen.get(id), Some(&1), "bad input {id} ordered once");
@@ -444,7 +499,7 @@ fn seven_bft_orderers_order_with_two_of_them_killed() {
     broadcast_as(&fabric, &nodes[2].grpc, 1, "Admin", 100);
     let live: Vec<&Node> = nodes.iter().enumerate().filter(|(i, _)| *i != 1 && *i != 5).map(|(_, n)| n).collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let seen = runtime.block_on(same_chain_everywhere(&fabric, &live, &fabric.work.join("genesis.block"), 5));
+    let seen = runtime.block_on(same_chain_everywhere(&fabric, &live, &fabric.work.join("genesis.block")));
     assert_eq!(seen.len(), 300, "every transaction that got SUCCESS is ordered");
     assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
     println!(
@@ -488,7 +543,7 @@ fn bft_censoring_proposer_is_replaced_and_every_request_is_ordered() {
     three_clients(&fabric, [&nodes[0], &nodes[2], &nodes[3]]);
     let refs: Vec<&Node> = nodes.iter().collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block"), 3));
+    let seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block")));
     assert_eq!(seen.len(), 600, "every transaction that got SUCCESS from an honest consenter is ordered");
     assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
     let log = std::fs::read_to_string(&nodes[0].log).unwrap();
@@ -526,7 +581,7 @@ fn bft_committer_refuses_altered_and_under_signed_blocks_and_switches_orderer() 
     });
     let honest: Vec<&Node> = nodes[2..].iter().collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let seen = runtime.block_on(same_chain_everywhere(&fabric, &honest, &fabric.work.join("genesis.block"), 3));
+    let seen = runtime.block_on(same_chain_everywhere(&fabric, &honest, &fabric.work.join("genesis.block")));
     assert_eq!(seen.len(), 200, "every transaction that got SUCCESS is ordered");
     let height = orderer_height(&fabric, &nodes[2].grpc);
     assert!(height > 3, "too few blocks ({height}) to see both lies");
@@ -564,7 +619,7 @@ fn bft_orderers_tolerate_a_byzantine_consenter() {
     three_clients(&fabric, [&nodes[0], &nodes[1], &nodes[2]]);
     let honest: Vec<&Node> = nodes[..3].iter().collect();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let seen = runtime.block_on(same_chain_everywhere(&fabric, &honest, &fabric.work.join("genesis.block"), 3));
+    let seen = runtime.block_on(same_chain_everywhere(&fabric, &honest, &fabric.work.join("genesis.block")));
     assert_eq!(seen.len(), 600, "every transaction that got SUCCESS is ordered");
     assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
     let height = orderer_height(&fabric, &nodes[0].grpc);
@@ -584,4 +639,60 @@ fn bft_orderers_tolerate_a_byzantine_consenter() {
     }
     committer_follows_the_cluster(&fabric, tmp.path(), &nodes, &honest[0].grpc, height);
     println!("600 transactions in {} blocks beside a Byzantine consenter", height - 1);
+}
+
+/// Consenters leave and join by config update: of five consenters, the fifth is removed (a config update that also
+/// rewrites `BlockValidation` for four; one that does not is refused, as Fabric 3 refuses it) and stops while the
+/// four order on; then it is added back as a new node: an empty ledger, joined with the config block that adds it,
+/// it pulls the blocks before that block from the others (on-boarding) and orders with them. Every transaction that
+/// got SUCCESS is in every chain exactly once, and every block carries a quorum of the consenter set of its time.
+#[test]
+fn bft_consenters_removed_and_added_by_config_update() {
+    let (_lock, _tmp, fabric, mut nodes) = cluster(5, &[]);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let genesis = Block::decode(std::fs::read(fabric.work.join("genesis.block")).unwrap().as_slice()).unwrap();
+    let fifth = ChannelConfig::from_config_block(&genesis).unwrap().orderer().unwrap().consenters()[4].clone();
+    broadcast(&fabric, &nodes[0].grpc, 1, 100);
+
+    let remove = |m: &mut Vec<Consenter>| m.retain(|c| c.id != 5);
+    let refused = runtime.block_on(consenter_update(&fabric, &nodes[0].grpc, remove, false));
+    assert_eq!(refused.status, Status::ServiceUnavailable as i32, "{}", refused.info);
+    assert!(refused.info.contains("block validation policy should be a signature policy"), "{}", refused.info);
+
+    let before = orderer_height(&fabric, &nodes[0].grpc);
+    let r = runtime.block_on(consenter_update(&fabric, &nodes[0].grpc, remove, true));
+    assert_eq!(r.status, Status::Success as i32, "removing consenter 5: {}", r.info);
+    let removal = runtime.block_on(next_config_block(&fabric, &nodes[0].grpc, before));
+    wait_for_log(&nodes[4], "this orderer was removed from the consenters");
+    broadcast(&fabric, &nodes[1].grpc, 2, 100);
+    assert_eq!(orderer_height(&fabric, &nodes[4].grpc), removal + 1, "the removed consenter went on appending");
+
+    // Back as a new node: nothing of its old ledger or WAL is left.
+    nodes[4].kill();
+    let home = fabric.work.join("ours5");
+    for dir in ["ledger", "wal", "snap"] {
+        let _ = std::fs::remove_dir_all(home.join(dir));
+    }
+    let before = orderer_height(&fabric, &nodes[0].grpc);
+    let r = runtime.block_on(consenter_update(&fabric, &nodes[0].grpc, |m| m.push(fifth.clone()), true));
+    assert_eq!(r.status, Status::Success as i32, "adding consenter 5: {}", r.info);
+    let addition = runtime.block_on(next_config_block(&fabric, &nodes[0].grpc, before));
+    let join_block = fabric.work.join("addition.block");
+    let block = fabric.fetch_from_orderer(&nodes[0].grpc, &addition.to_string()).unwrap();
+    std::fs::write(&join_block, block.encode_to_vec()).unwrap();
+    nodes[4].start();
+    crate::fabric_bft::osnadmin_join_with(&fabric, 5, &nodes[4].admin, &join_block);
+    wait_for_log(&nodes[4], "on-boarding done: channel started");
+    broadcast_as(&fabric, &nodes[4].grpc, 1, "Admin", 100);
+
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let mut seen = runtime.block_on(same_chain_everywhere(&fabric, &refs, &fabric.work.join("genesis.block")));
+    seen.remove("");
+    assert_eq!(seen.len(), 300, "every transaction that got SUCCESS is ordered");
+    assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
+    let log = std::fs::read_to_string(&nodes[4].log).unwrap();
+    let rejoined = &log[log.rfind("on-boarding done").unwrap()..];
+    assert!(rejoined.contains("BFT block decided"), "the added consenter decided no block:\n{rejoined}");
+    let height = orderer_height(&fabric, &nodes[0].grpc);
+    println!("consenter 5 removed at block {removal}, added back at block {addition}; {} blocks", height - 1);
 }

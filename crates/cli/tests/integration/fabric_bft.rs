@@ -175,11 +175,16 @@ fn start_orderer(fabric: &Fabric, i: usize, port: u16, cluster: u16) -> Orderer 
 /// Joins orderer `i` (admin endpoint `admin`, mutual TLS with its own TLS identity) to `bftchannel` with the
 /// genesis block, with the real `osnadmin`.
 pub(crate) fn osnadmin_join(fabric: &Fabric, i: usize, admin: &str) {
+    osnadmin_join_with(fabric, i, admin, &fabric.work.join("genesis.block"));
+}
+
+/// [`osnadmin_join`] with the config block in file `block`.
+pub(crate) fn osnadmin_join_with(fabric: &Fabric, i: usize, admin: &str, block: &Path) {
     let dir = fabric.orderer_dir(i);
     let tls = |f: &str| dir.join("tls").join(f);
     let mut join = fabric.cmd("osnadmin");
     join.args(["channel", "join", "--channelID", "bftchannel", "--config-block"]);
-    join.arg(fabric.work.join("genesis.block")).args(["-o", admin, "--ca-file"]).arg(tls("ca.crt"));
+    join.arg(block).args(["-o", admin, "--ca-file"]).arg(tls("ca.crt"));
     join.arg("--client-cert").arg(tls("server.crt")).arg("--client-key").arg(tls("server.key"));
     let joined = output(&mut join).unwrap_or_else(|e| panic!("osnadmin channel join on orderer{i}: {e}"));
     assert!(joined.starts_with("Status: 201"), "osnadmin channel join on orderer{i}: {joined}");

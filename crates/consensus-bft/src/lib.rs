@@ -41,8 +41,9 @@
 //!   consenter signatures (`BlockValidation`).
 //! * Consenter-set changes: a config update may add and remove consenters; it must rewrite `BlockValidation`
 //!   for the new set (checked as Fabric 3 does, `membership`). The new set decides from the block after the config
-//!   block; a removed consenter stops (relation `follower`, status `inactive`). A new consenter joins with the
-//!   config block that adds it and pulls the blocks before it from the others (the orderer core's on-boarding).
+//!   block; a removed consenter stops (relation `follower`, status `inactive`). A node that is no consenter of the
+//!   configuration it starts from is served by the orderer core's follower ([`ConsensusFactory::is_consenter`]),
+//!   which switches to this backend at the config block that adds it.
 
 mod chain;
 mod context;
@@ -135,6 +136,11 @@ impl FrameSink for Sink {
 }
 
 impl ConsensusFactory for BftFactory {
+    fn is_consenter(&self, support: &ChainSupport) -> bool {
+        // A configuration that cannot be read is left to `start`, which reports why.
+        membership::membership(&support.config(), support.signer().serialized()).map_or(true, |m| m.self_id.is_some())
+    }
+
     fn start(&self, support: Arc<ChainSupport>, ctx: &ConsensusContext) -> Result<Arc<dyn Consensus>, ConsensusError> {
         let config = support.config();
         let channel = support.channel_id().to_owned();
@@ -147,8 +153,7 @@ impl ConsensusFactory for BftFactory {
         let members = membership::membership(&config, support.signer().serialized()).map_err(err)?;
         let self_id = members.self_id.ok_or_else(|| {
             err(format!(
-                "this orderer's signing identity is not among the {} consenters of BFT channel {channel}; following \
-                 a BFT channel without being a consenter is not implemented",
+                "this orderer's signing identity is not among the {} consenters of BFT channel {channel}",
                 members.consenters.0.len()
             ))
         })?;

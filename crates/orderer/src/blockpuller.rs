@@ -22,7 +22,7 @@ use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protoutil::block_data_hash;
 
 /// How long a Deliver stream may stay silent before the next source is tried.
-const IDLE: Duration = Duration::from_secs(10);
+pub(crate) const IDLE: Duration = Duration::from_secs(10);
 
 /// Where blocks can be pulled from: a consenter's cluster endpoint.
 #[derive(Debug, Clone)]
@@ -64,7 +64,7 @@ pub async fn pull_blocks<F>(
 where
     F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
 {
-    let puller = Puller { channel: support.channel_id(), signer: support.signer(), tls, extra_roots };
+    let puller = Puller { channel: support.channel_id(), signer: support.signer(), tls, extra_roots, idle: IDLE };
     puller.pull(sources, from, to, apply).await
 }
 
@@ -76,6 +76,8 @@ pub(crate) struct Puller<'a> {
     pub(crate) signer: &'a SigningIdentity,
     pub(crate) tls: &'a ClusterTls,
     pub(crate) extra_roots: &'a [Vec<u8>],
+    /// How long a Deliver stream may stay silent (connecting included) before the next source is tried.
+    pub(crate) idle: Duration,
 }
 
 impl Puller<'_> {
@@ -111,7 +113,8 @@ impl Puller<'_> {
     {
         let ep = cluster_endpoint(&source.host, source.port, self.tls, self.extra_roots)
             .map_err(|e| format!("endpoint: {e}"))?;
-        let channel = tokio::time::timeout(IDLE, ep.connect())
+        let idle = self.idle;
+        let channel = tokio::time::timeout(idle, ep.connect())
             .await
             .map_err(|_| "connect timed out".to_owned())?
             .map_err(|e| format!("connect: {e}"))?;
@@ -121,9 +124,9 @@ impl Puller<'_> {
         let requests = futures::stream::iter(vec![env]).chain(futures::stream::pending());
         let mut stream = deliver(channel, requests).await.map_err(|e| format!("Deliver: {e}"))?;
         while *next <= to {
-            let item = tokio::time::timeout(IDLE, stream.next())
+            let item = tokio::time::timeout(idle, stream.next())
                 .await
-                .map_err(|_| format!("no block {} within {IDLE:?}", *next))?;
+                .map_err(|_| format!("no block {} within {idle:?}", *next))?;
             match item {
                 Some(Ok(DeliverItem::Block(raw))) => {
                     let block = check_pulled(&raw)?;

@@ -31,6 +31,7 @@ mod configupdate;
 mod consensus;
 mod cutter;
 mod deliver;
+mod follower;
 mod grpc;
 mod metrics;
 mod msgprocessor;

@@ -26,7 +26,7 @@ use ferrofabric_protos::common::Block;
 use ferrofabric_protoutil::block_header_hash;
 use prost::Message;
 
-use crate::blockpuller::{PullSource, Puller};
+use crate::blockpuller::{PullSource, Puller, IDLE};
 
 /// How long a failed on-boarding waits before it tries again.
 pub(crate) const RETRY: Duration = Duration::from_secs(5);
@@ -106,9 +106,10 @@ pub(crate) fn forget_join_block(ledger_dir: &Path, channel: &str) {
     let _ = std::fs::remove_file(pending_dir(ledger_dir).join(format!("{channel}.join")));
 }
 
-/// The orderers to pull from: every orderer endpoint of the join block's configuration (the orderer
-/// organizations' `Endpoints`, then the global `OrdererAddresses`), as `host:port`.
-pub(crate) fn sources(config: &ChannelConfig) -> Vec<PullSource> {
+/// The orderers to pull from: every orderer endpoint of `config` (the orderer organizations' `Endpoints`, then
+/// the global `OrdererAddresses`), as `host:port`, but this node's own (`own_port` on a loopback or unspecified
+/// host: a node cannot pull from itself what it lacks).
+pub(crate) fn sources(config: &ChannelConfig, own_port: u16) -> Vec<PullSource> {
     let mut endpoints: Vec<String> = Vec::new();
     if let Some(orderer) = config.orderer() {
         for org in orderer.organizations().values() {
@@ -117,12 +118,18 @@ pub(crate) fn sources(config: &ChannelConfig) -> Vec<PullSource> {
     }
     endpoints.extend(config.orderer_addresses().iter().cloned());
     endpoints.dedup();
+    let local = |host: &str| matches!(host, "127.0.0.1" | "localhost" | "::1" | "[::1]" | "0.0.0.0");
     endpoints
         .iter()
         .enumerate()
         .filter_map(|(i, e)| {
             let (host, port) = e.rsplit_once(':')?;
-            Some(PullSource { id: i as u64, host: host.to_owned(), port: port.parse().ok()? })
+            let port: u16 = port.parse().ok()?;
+            (own_port == 0 || port != own_port || !local(host)).then(|| PullSource {
+                id: i as u64,
+                host: host.to_owned(),
+                port,
+            })
         })
         .collect()
 }
@@ -131,6 +138,8 @@ pub(crate) fn sources(config: &ChannelConfig) -> Vec<PullSource> {
 pub(crate) struct Node<'a> {
     pub(crate) signer: &'a SigningIdentity,
     pub(crate) tls: &'a ClusterTls,
+    /// This node's gRPC port (0: unknown), left out of the sources.
+    pub(crate) port: u16,
 }
 
 /// Pulls the blocks before `join` into `store` (which may hold some already) and appends the join block `raw`.
@@ -162,12 +171,12 @@ pub(crate) async fn onboard(
     let from = store.height();
     progress.height.store(from, Ordering::Relaxed);
     if from < header.number {
-        let mut sources = sources(&config);
+        let mut sources = sources(&config, node.port);
         // Start with another orderer after each failed attempt.
         let shift = (progress.failures.load(Ordering::Relaxed) as usize) % sources.len().max(1);
         sources.rotate_left(shift);
         let roots = config.orderer_tls_roots();
-        let puller = Puller { channel, signer: node.signer, tls: node.tls, extra_roots: &roots };
+        let puller = Puller { channel, signer: node.signer, tls: node.tls, extra_roots: &roots, idle: IDLE };
         tracing::info!(channel, from, to = header.number - 1, sources = sources.len(), "on-boarding: pulling blocks");
         let (store2, previous2) = (store.clone(), previous.clone());
         let (cancelled, height) = (&progress.cancelled, &progress.height);

@@ -4,8 +4,9 @@
 //! Ledger layout: `<FileLedger.Location>/chains/<channel>/` is one [`BlockStore`]. A join with the genesis block
 //! writes it into a fresh store exactly as uploaded (block 0 stays byte-identical to configtxgen's output), then
 //! starts the channel's consensus. A join with a later config block on-boards first (`onboarding`: the blocks
-//! before it are pulled from the channel's orderers; status `onboarding` meanwhile). A removal halts consensus and
-//! deletes the directory.
+//! before it are pulled from the channel's orderers; status `onboarding` meanwhile). A channel whose configuration
+//! does not name this node a consenter is followed (`follower`) until a config block does. A removal halts
+//! consensus and deletes the directory.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ use prost::Message;
 
 use crate::configupdate::ConfigUpdateProcessor;
 use crate::consensus::{ChannelStatus, Consensus, ConsensusContext, ConsensusRegistry, ConsensusRelation};
+use crate::follower::Follower;
 use crate::metrics::Metrics;
 use crate::msgprocessor::FilterOptions;
 use crate::onboarding::{self, OnboardError, Onboarding};
@@ -104,6 +106,9 @@ pub struct RegistrarParams {
     /// TLS to dial other orderers with (on-boarding pulls blocks from them); `None`: joins with a config block
     /// other than the genesis block are refused.
     pub cluster_tls: Option<ferrofabric_comm::ClusterTls>,
+    /// This node's gRPC port (`General.ListenPort`; 0 if unknown): on-boarding and following pull from the
+    /// channel's other orderers, not from it.
+    pub listen_port: u16,
     /// Counters.
     pub metrics: Arc<Metrics>,
 }
@@ -219,6 +224,19 @@ impl Registrar {
             .registry
             .get(&consensus_type)
             .ok_or_else(|| format!("consensus type {consensus_type:?} is not supported by this orderer"))?;
+        if !factory.is_consenter(&support) {
+            let (me, id, kind) = (self.me.clone(), name.to_owned(), consensus_type.clone());
+            let registry = p.registry.clone();
+            let is_consenter = Box::new(move |s: &ChainSupport| registry.get(&kind).is_some_and(|f| f.is_consenter(s)));
+            let promote = Box::new(move || {
+                if let Some(r) = me.upgrade() {
+                    r.promote(&id);
+                }
+            });
+            let follower =
+                Follower::start(support.clone(), p.cluster_tls.clone(), p.listen_port, is_consenter, promote);
+            return Ok(Arc::new(Channel { support, consensus: follower }));
+        }
         let consensus = factory.start(support.clone(), &p.consensus).map_err(|e| e.to_string())?;
         Ok(Arc::new(Channel { support, consensus }))
     }
@@ -339,7 +357,7 @@ impl Registrar {
     async fn onboard(self: Arc<Self>, id: String, raw: Bytes, block: Block, progress: Arc<Onboarding>) {
         let dir = self.params.ledger_dir.join("chains").join(&id);
         let Some(tls) = self.params.cluster_tls.clone() else { return };
-        let node = onboarding::Node { signer: &self.params.signer, tls: &tls };
+        let node = onboarding::Node { signer: &self.params.signer, tls: &tls, port: self.params.listen_port };
         let store = loop {
             if progress.cancelled.load(Ordering::Relaxed) {
                 let _ = std::fs::remove_dir_all(&dir);
@@ -382,6 +400,26 @@ impl Registrar {
             Err(e) => {
                 tracing::error!(channel = %id, error = %e, "on-boarded channel cannot start");
                 progress.failed.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Switches channel `id` from following to consenting (Fabric's `SwitchFollowerToChain`), once a config
+    /// block stored in its ledger names this node a consenter: the follower is halted and the channel's consensus
+    /// started on the same ledger.
+    fn promote(&self, id: &str) {
+        let _serial = self.changes.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(channel) = self.channel(id) else { return };
+        channel.consensus.halt();
+        let store = channel.support.store().clone();
+        match self.start_channel(id, store) {
+            Ok(c) => {
+                self.write_channels().insert(id.to_owned(), c);
+                tracing::info!(channel = %id, "this orderer is now a consenter of the channel");
+            }
+            Err(e) => {
+                tracing::error!(channel = %id, error = %e, "the channel's consensus cannot start");
+                channel.support.set_errored(e);
             }
         }
     }

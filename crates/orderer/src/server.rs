@@ -169,6 +169,7 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
         },
         node_certificate,
         cluster_tls: config.cluster_tls()?,
+        listen_port: config.listen_addr().map(|a| a.port()).unwrap_or(0),
         metrics,
     })?;
 

@@ -35,7 +35,7 @@ use tempfile::TempDir;
 
 use crate::fabric_bft::{
     broadcast, broadcast_as, broadcast_with, cluster_lock, committed, fabric_bft, orderer_height, osnadmin_join,
-    start_committer, Fabric,
+    osnadmin_list, start_committer, Fabric,
 };
 use crate::fabric_orderer::wait_listening;
 use crate::fabric_peers::{commit_hash, fetch, free_port, metadata, peer_cli, RealPeer, TRANSACTIONS_FILTER};
@@ -191,34 +191,14 @@ pub(crate) fn tx_ids(block: &Block) -> Vec<String> {
 /// ENDORSER_TRANSACTION whose payload data is not a Transaction. Each must be answered SUCCESS, as Fabric's
 /// broadcast filters pass both; returns their transaction IDs.
 async fn broadcast_bad_input(fabric: &Fabric, addr: &str) -> Vec<String> {
-    use ferrofabric_protos::common::{Header, HeaderType, SignatureHeader};
-    let msp = fabric.work.join("organizations/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
-    let user = ferrofabric_msp::SigningIdentity::from_msp_dir("Org1MSP", &msp).unwrap();
+    use ferrofabric_protos::common::HeaderType;
     let mut envelopes = Vec::new();
     let mut ids = Vec::new();
     for (kind, id) in
         [(HeaderType::Message, "bad-input-message"), (HeaderType::EndorserTransaction, "bad-input-payload")]
     {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
-        let channel_header = ChannelHeader {
-            r#type: kind as i32,
-            channel_id: "bftchannel".into(),
-            tx_id: id.into(),
-            timestamp: Some(prost_types::Timestamp { seconds: now.as_secs() as i64, nanos: 0 }),
-            ..ChannelHeader::default()
-        };
-        let signature_header =
-            SignatureHeader { creator: user.serialized().clone(), nonce: Bytes::from_static(b"nonce") };
-        let payload = Payload {
-            header: Some(Header {
-                channel_header: channel_header.encode_to_vec().into(),
-                signature_header: signature_header.encode_to_vec().into(),
-            }),
-            data: Bytes::from_static(b"\xff\xfe not a protobuf Transaction"),
-        };
-        let payload = payload.encode_to_vec();
-        let signature = user.sign(&payload);
-        envelopes.push(Bytes::from(Envelope { payload: payload.into(), signature: signature.into() }.encode_to_vec()));
+        let env = user_envelope(fabric, kind, id, b"\xff\xfe not a protobuf Transaction");
+        envelopes.push(Bytes::from(env.encode_to_vec()));
         ids.push(id.to_owned());
     }
     let tls = ClientTls { ca_pem: std::fs::read(fabric.tls_ca()).unwrap(), ..ClientTls::default() };
@@ -248,6 +228,32 @@ async fn config_update(fabric: &Fabric, addr: &str) -> u64 {
     let r = broadcast_one(fabric, addr, env).await;
     assert_eq!(r.status, Status::Success as i32, "CONFIG_UPDATE: {}", r.info);
     next_config_block(fabric, addr, before).await
+}
+
+/// An envelope of header type `kind`, transaction ID `id` and payload data `data`, signed by Org1's User1.
+fn user_envelope(fabric: &Fabric, kind: ferrofabric_protos::common::HeaderType, id: &str, data: &[u8]) -> Envelope {
+    use ferrofabric_protos::common::{Header, SignatureHeader};
+    let msp = fabric.work.join("organizations/peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
+    let user = ferrofabric_msp::SigningIdentity::from_msp_dir("Org1MSP", &msp).unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let channel_header = ChannelHeader {
+        r#type: kind as i32,
+        channel_id: "bftchannel".into(),
+        tx_id: id.into(),
+        timestamp: Some(prost_types::Timestamp { seconds: now.as_secs() as i64, nanos: 0 }),
+        ..ChannelHeader::default()
+    };
+    let signature_header = SignatureHeader { creator: user.serialized().clone(), nonce: Bytes::from_static(b"nonce") };
+    let payload = Payload {
+        header: Some(Header {
+            channel_header: channel_header.encode_to_vec().into(),
+            signature_header: signature_header.encode_to_vec().into(),
+        }),
+        data: Bytes::copy_from_slice(data),
+    };
+    let payload = payload.encode_to_vec();
+    let signature = user.sign(&payload);
+    Envelope { payload: payload.into(), signature: signature.into() }
 }
 
 /// Sends one envelope to the orderer at `addr` with Broadcast; returns the answer.
@@ -643,9 +649,11 @@ fn bft_orderers_tolerate_a_byzantine_consenter() {
 
 /// Consenters leave and join by config update: of five consenters, the fifth is removed (a config update that also
 /// rewrites `BlockValidation` for four; one that does not is refused, as Fabric 3 refuses it) and stops while the
-/// four order on; then it is added back as a new node: an empty ledger, joined with the config block that adds it,
-/// it pulls the blocks before that block from the others (on-boarding) and orders with them. Every transaction that
-/// got SUCCESS is in every chain exactly once, and every block carries a quorum of the consenter set of its time.
+/// four order on. Then it comes back as a new node, as Fabric's documentation adds an orderer: an empty ledger,
+/// joined with the latest config block (which does not name it), it pulls the blocks before that block from the
+/// others (on-boarding) and follows the channel (relation `follower`); the config update that adds it makes it a
+/// consenter, and it orders with the others. Every transaction that got SUCCESS is in every chain exactly once, and
+/// every block carries a quorum of the consenter set of its time.
 #[test]
 fn bft_consenters_removed_and_added_by_config_update() {
     let (_lock, _tmp, fabric, mut nodes) = cluster(5, &[]);
@@ -667,22 +675,30 @@ fn bft_consenters_removed_and_added_by_config_update() {
     broadcast(&fabric, &nodes[1].grpc, 2, 100);
     assert_eq!(orderer_height(&fabric, &nodes[4].grpc), removal + 1, "the removed consenter went on appending");
 
-    // Back as a new node: nothing of its old ledger or WAL is left.
+    // Back as a new node: nothing of its old ledger or WAL is left; it joins with the latest config block.
     nodes[4].kill();
     let home = fabric.work.join("ours5");
     for dir in ["ledger", "wal", "snap"] {
         let _ = std::fs::remove_dir_all(home.join(dir));
     }
+    let join_block = fabric.work.join("removal.block");
+    let block = fabric.fetch_from_orderer(&nodes[0].grpc, &removal.to_string()).unwrap();
+    std::fs::write(&join_block, block.encode_to_vec()).unwrap();
+    nodes[4].start();
+    crate::fabric_bft::osnadmin_join_with(&fabric, 5, &nodes[4].admin, &join_block);
+    wait_for_log(&nodes[4], "this orderer follows the channel");
+    let listed = osnadmin_list(&fabric, 5, &nodes[4].admin);
+    assert!(listed.contains(r#""consensusRelation":"follower""#), "osnadmin channel list: {listed}");
+    let message = user_envelope(&fabric, ferrofabric_protos::common::HeaderType::Message, "to-a-follower", b"hello");
+    let refused = runtime.block_on(broadcast_one(&fabric, &nodes[4].grpc, message));
+    assert_eq!(refused.status, Status::ServiceUnavailable as i32, "Broadcast to a follower: {}", refused.info);
+    assert!(refused.info.contains("orderer is a follower of channel bftchannel"), "{}", refused.info);
+
     let before = orderer_height(&fabric, &nodes[0].grpc);
     let r = runtime.block_on(consenter_update(&fabric, &nodes[0].grpc, |m| m.push(fifth.clone()), true));
     assert_eq!(r.status, Status::Success as i32, "adding consenter 5: {}", r.info);
     let addition = runtime.block_on(next_config_block(&fabric, &nodes[0].grpc, before));
-    let join_block = fabric.work.join("addition.block");
-    let block = fabric.fetch_from_orderer(&nodes[0].grpc, &addition.to_string()).unwrap();
-    std::fs::write(&join_block, block.encode_to_vec()).unwrap();
-    nodes[4].start();
-    crate::fabric_bft::osnadmin_join_with(&fabric, 5, &nodes[4].admin, &join_block);
-    wait_for_log(&nodes[4], "on-boarding done: channel started");
+    wait_for_log(&nodes[4], "this orderer is now a consenter of the channel");
     broadcast_as(&fabric, &nodes[4].grpc, 1, "Admin", 100);
 
     let refs: Vec<&Node> = nodes.iter().collect();
@@ -691,7 +707,7 @@ fn bft_consenters_removed_and_added_by_config_update() {
     assert_eq!(seen.len(), 300, "every transaction that got SUCCESS is ordered");
     assert!(seen.values().all(|&c| c == 1), "a transaction ordered twice");
     let log = std::fs::read_to_string(&nodes[4].log).unwrap();
-    let rejoined = &log[log.rfind("on-boarding done").unwrap()..];
+    let rejoined = &log[log.rfind("now a consenter").unwrap()..];
     assert!(rejoined.contains("BFT block decided"), "the added consenter decided no block:\n{rejoined}");
     let height = orderer_height(&fabric, &nodes[0].grpc);
     println!("consenter 5 removed at block {removal}, added back at block {addition}; {} blocks", height - 1);

@@ -178,6 +178,16 @@ pub(crate) fn osnadmin_join(fabric: &Fabric, i: usize, admin: &str) {
     osnadmin_join_with(fabric, i, admin, &fabric.work.join("genesis.block"));
 }
 
+/// `osnadmin channel list --channelID bftchannel` against orderer `i`'s admin endpoint; its output.
+pub(crate) fn osnadmin_list(fabric: &Fabric, i: usize, admin: &str) -> String {
+    let dir = fabric.orderer_dir(i);
+    let tls = |f: &str| dir.join("tls").join(f);
+    let mut list = fabric.cmd("osnadmin");
+    list.args(["channel", "list", "--channelID", "bftchannel", "-o", admin, "--ca-file"]).arg(tls("ca.crt"));
+    list.arg("--client-cert").arg(tls("server.crt")).arg("--client-key").arg(tls("server.key"));
+    output(&mut list).unwrap_or_else(|e| panic!("osnadmin channel list on orderer{i}: {e}"))
+}
+
 /// [`osnadmin_join`] with the config block in file `block`.
 pub(crate) fn osnadmin_join_with(fabric: &Fabric, i: usize, admin: &str, block: &Path) {
     let dir = fabric.orderer_dir(i);

@@ -169,6 +169,15 @@ pub trait ConsensusFactory: Send + Sync {
     /// Errors: the channel's configuration cannot be served by this implementation (e.g. a consenter set this
     /// node is not part of, bad consensus metadata).
     fn start(&self, support: Arc<ChainSupport>, ctx: &ConsensusContext) -> Result<Arc<dyn Consensus>, ConsensusError>;
+
+    /// Whether this node is a consenter of the channel configuration behind `support` (Fabric's
+    /// `IsChannelMember`). A node that is not follows the channel instead (it pulls blocks from the consenters)
+    /// until a config block makes it one. The default, `true`, suits backends without consenter sets (solo) and
+    /// those that refuse to start without membership.
+    fn is_consenter(&self, support: &ChainSupport) -> bool {
+        let _ = support;
+        true
+    }
 }
 
 /// The consensus implementations this node can run, by `ConsensusType.type` of the channel configuration.

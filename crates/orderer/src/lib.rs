@@ -32,6 +32,7 @@ mod consensus;
 mod cutter;
 mod deliver;
 mod grpc;
+mod membership;
 mod metrics;
 mod msgprocessor;
 mod operations;
@@ -46,11 +47,15 @@ pub use config::{
     AuthenticationConfig, ChannelParticipationConfig, ClusterConfig, ConsensusDirs, FileLedgerConfig, GeneralConfig,
     HttpListenerConfig, KafkaConfig, KafkaSaslPlain, KafkaTopic, KeepaliveConfig, OrdererConfig, TuningConfig,
 };
-pub use configupdate::{ConfigTxProcessor, ConfigUpdateProcessor};
+pub use configupdate::{raft_consenters, ConfigTxProcessor, ConfigUpdateProcessor};
 pub use consensus::{
     ChannelStatus, Consensus, ConsensusContext, ConsensusFactory, ConsensusRegistry, ConsensusRelation, Submission,
 };
 pub use cutter::{Batch, BlockCutter};
+pub use membership::{
+    compute_membership_changes, initial_raft_metadata, validate_consenter_change, MembershipChanges, MembershipError,
+    RaftConfChange,
+};
 pub use metrics::Metrics;
 pub use msgprocessor::{inspect, FilterOptions, Inspected, Rejection};
 pub use registrar::{Channel, ChannelState, JoinError, Registrar, RegistrarParams, RemoveError};

@@ -59,6 +59,8 @@
 
 mod book;
 mod chain;
+mod members;
+mod onboarding;
 mod raftnode;
 mod storage;
 mod transport;
@@ -66,6 +68,7 @@ mod transport;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock};
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -80,13 +83,14 @@ pub use transport::{ClusterService, CLUSTER_SERVICE_NAME};
 
 use self::book::Book;
 use self::chain::{run_chain, LoopParams, Shared, Timing};
+use self::members::{by_id, Dialer};
 use self::raftnode::{Input, RaftLoop, RaftParams, RaftStatus};
 use self::storage::WalStorage;
-use self::transport::{endpoint, PeerLink};
 use ferrofabric_comm::{parse_duration, pem_cert_der};
 use ferrofabric_consensus_solo::SingleRaftNodeFactory;
 use ferrofabric_orderer::{
-    ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, OrdererConfig, Plugins, PullSource,
+    initial_raft_metadata, ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, OrdererConfig,
+    Plugins,
 };
 
 /// Fabric's defaults for `etcdraft.Options` fields left at zero.
@@ -283,54 +287,79 @@ impl slog::Drain for TracingDrain {
 
 impl ConsensusFactory for RaftFactory {
     fn start(&self, support: Arc<ChainSupport>, ctx: &ConsensusContext) -> Result<Arc<dyn Consensus>, ConsensusError> {
-        let config = support.config();
         let channel = support.channel_id().to_owned();
-        let orderer = config.orderer().ok_or_else(|| err("the channel configuration has no Orderer group"))?;
-        let md = etcdraft::ConfigMetadata::decode(orderer.consensus_metadata().clone())
-            .map_err(|e| err(format!("bad etcdraft consensus metadata: {e}")))?;
-        if md.consenters.len() <= 1 {
+        let md = config_metadata(&support)?;
+        let ours = support.node_certificate().map(<[u8]>::to_vec);
+        let member = ours.as_deref().is_some_and(|ours| is_consenter(&md.consenters, ours));
+        if md.consenters.len() <= 1 && (!member || ctx.wal_dir.is_none() || ctx.snap_dir.is_none()) {
+            // Without a WAL (or without knowing who this node is) a single consenter can only be served by
+            // the solo loop, which cannot grow.
+            tracing::info!(%channel, "etcdraft channel with one consenter and no WAL: served by the solo loop");
             return SingleRaftNodeFactory.start(support, ctx);
         }
-        let tls = self.cluster.tls.clone().ok_or_else(|| {
-            err(format!(
-                "etcdraft channel {channel} has {} consenters: cluster TLS is needed (General.Cluster.ClientCertificate \
-                 and ClientPrivateKey, or General.TLS)",
-                md.consenters.len()
-            ))
-        })?;
-        let ours = support.node_certificate().map(<[u8]>::to_vec).ok_or_else(|| {
-            err(format!("etcdraft channel {channel}: this node's TLS certificate is unknown, so it cannot tell which consenter it is"))
-        })?;
+        if member {
+            return self.start_member(support, ctx).map(|c| c as Arc<dyn Consensus>);
+        }
+        if ours.is_none() {
+            return Err(err(format!(
+                "etcdraft channel {channel}: this node's TLS certificate is unknown, so it cannot tell which consenter it is"
+            )));
+        }
+        onboarding::start(self.clone(), support, ctx.clone())
+    }
+}
+
+/// The etcdraft `ConfigMetadata` of `support`'s channel configuration.
+fn config_metadata(support: &ChainSupport) -> Result<etcdraft::ConfigMetadata, ConsensusError> {
+    let config = support.config();
+    let orderer = config.orderer().ok_or_else(|| err("the channel configuration has no Orderer group"))?;
+    etcdraft::ConfigMetadata::decode(orderer.consensus_metadata().clone())
+        .map_err(|e| err(format!("bad etcdraft consensus metadata: {e}")))
+}
+
+/// Whether the TLS certificate `ours` (DER) is the client or server certificate of one of `consenters`.
+fn is_consenter(consenters: &[etcdraft::Consenter], ours: &[u8]) -> bool {
+    consenters.iter().any(|c| {
+        [&c.client_tls_cert, &c.server_tls_cert].into_iter().any(|pem| pem_cert_der(pem).is_some_and(|d| d == ours))
+    })
+}
+
+impl RaftFactory {
+    /// Starts the Raft chain of a channel this node is a consenter of (its ledger holds the config block that
+    /// made it one).
+    fn start_member(
+        &self,
+        support: Arc<ChainSupport>,
+        ctx: &ConsensusContext,
+    ) -> Result<Arc<RaftChain>, ConsensusError> {
+        let config = support.config();
+        let channel = support.channel_id().to_owned();
+        let md = config_metadata(&support)?;
+        let ours = support.node_certificate().map(<[u8]>::to_vec).unwrap_or_default();
         let n = md.consenters.len();
         let tip = tip_metadata(&support);
-        let ids: Vec<u64> = match &tip {
-            Some(m) if m.consenter_ids.len() == n => m.consenter_ids.clone(),
-            _ => (1..=n as u64).collect(),
+        let metadata = match &tip {
+            Some(m) if m.consenter_ids.len() == n => etcdraft::BlockMetadata { raft_index: 0, ..m.clone() },
+            _ => initial_raft_metadata(n),
         };
-        let mut consenter_certs = Vec::new();
-        let mut self_id = None;
-        for (c, id) in md.consenters.iter().zip(&ids) {
-            for pem in [&c.client_tls_cert, &c.server_tls_cert] {
-                if let Some(der) = pem_cert_der(pem) {
-                    if der == ours {
-                        self_id = Some(*id);
-                    }
-                    consenter_certs.push((der, *id));
-                }
-            }
-        }
-        let self_id = self_id.ok_or_else(|| {
-            err(format!(
-                "this orderer's TLS certificate is not among the {n} consenters of etcdraft channel {channel}; \
-                 following a channel without being a consenter is not implemented"
-            ))
-        })?;
+        let consenters =
+            by_id(&metadata, &md.consenters).ok_or_else(|| err("consenter IDs do not match the consenters"))?;
+        let self_id = consenters
+            .iter()
+            .find(|(_, c)| is_consenter(std::slice::from_ref(*c), &ours))
+            .map(|(id, _)| *id)
+            .ok_or_else(|| err(format!("this orderer is not a consenter of etcdraft channel {channel}")))?;
         let opts = options(&md)?;
         let wal_dir = ctx.wal_dir.as_ref().ok_or_else(|| err("Consensus.WALDir is not configured"))?.join(&channel);
         let snap_dir = ctx.snap_dir.as_ref().ok_or_else(|| err("Consensus.SnapDir is not configured"))?.join(&channel);
-        let storage = WalStorage::open(&wal_dir, &snap_dir, &ids).map_err(|e| err(e.to_string()))?;
+        let ids = metadata.consenter_ids.clone();
+        // A consenter added to a running channel (its ledger is past the genesis block, its log new) starts
+        // without voters and learns them from the leader.
+        let joining = support.store().height() > 1;
+        let storage = WalStorage::open(&wal_dir, &snap_dir, &ids, joining).map_err(|e| err(e.to_string()))?;
         let tip_index = tip.map(|m| m.raft_index).unwrap_or_default();
         let applied = storage.snapshot_index().max(tip_index.min(storage.hard_state().commit));
+        let alone = storage.conf_state().voters == [self_id] && storage.hard_state().term == 0;
         let raft_config = raft::Config {
             id: self_id,
             election_tick: opts.election_tick as usize,
@@ -344,7 +373,12 @@ impl ConsensusFactory for RaftFactory {
         };
         raft_config.validate().map_err(|e| err(format!("Raft configuration: {e}")))?;
         let logger = slog::Logger::root(TracingDrain, slog::o!("channel" => channel.clone()));
-        let raw = raft::RawNode::new(&raft_config, storage, &logger).map_err(|e| err(format!("starting Raft: {e}")))?;
+        let mut raw =
+            raft::RawNode::new(&raft_config, storage, &logger).map_err(|e| err(format!("starting Raft: {e}")))?;
+        if alone {
+            // The only voter of a new channel need not wait an election timeout.
+            let _ = raw.campaign();
+        }
 
         let (raft_tx, raft_rx) = std::sync::mpsc::channel::<Input>();
         let (cut_tx, cut_rx) = mpsc::channel(ctx.queue_size.max(1));
@@ -356,30 +390,18 @@ impl ConsensusFactory for RaftFactory {
         let report: Arc<dyn Fn(transport::LinkEvent) + Send + Sync> = Arc::new(move |ev| {
             let _ = report_tx.send(Input::Link(ev));
         });
-        let mut peers = HashMap::new();
-        let mut sources = Vec::new();
-        for (c, id) in md.consenters.iter().zip(&ids) {
-            if *id == self_id {
-                continue;
-            }
-            let port =
-                u16::try_from(c.port).map_err(|_| err(format!("consenter {}:{} has a bad port", c.host, c.port)))?;
-            let ep = endpoint(&c.host, port, &tls, &extra_roots)
-                .map_err(|e| err(format!("consenter {}:{}: {e}", c.host, c.port)))?;
-            peers.insert(
-                *id,
-                PeerLink::spawn(
-                    *id,
-                    ep,
-                    self.cluster.max_message,
-                    report.clone(),
-                    halt_rx.clone(),
-                    support.metrics().clone(),
-                ),
-            );
-            sources.push(PullSource { id: *id, host: c.host.clone(), port });
-        }
-        let election_timeout = opts.tick * opts.election_tick;
+        let dialer = Dialer {
+            tls: self.cluster.tls.clone(),
+            max_message: self.cluster.max_message,
+            report,
+            halt: halt_rx,
+            metrics: support.metrics().clone(),
+        };
+        let members = dialer.members(self_id, metadata, consenters, None, &extra_roots).map_err(|e| {
+            let _ = halt_tx.send(true);
+            err(format!("etcdraft channel {channel}: {e}"))
+        })?;
+        let opts_election = opts.tick * opts.election_tick;
         let (_, batch_timeout) = support.batch_limits();
         let shared = Arc::new(Shared {
             channel: channel.clone(),
@@ -390,22 +412,21 @@ impl ConsensusFactory for RaftFactory {
             raft_tx,
             raft_backlog: AtomicUsize::new(0),
             cut_tx,
-            peers,
-            consenter_certs,
+            members: RwLock::new(Arc::new(members)),
+            dialer,
             halted: AtomicBool::new(false),
             caught_up: AtomicBool::new(false),
             halt_tx,
             timing: Timing {
                 queue_timeout: ctx.queue_timeout,
-                resubmit_age: batch_timeout * 2 + election_timeout,
+                resubmit_age: batch_timeout * 2 + opts_election,
                 hold_limit: HOLD_LIMIT,
             },
-            backups: (n - 1) / 2,
         });
         self.cluster.register(shared.clone());
         tokio::spawn(run_chain(
             shared.clone(),
-            LoopParams { consenter_ids: ids.clone(), max_inflight: opts.max_inflight as usize },
+            LoopParams { max_inflight: opts.max_inflight as usize },
             cut_rx,
             events_rx,
         ));
@@ -413,8 +434,7 @@ impl ConsensusFactory for RaftFactory {
             tick: opts.tick,
             snapshot_interval: opts.snapshot_interval,
             keep_entries: SNAPSHOT_CATCHUP_ENTRIES,
-            sources,
-            tls,
+            tls: self.cluster.tls.clone(),
             extra_roots,
         };
         let raft_loop =
@@ -425,7 +445,7 @@ impl ConsensusFactory for RaftFactory {
             self.cluster.unregister(&shared);
             return Err(err(format!("starting the Raft thread: {e}")));
         }
-        tracing::info!(%channel, id = self_id, consenters = n, applied, "etcdraft chain started");
+        tracing::info!(%channel, id = self_id, consenters = n, applied, joining, "etcdraft chain started");
         Ok(Arc::new(RaftChain { shared, cluster: self.cluster.clone() }))
     }
 }

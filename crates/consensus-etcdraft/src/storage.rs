@@ -8,7 +8,9 @@
 //! between the two leaves a snapshot plus entries that overlap it, which [`WalStorage::open`] accepts.
 //!
 //! A log that was never written starts empty at index 0 with the voters given by the channel configuration:
-//! every consenter of a new channel starts from the same state, as Raft requires.
+//! every consenter of a new channel starts from the same state, as Raft requires (a consenter added to a
+//! running channel starts with no voters and learns them from the leader). The voters are kept up to date
+//! under a key of their own whenever a `ConfChange` is applied or a snapshot installed.
 
 use std::fs::File;
 use std::io::Write;
@@ -25,6 +27,8 @@ use raft_engine::{Command, Engine, LogBatch, MessageExt, ReadableSize};
 const GROUP: u64 = 1;
 /// Key of the persisted `HardState`.
 const HARD_STATE_KEY: &[u8] = b"hard_state";
+/// Key of the persisted `ConfState` (the voters after the last applied configuration change).
+const CONF_STATE_KEY: &[u8] = b"conf_state";
 /// Snapshot files kept on disk (the newest ones).
 const SNAPSHOTS_KEPT: usize = 2;
 
@@ -108,11 +112,12 @@ fn load_latest_snapshot(dir: &Path) -> Result<Option<Snapshot>, WalError> {
 }
 
 impl WalStorage {
-    /// Opens (or creates) the log in `wal_dir` and the snapshots in `snap_dir`. `voters` are the Raft IDs of
-    /// the channel's consenters; membership is static, so they replace whatever a snapshot recorded.
+    /// Opens (or creates) the log in `wal_dir` and the snapshots in `snap_dir`. `voters` are the Raft IDs to
+    /// start with when neither the log nor a snapshot records any; a new log (nothing persisted at all) of a
+    /// node `joining` a running channel starts with no voters instead.
     ///
     /// Errors: directories that cannot be created or read, a corrupt WAL (raft-engine tolerates a torn tail).
-    pub(crate) fn open(wal_dir: &Path, snap_dir: &Path, voters: &[u64]) -> Result<WalStorage, WalError> {
+    pub(crate) fn open(wal_dir: &Path, snap_dir: &Path, voters: &[u64], joining: bool) -> Result<WalStorage, WalError> {
         std::fs::create_dir_all(wal_dir).map_err(|e| snap_err(wal_dir, e))?;
         std::fs::create_dir_all(snap_dir).map_err(|e| snap_err(snap_dir, e))?;
         let config = raft_engine::Config {
@@ -122,9 +127,16 @@ impl WalStorage {
             ..raft_engine::Config::default()
         };
         let engine = Arc::new(Engine::open(config)?);
-        let mut hard_state: HardState = engine.get_message(GROUP, HARD_STATE_KEY)?.unwrap_or_default();
-        let conf_state = ConfState { voters: voters.to_vec(), ..ConfState::default() };
+        let persisted_hs: Option<HardState> = engine.get_message(GROUP, HARD_STATE_KEY)?;
+        let new_log = persisted_hs.is_none() && engine.last_index(GROUP).is_none();
+        let mut hard_state = persisted_hs.unwrap_or_default();
         let mut snapshot = load_latest_snapshot(snap_dir)?.unwrap_or_default();
+        let conf_state = match engine.get_message::<ConfState>(GROUP, CONF_STATE_KEY)? {
+            Some(cs) => cs,
+            None if snapshot.get_metadata().index > 0 => snapshot.get_metadata().get_conf_state().clone(),
+            None if new_log && joining => ConfState::default(),
+            None => ConfState { voters: voters.to_vec(), ..ConfState::default() },
+        };
         snapshot.mut_metadata().set_conf_state(conf_state.clone());
         let snap_index = snapshot.get_metadata().index;
         let stale = match (engine.first_index(GROUP), engine.last_index(GROUP)) {
@@ -139,6 +151,7 @@ impl WalStorage {
             engine.write(&mut batch, true)?;
             let mut batch = LogBatch::default();
             batch.put_message(GROUP, HARD_STATE_KEY.to_vec(), &hard_state)?;
+            batch.put_message(GROUP, CONF_STATE_KEY.to_vec(), &conf_state)?;
             engine.write(&mut batch, true)?;
         }
         if hard_state.commit < snap_index {
@@ -158,6 +171,23 @@ impl WalStorage {
     /// The newest snapshot (empty data when there is none).
     pub(crate) fn latest_snapshot(&self) -> &Snapshot {
         &self.snapshot
+    }
+
+    /// The voters as last applied.
+    pub(crate) fn conf_state(&self) -> &ConfState {
+        &self.conf_state
+    }
+
+    /// Records the voters after an applied configuration change (synced).
+    ///
+    /// Errors: I/O.
+    pub(crate) fn set_conf_state(&mut self, cs: ConfState) -> Result<(), WalError> {
+        let mut batch = LogBatch::default();
+        batch.put_message(GROUP, CONF_STATE_KEY.to_vec(), &cs)?;
+        self.engine.write(&mut batch, true)?;
+        self.snapshot.mut_metadata().set_conf_state(cs.clone());
+        self.conf_state = cs;
+        Ok(())
     }
 
     /// The persisted hard state.
@@ -195,12 +225,11 @@ impl WalStorage {
         Ok(())
     }
 
-    /// Installs a snapshot received from the leader: the file is written, every entry is dropped and the
-    /// hard state moves to the snapshot's index and term.
+    /// Installs a snapshot received from the leader: the file is written, every entry is dropped, the
+    /// hard state moves to the snapshot's index and term and the voters become the snapshot's.
     ///
     /// Errors: I/O.
-    pub(crate) fn apply_snapshot(&mut self, mut snapshot: Snapshot) -> Result<(), WalError> {
-        snapshot.mut_metadata().set_conf_state(self.conf_state.clone());
+    pub(crate) fn apply_snapshot(&mut self, snapshot: Snapshot) -> Result<(), WalError> {
         self.write_snapshot_file(&snapshot)?;
         let meta = snapshot.get_metadata().clone();
         let mut batch = LogBatch::default();
@@ -211,6 +240,8 @@ impl WalStorage {
         hs.term = hs.term.max(meta.term);
         let mut batch = LogBatch::default();
         self.stage_hard_state(&mut batch, hs)?;
+        self.conf_state = meta.get_conf_state().clone();
+        batch.put_message(GROUP, CONF_STATE_KEY.to_vec(), &self.conf_state)?;
         self.engine.write(&mut batch, true)?;
         self.snapshot = snapshot;
         Ok(())
@@ -377,7 +408,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (wal, snap) = (dir.path().join("wal"), dir.path().join("snap"));
         {
-            let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
+            let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3], false).unwrap();
             assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (1, 0));
             assert_eq!(s.initial_state().unwrap().conf_state.voters, vec![1, 2, 3]);
             let mut batch = LogBatch::default();
@@ -392,7 +423,7 @@ mod tests {
                 Err(raft::Error::Store(StorageError::Compacted))
             ));
         }
-        let s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
+        let s = WalStorage::open(&wal, &snap, &[1, 2, 3], false).unwrap();
         let hs = s.initial_state().unwrap().hard_state;
         assert_eq!((hs.term, hs.vote, hs.commit), (2, 1, 8));
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (6, 10));
@@ -409,7 +440,7 @@ mod tests {
     fn a_received_snapshot_replaces_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let (wal, snap) = (dir.path().join("wal"), dir.path().join("snap"));
-        let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
+        let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3], false).unwrap();
         let mut batch = LogBatch::default();
         let ents: Vec<Entry> = (1..=5).map(|i| entry(i, 1, b"old")).collect();
         s.stage_entries(&mut batch, &ents).unwrap();
@@ -420,7 +451,7 @@ mod tests {
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (41, 40));
         assert_eq!(s.term(40).unwrap(), 3);
         drop(s);
-        let s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
+        let s = WalStorage::open(&wal, &snap, &[1, 2, 3], false).unwrap();
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (41, 40));
         assert_eq!(s.hard_state().commit, 40);
         assert_eq!(s.latest_snapshot().get_data(), b"tip");

@@ -291,18 +291,23 @@ impl ConsensusFactory for RaftFactory {
         let md = config_metadata(&support)?;
         let ours = support.node_certificate().map(<[u8]>::to_vec);
         let member = ours.as_deref().is_some_and(|ours| is_consenter(&md.consenters, ours));
-        if md.consenters.len() <= 1 && (!member || ctx.wal_dir.is_none() || ctx.snap_dir.is_none()) {
-            // Without a WAL (or without knowing who this node is) a single consenter can only be served by
-            // the solo loop, which cannot grow.
+        let single = md.consenters.len() <= 1;
+        if member && single && (ctx.wal_dir.is_none() || ctx.snap_dir.is_none()) {
+            // Without a WAL a single consenter can only be served by the solo loop, which cannot grow.
             tracing::info!(%channel, "etcdraft channel with one consenter and no WAL: served by the solo loop");
             return SingleRaftNodeFactory.start(support, ctx);
         }
         if member {
             return self.start_member(support, ctx).map(|c| c as Arc<dyn Consensus>);
         }
-        if ours.is_none() {
+        if ours.is_none() || self.cluster.tls.is_none() {
+            if single {
+                // The solo loop's rules (it serves the channel when it can tell this node is not another one).
+                return SingleRaftNodeFactory.start(support, ctx);
+            }
             return Err(err(format!(
-                "etcdraft channel {channel}: this node's TLS certificate is unknown, so it cannot tell which consenter it is"
+                "etcdraft channel {channel}: this node's TLS certificate is unknown or it has no cluster TLS, so it \
+                 cannot tell which consenter it is nor pull blocks from them"
             )));
         }
         onboarding::start(self.clone(), support, ctx.clone())
@@ -315,6 +320,14 @@ fn config_metadata(support: &ChainSupport) -> Result<etcdraft::ConfigMetadata, C
     let orderer = config.orderer().ok_or_else(|| err("the channel configuration has no Orderer group"))?;
     etcdraft::ConfigMetadata::decode(orderer.consensus_metadata().clone())
         .map_err(|e| err(format!("bad etcdraft consensus metadata: {e}")))
+}
+
+/// The number of consenters of the channel's genesis block (block 0 of the ledger).
+fn genesis_consenters(support: &ChainSupport) -> Option<usize> {
+    let raw = support.store().block(0).ok()??;
+    let env = ferrofabric_protoutil::sole_config_envelope(&Block::decode(raw).ok()?)?;
+    let config = ferrofabric_channelconfig::ChannelConfig::from_envelope(&env).ok()?;
+    Some(ferrofabric_orderer::raft_consenters(&config).ok()??.len())
 }
 
 /// Whether the TLS certificate `ours` (DER) is the client or server certificate of one of `consenters`.
@@ -353,10 +366,12 @@ impl RaftFactory {
         let wal_dir = ctx.wal_dir.as_ref().ok_or_else(|| err("Consensus.WALDir is not configured"))?.join(&channel);
         let snap_dir = ctx.snap_dir.as_ref().ok_or_else(|| err("Consensus.SnapDir is not configured"))?.join(&channel);
         let ids = metadata.consenter_ids.clone();
-        // A consenter added to a running channel (its ledger is past the genesis block, its log new) starts
-        // without voters and learns them from the leader.
-        let joining = support.store().height() > 1;
-        let storage = WalStorage::open(&wal_dir, &snap_dir, &ids, joining).map_err(|e| err(e.to_string()))?;
+        // Every log starts with the genesis consenters as voters (a consenter added later replays the
+        // ConfChanges from there); a log that exists keeps its own.
+        let genesis_voters = genesis_consenters(&support).map(|n| initial_raft_metadata(n).consenter_ids);
+        let storage = WalStorage::open(&wal_dir, &snap_dir, genesis_voters.as_deref().unwrap_or(&ids))
+            .map_err(|e| err(e.to_string()))?;
+        let joining = support.store().height() > 1 && storage.hard_state().term == 0;
         let tip_index = tip.map(|m| m.raft_index).unwrap_or_default();
         let applied = storage.snapshot_index().max(tip_index.min(storage.hard_state().commit));
         let alone = storage.conf_state().voters == [self_id] && storage.hard_state().term == 0;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_orderer::{
-    pull_blocks, ChainSupport, ChannelStatus, Consensus, ConsensusContext, ConsensusError, ConsensusRelation,
+    pull_blocks_until, ChainSupport, ChannelStatus, Consensus, ConsensusContext, ConsensusError, ConsensusRelation,
     PullSource, Submission,
 };
 use ferrofabric_protos::common::Block;
@@ -22,8 +22,6 @@ use futures::FutureExt;
 
 use super::{config_metadata, err, is_consenter, RaftChain, RaftFactory};
 
-/// The error an on-boarding pull ends with once this node became a consenter.
-const BECAME_CONSENTER: &str = "this node became a consenter";
 /// Pause between pulling attempts.
 const RETRY: Duration = Duration::from_millis(500);
 
@@ -128,23 +126,16 @@ pub(crate) fn start(
                     let s = s.clone();
                     async move {
                         s.append_block(raw).await.map_err(|e| e.0)?;
-                        if sole_config_envelope(&block).is_some() && member(&s) {
-                            return Err(BECAME_CONSENTER.to_owned());
-                        }
-                        Ok(())
+                        Ok(sole_config_envelope(&block).is_some() && member(&s))
                     }
                     .boxed()
                 };
                 let roots = config.orderer_tls_roots();
-                match pull_blocks(&support, &tls, &roots, &sources, from, u64::MAX, apply).await {
-                    Err(e) if e == BECAME_CONSENTER => {}
-                    Err(e) => {
-                        tracing::debug!(%channel, error = %e, "on-boarding pull ended; retrying");
-                        tokio::time::sleep(RETRY).await;
-                        continue;
-                    }
-                    Ok(()) => continue,
+                if let Err(e) = pull_blocks_until(&support, &tls, &roots, &sources, from, u64::MAX, apply).await {
+                    tracing::debug!(%channel, error = %e, "on-boarding pull ended; retrying");
+                    tokio::time::sleep(RETRY).await;
                 }
+                continue;
             }
             // The ledger must hold what was queued before the chain reads its tip.
             while support.store().height() < support.next_queued_number() {

@@ -319,6 +319,11 @@ impl RaftLoop {
     /// The leader brings Raft's voters to the applied consenter set, one `ConfChange` at a time (additions
     /// first); a leader that is no longer a consenter hands leadership to one.
     fn follow_membership(&mut self) {
+        let me = self.shared.self_id;
+        if !self.is_leader() && self.raw.raft.leader_id == 0 && !self.shared.members().contains(me) {
+            // No longer a consenter and no leader talks to it any more: the leader applied its removal.
+            self.removed = true;
+        }
         if !self.is_leader() || self.ready_at.is_some() || self.raw.raft.has_pending_conf() {
             return;
         }
@@ -327,7 +332,6 @@ impl RaftLoop {
             return;
         }
         let members = self.shared.members();
-        let me = self.shared.self_id;
         if !members.contains(me) {
             let term = self.raw.raft.term;
             if self.abdicated_in != Some(term) {
@@ -369,11 +373,13 @@ impl RaftLoop {
         let cc = ConfChange::parse_from_carllerche_bytes(&e.data)
             .map_err(|e| format!("a committed ConfChange does not decode: {e}"))?;
         let cs = self.raw.apply_conf_change(&cc).map_err(|e| format!("applying a ConfChange: {e}"))?;
+        let mut voters = cs.voters.clone();
+        voters.sort_unstable();
         tracing::info!(
             channel = %self.shared.channel,
             node = cc.node_id,
             change = ?cc.get_change_type(),
-            voters = ?cs.voters,
+            ?voters,
             "etcdraft: applied a Raft configuration change"
         );
         self.raw.mut_store().set_conf_state(cs).map_err(|e| e.to_string())?;

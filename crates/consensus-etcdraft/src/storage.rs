@@ -9,8 +9,9 @@
 //!
 //! A log that was never written starts empty at index 0 with the voters given by the channel configuration:
 //! every consenter of a new channel starts from the same state, as Raft requires (a consenter added to a
-//! running channel starts with no voters and learns them from the leader). The voters are kept up to date
-//! under a key of their own whenever a `ConfChange` is applied or a snapshot installed.
+//! running channel starts from the genesis voters too and replays the `ConfChange`s, or gets a snapshot).
+//! The voters are kept up to date under a key of their own whenever a `ConfChange` is applied or a snapshot
+//! installed.
 
 use std::fs::File;
 use std::io::Write;
@@ -113,11 +114,12 @@ fn load_latest_snapshot(dir: &Path) -> Result<Option<Snapshot>, WalError> {
 
 impl WalStorage {
     /// Opens (or creates) the log in `wal_dir` and the snapshots in `snap_dir`. `voters` are the Raft IDs to
-    /// start with when neither the log nor a snapshot records any; a new log (nothing persisted at all) of a
-    /// node `joining` a running channel starts with no voters instead.
+    /// start with when neither the log nor a snapshot records any: those of the channel's genesis
+    /// configuration, which every log starts from (a consenter added later replays the `ConfChange`s from
+    /// there, or receives a snapshot).
     ///
     /// Errors: directories that cannot be created or read, a corrupt WAL (raft-engine tolerates a torn tail).
-    pub(crate) fn open(wal_dir: &Path, snap_dir: &Path, voters: &[u64], joining: bool) -> Result<WalStorage, WalError> {
+    pub(crate) fn open(wal_dir: &Path, snap_dir: &Path, voters: &[u64]) -> Result<WalStorage, WalError> {
         std::fs::create_dir_all(wal_dir).map_err(|e| snap_err(wal_dir, e))?;
         std::fs::create_dir_all(snap_dir).map_err(|e| snap_err(snap_dir, e))?;
         let config = raft_engine::Config {
@@ -127,14 +129,11 @@ impl WalStorage {
             ..raft_engine::Config::default()
         };
         let engine = Arc::new(Engine::open(config)?);
-        let persisted_hs: Option<HardState> = engine.get_message(GROUP, HARD_STATE_KEY)?;
-        let new_log = persisted_hs.is_none() && engine.last_index(GROUP).is_none();
-        let mut hard_state = persisted_hs.unwrap_or_default();
+        let mut hard_state: HardState = engine.get_message(GROUP, HARD_STATE_KEY)?.unwrap_or_default();
         let mut snapshot = load_latest_snapshot(snap_dir)?.unwrap_or_default();
         let conf_state = match engine.get_message::<ConfState>(GROUP, CONF_STATE_KEY)? {
             Some(cs) => cs,
             None if snapshot.get_metadata().index > 0 => snapshot.get_metadata().get_conf_state().clone(),
-            None if new_log && joining => ConfState::default(),
             None => ConfState { voters: voters.to_vec(), ..ConfState::default() },
         };
         snapshot.mut_metadata().set_conf_state(conf_state.clone());
@@ -408,7 +407,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (wal, snap) = (dir.path().join("wal"), dir.path().join("snap"));
         {
-            let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3], false).unwrap();
+            let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
             assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (1, 0));
             assert_eq!(s.initial_state().unwrap().conf_state.voters, vec![1, 2, 3]);
             let mut batch = LogBatch::default();
@@ -423,7 +422,7 @@ mod tests {
                 Err(raft::Error::Store(StorageError::Compacted))
             ));
         }
-        let s = WalStorage::open(&wal, &snap, &[1, 2, 3], false).unwrap();
+        let s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
         let hs = s.initial_state().unwrap().hard_state;
         assert_eq!((hs.term, hs.vote, hs.commit), (2, 1, 8));
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (6, 10));
@@ -440,7 +439,7 @@ mod tests {
     fn a_received_snapshot_replaces_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let (wal, snap) = (dir.path().join("wal"), dir.path().join("snap"));
-        let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3], false).unwrap();
+        let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
         let mut batch = LogBatch::default();
         let ents: Vec<Entry> = (1..=5).map(|i| entry(i, 1, b"old")).collect();
         s.stage_entries(&mut batch, &ents).unwrap();
@@ -451,7 +450,7 @@ mod tests {
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (41, 40));
         assert_eq!(s.term(40).unwrap(), 3);
         drop(s);
-        let s = WalStorage::open(&wal, &snap, &[1, 2, 3], false).unwrap();
+        let s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (41, 40));
         assert_eq!(s.hard_state().commit, 40);
         assert_eq!(s.latest_snapshot().get_data(), b"tip");

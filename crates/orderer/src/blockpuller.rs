@@ -63,6 +63,29 @@ pub async fn pull_blocks<F>(
 where
     F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
 {
+    pull_blocks_until(support, tls, extra_roots, sources, from, to, move |raw, block| {
+        let applied = apply(raw, block);
+        Box::pin(async move { applied.await.map(|()| false) })
+    })
+    .await
+}
+
+/// As [`pull_blocks`], but `apply` may end the pull early by answering `Ok(true)` after a block (e.g. a
+/// joining node that pulled the config block naming it a consenter); `to` may then be `u64::MAX`.
+///
+/// Errors: every source failed (the last failure is reported); `apply` failed.
+pub async fn pull_blocks_until<F>(
+    support: &ChainSupport,
+    tls: &ClusterTls,
+    extra_roots: &[Vec<u8>],
+    sources: &[PullSource],
+    from: u64,
+    to: u64,
+    mut apply: F,
+) -> Result<(), String>
+where
+    F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<bool, String>>,
+{
     let mut next = from;
     let mut last_error = "no other consenter to pull from".to_owned();
     for source in sources {
@@ -94,7 +117,7 @@ async fn pull_from<F>(
     apply: &mut F,
 ) -> Result<(), String>
 where
-    F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
+    F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<bool, String>>,
 {
     let ep = cluster_endpoint(&source.host, source.port, tls, extra_roots).map_err(|e| format!("endpoint: {e}"))?;
     let channel = tokio::time::timeout(IDLE, ep.connect())
@@ -117,8 +140,11 @@ where
                 if number != *next {
                     return Err(format!("expected block {} but got block {number}", *next));
                 }
-                apply(raw, block).await?;
+                let stop = apply(raw, block).await?;
                 *next += 1;
+                if stop {
+                    return Ok(());
+                }
             }
             Some(Ok(DeliverItem::Status(s))) => return Err(format!("Deliver ended with status {s}")),
             Some(Err(e)) => return Err(format!("Deliver stream: {e}")),

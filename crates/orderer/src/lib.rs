@@ -41,7 +41,7 @@ mod registrar;
 mod server;
 mod support;
 
-pub use blockpuller::{check_pulled, pull_blocks, PullSource};
+pub use blockpuller::{check_pulled, pull_blocks, pull_blocks_until, PullSource};
 pub use broadcast::{BroadcastHandler, Checked};
 pub use config::{
     AuthenticationConfig, ChannelParticipationConfig, ClusterConfig, ConsensusDirs, FileLedgerConfig, GeneralConfig,

@@ -328,7 +328,7 @@ impl Shared {
 }
 
 /// A running Raft chain (Fabric `orderer/consensus/etcdraft/chain.go` `Chain`): the [`Consensus`] of an
-/// etcdraft channel with two or more consenters. `order`/`configure` complete once the message is held by
+/// etcdraft channel this node is a consenter of. `order`/`configure` complete once the message is held by
 /// two nodes (see the module docs), or fail with SERVICE_UNAVAILABLE after the queue timeout.
 pub struct RaftChain {
     pub(crate) shared: Arc<Shared>,

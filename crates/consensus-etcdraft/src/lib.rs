@@ -11,12 +11,13 @@
 //!   [`RaftFactory`] to register under `etcdraft`.
 //! * Per channel, a [`RaftChain`]: a Raft thread (`raftnode`) that owns the log (`storage`: raft-engine
 //!   under `Consensus.WALDir/<channel>`, snapshots under `Consensus.SnapDir/<channel>`), an async leader
-//!   loop (`chain`) and one link per other consenter (`transport`).
+//!   loop (`chain`), the consenter set as applied and one link per other consenter (`members`,
+//!   `transport`). A node that joined a channel it is not a consenter of on-boards first (`onboarding`).
 //!
 //! # Channel configuration
 //! The consenters and options come from the `ConsensusType` metadata of the channel configuration
 //! (`etcdraft.ConfigMetadata`). Consenter `i` (in configuration order) has Raft ID `i + 1`, unless the ledger
-//! tip records other IDs in its `BlockMetadata.consenter_ids`. A node finds its own ID by matching its TLS
+//! tip records other IDs in its `BlockMetadata.consenter_ids` (as it does once the set changed). A node finds its own ID by matching its TLS
 //! certificate ([`ChainSupport::node_certificate`]) with the consenters' client or server certificates, and
 //! reaches the others at their `host:port`, which is where they serve both the cluster service and
 //! Deliver. Election timeout = `TickInterval × ElectionTick`; heartbeat = `TickInterval × HeartbeatTick`;
@@ -42,16 +43,30 @@
 //! * A byte-identical envelope submitted again while its first copy is held or was ordered recently (the
 //!   last 2^18 messages) is answered SUCCESS and ordered once; Fabric orders both copies and the peers
 //!   mark the second one a duplicate transaction.
-//! * Membership is static. A CONFIG_UPDATE that changes the consenter set is refused by the node's
-//!   [`ferrofabric_orderer::ConfigTxProcessor`] (BAD_REQUEST); a config block that changes it anyway (made by
-//!   another implementation) is stored, but Raft keeps the set it started with. Fabric instead accepts one
-//!   consenter added or removed per config block and reconfigures Raft when that block commits (`ConfChange`),
-//!   which this backend does not do yet.
-//! * Non-consenter followers are not implemented: a node that is not in the consenter set cannot join an
-//!   etcdraft channel (Fabric's follower pulls blocks from the consenters and reports relation "follower",
-//!   and joining from a config block other than the genesis block needs that on-boarding too).
-//! * A channel with exactly one consenter is served by the solo loop
-//!   ([`ferrofabric_consensus_solo::SingleRaftNodeFactory`]): a single voter commits every proposal at once.
+//! * Membership changes as in Fabric 2.5: a CONFIG_UPDATE may add, remove or rotate (new client TLS
+//!   certificate, same Raft ID) one consenter ([`ferrofabric_orderer::ConfigTxProcessor`] refuses more with
+//!   Fabric's BAD_REQUEST message). The config block carries the new `consenter_ids` / `next_consenter_id`
+//!   (a new consenter gets `next_consenter_id`, IDs are never reused); when it is applied every node switches
+//!   its links (a rotated or moved consenter is dialed again) and the leader proposes the raft-rs
+//!   `ConfChange` (`AddNode` / `RemoveNode`). Differences: the leader computes the IDs before signing the
+//!   config block (Fabric's nodes compute them when writing it; the result is the same); new blocks are cut
+//!   only after the `ConfChange` is applied (Fabric also waits); Fabric's check that a change does not lose
+//!   the quorum of the nodes it currently sees active (`UnacceptableQuorumLoss`) is not made; a leader that
+//!   is removed hands leadership to a consenter first, and a removed follower halts (status `inactive`) once
+//!   its `RemoveNode` is applied, or once it has the config block that removed it and no leader talks to it
+//!   any more. A follower without a leader for two election timeouts pulls blocks from the others to find
+//!   that config block (Fabric's eviction suspector does so after `Consensus.EvictionSuspicion`, default
+//!   10 minutes).
+//! * A node joins with the genesis block (the participation API does not take a later config block yet).
+//!   If it is not a consenter of the channel's configuration it on-boards: it pulls blocks from the
+//!   consenters over Deliver (relation `follower`, status `onboarding`, Broadcast answered
+//!   SERVICE_UNAVAILABLE) until it appended the config block that names it a consenter, then starts Raft and
+//!   replays the leader's log from the genesis voters (or installs its snapshot). A node that stays outside
+//!   the consenter set keeps pulling; following a channel for good (Fabric's follower) is not a separate mode.
+//! * A channel with exactly one consenter runs Raft with its WAL (it campaigns at once, so the first block is
+//!   not delayed by an election timeout) and can grow by config update. Only when `Consensus.WALDir` or
+//!   `SnapDir` is not configured is it served by the solo loop
+//!   ([`ferrofabric_consensus_solo::SingleRaftNodeFactory`]), which cannot grow.
 //! * The cluster service authenticates callers by their TLS client certificate, so the node's gRPC
 //!   listener must request client certificates (`General.TLS.ClientRootCAs`). Dialed consenters are
 //!   checked against the CA roots (channel orderer organizations' TLS roots and `General.TLS.RootCAs`) and
@@ -171,8 +186,9 @@ impl Cluster {
 }
 
 /// Registers etcdraft in `plugins` for a node configured by `config`: the [`RaftFactory`] of a new
-/// [`Cluster::from_config`] under `etcdraft` (replacing what was there; single-consenter channels still run
-/// the solo loop) and the cluster's `orderer.Cluster` service on the node's gRPC listener. Returns the cluster.
+/// [`Cluster::from_config`] under `etcdraft` (replacing what was there; single-consenter channels run Raft
+/// too when the WAL directories are configured) and the cluster's `orderer.Cluster` service on the node's
+/// gRPC listener. Returns the cluster.
 ///
 /// Errors: as [`Cluster::from_config`].
 pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result<Arc<Cluster>> {
@@ -183,9 +199,10 @@ pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result
 }
 
 /// Starts [`RaftChain`]s for `etcdraft` channels (Fabric `orderer/consensus/etcdraft/consenter.go`
-/// `HandleChain`); channels with a single consenter go to the solo loop. Errors from `start`: bad consensus
-/// metadata or options, no cluster TLS, this node not among the consenters, no WAL or snapshot directory,
-/// an unreadable WAL.
+/// `HandleChain`); a node that is not among the consenters on-boards first (see the crate docs); a single
+/// consenter without WAL directories goes to the solo loop. Errors from `start`: bad consensus metadata or
+/// options, no cluster TLS (or no TLS certificate) on a node that must reach others, no WAL or snapshot
+/// directory, an unreadable WAL.
 #[derive(Debug, Clone)]
 pub struct RaftFactory {
     cluster: Arc<Cluster>,
@@ -451,6 +468,7 @@ impl RaftFactory {
             keep_entries: SNAPSHOT_CATCHUP_ENTRIES,
             tls: self.cluster.tls.clone(),
             extra_roots,
+            eviction_suspicion: opts_election * 2,
         };
         let raft_loop =
             RaftLoop::new(raw, shared.clone(), raft_rx, events_tx, tokio::runtime::Handle::current(), params);

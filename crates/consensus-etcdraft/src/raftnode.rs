@@ -110,6 +110,8 @@ pub(crate) struct RaftParams {
     pub(crate) keep_entries: u64,
     /// TLS to reach the other consenters (None: a single consenter without cluster TLS).
     pub(crate) tls: Option<ClusterTls>,
+    /// Without a leader for this long, the node pulls blocks to find out whether it was removed.
+    pub(crate) eviction_suspicion: Duration,
     /// Roots from the channel configuration.
     pub(crate) extra_roots: Vec<Vec<u8>>,
 }
@@ -131,10 +133,16 @@ pub(crate) struct RaftLoop {
     removed: bool,
     /// Leadership was handed over because this node is no longer a consenter (term of the request).
     abdicated_in: Option<u64>,
+    /// Since when no leader is known, and when blocks were last pulled because of it.
+    leaderless: Option<(Instant, Instant)>,
+    /// Eviction probes made (each starts at the next source).
+    probes: usize,
 }
 
 /// Upper bound of inputs handled between two readiness checks.
 const DRAIN: usize = 4096;
+/// How long an eviction probe pulls blocks.
+const EVICTION_PULL: Duration = Duration::from_secs(2);
 
 impl RaftLoop {
     /// A loop over `raw`; nothing runs until [`RaftLoop::run`].
@@ -160,6 +168,8 @@ impl RaftLoop {
             status: RaftStatus::default(),
             removed: false,
             abdicated_in: None,
+            leaderless: None,
+            probes: 0,
         }
     }
 
@@ -320,9 +330,14 @@ impl RaftLoop {
     /// first); a leader that is no longer a consenter hands leadership to one.
     fn follow_membership(&mut self) {
         let me = self.shared.self_id;
-        if !self.is_leader() && self.raw.raft.leader_id == 0 && !self.shared.members().contains(me) {
-            // No longer a consenter and no leader talks to it any more: the leader applied its removal.
-            self.removed = true;
+        if !self.is_leader() && self.raw.raft.leader_id == 0 {
+            self.suspect_eviction();
+            if !self.shared.members().contains(me) {
+                // No longer a consenter and no leader talks to it any more: the leader applied its removal.
+                self.removed = true;
+            }
+        } else {
+            self.leaderless = None;
         }
         if !self.is_leader() || self.ready_at.is_some() || self.raw.raft.has_pending_conf() {
             return;
@@ -362,6 +377,56 @@ impl RaftLoop {
             Err(e) => {
                 tracing::warn!(channel = %self.shared.channel, node = id, error = %e, "proposing a Raft configuration change failed")
             }
+        }
+    }
+
+    /// Without a leader for `eviction_suspicion`, pulls the blocks the other consenters have (for a short
+    /// while, again every `eviction_suspicion`): a leader stops talking to a consenter once it applied its
+    /// removal, possibly before the node received the config block that removed it (Fabric's eviction
+    /// suspector does the same, after `EvictionSuspicion`).
+    fn suspect_eviction(&mut self) {
+        let now = Instant::now();
+        let (since, last) = *self.leaderless.get_or_insert((now, now));
+        let wait = self.params.eviction_suspicion;
+        if now.duration_since(since) < wait || (last != since && now.duration_since(last) < wait) {
+            return;
+        }
+        self.leaderless = Some((since, now));
+        let Some(tls) = self.params.tls.clone() else { return };
+        let mut sources = self.shared.members().sources.clone();
+        if sources.is_empty() {
+            return;
+        }
+        self.probes += 1;
+        let first = self.probes % sources.len();
+        sources.rotate_left(first);
+        let me = self.shared.self_id;
+        let (shared, events) = (self.shared.clone(), self.events.clone());
+        let from = shared.support.next_queued_number();
+        tracing::info!(channel = %self.shared.channel, from, "etcdraft: no leader for a while; pulling blocks to see whether this node was removed");
+        let pulled = self.handle.block_on(async {
+            let apply = move |raw: Bytes, block: Block| {
+                let (shared, events) = (shared.clone(), events.clone());
+                async move {
+                    let config = sole_config_envelope(&block).is_some();
+                    apply_pulled(shared.clone(), events, raw, block).await?;
+                    Ok(config && !shared.members().contains(me))
+                }
+                .boxed()
+            };
+            let pull = ferrofabric_orderer::pull_blocks_until(
+                &self.shared.support,
+                &tls,
+                &self.params.extra_roots,
+                &sources,
+                from,
+                u64::MAX,
+                apply,
+            );
+            tokio::time::timeout(EVICTION_PULL, pull).await
+        });
+        if let Ok(Err(e)) = pulled {
+            tracing::debug!(channel = %self.shared.channel, error = %e, "eviction probe: pulling blocks failed");
         }
     }
 
@@ -422,6 +487,9 @@ impl RaftLoop {
         if !ready.snapshot().is_empty() {
             let snap = ready.snapshot().clone();
             self.raw.mut_store().apply_snapshot(snap.clone()).map_err(|e| e.to_string())?;
+            let mut voters = snap.get_metadata().get_conf_state().voters.clone();
+            voters.sort_unstable();
+            tracing::info!(channel = %self.shared.channel, index = snap.get_metadata().index, ?voters, "etcdraft: installed a Raft snapshot");
             self.install_snapshot(&snap)?;
         }
         self.apply_entries(ready.take_committed_entries())?;

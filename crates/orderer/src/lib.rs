@@ -19,6 +19,9 @@
 //!   into through [`Plugins`].
 //! * [`pull_blocks`]: a consenter catching up pulls the blocks it misses from the others (Fabric's cluster block
 //!   puller).
+//! * etcdraft consenter-set changes, one consenter at a time ([`compute_membership_changes`], Fabric's
+//!   `ComputeMembershipChanges`), checked on CONFIG_UPDATE by [`ConfigTxProcessor`] and followed by the Raft
+//!   backend.
 //! * [`Registrar`]: channels on disk; the osnadmin REST API (channel participation); health and metrics
 //!   ([`Metrics`]) on the operations listener.
 //!

@@ -4,8 +4,8 @@
 //!
 //! * [`raft_consenter_added_removed_and_rotated_by_config_update`]: three consenters; two added at once is
 //!   refused (BAD_REQUEST, Fabric's message); a fourth is added, joins with the genesis block, on-boards and
-//!   orders; one is removed and halts; one has its TLS certificate rotated and, restarted with the new
-//!   certificate, orders again under its Raft ID.
+//!   orders; one is removed while down, and once restarted pulls the config block that removed it and halts; one
+//!   has its TLS certificate rotated and, restarted with the new certificate, orders again under its Raft ID.
 //! * [`raft_single_consenter_channel_grows_to_three`]: a channel with one consenter runs Raft and grows to three.
 //!
 //! Both check that every live node holds the same chain, that every transaction answered SUCCESS is in it
@@ -265,7 +265,7 @@ fn rewrite_tls(root: &Path, i: usize, cert: &str, key: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raft_consenter_added_removed_and_rotated_by_config_update() {
-    let _cluster = cluster_lock();
+    let _cluster = cluster_lock().await;
     let started = Instant::now();
     // TLS identities 0..3: the genesis consenters; 3: the added node; 4: the rotated certificate.
     let mut c = Cluster::new(5, 3, 4).await;
@@ -298,23 +298,28 @@ async fn raft_consenter_added_removed_and_rotated_by_config_update() {
     let at = c.reconfigure(1, update, &[0, 1, 2]).await;
     c.start_and_join(3).await;
     c.logged(3, "on-boarded; this node is a consenter now").await;
-    // It replayed the log from the genesis voters: its AddNode makes four.
+    // It knows the four voters (its AddNode replayed from the genesis voters, or a snapshot's).
     c.logged(3, "voters=[1, 2, 3, 4]").await;
     c.converge(&[0, 1, 2, 3], at).await;
     c.order_round(3).await;
     eprintln!("fourth consenter added and ordering after {:?}", started.elapsed());
 
-    // A follower removed: it halts; the other three order.
+    // A follower removed while it is down (SIGKILL), so that it misses the config block and the RemoveNode:
+    // the other three order; restarted, it finds no leader, pulls the config block that removed it (Fabric's
+    // eviction suspicion) and halts.
     let (_, leader) = leader_from_logs(&c.nodes.0.iter().map(Node::log_text).collect::<Vec<_>>()).unwrap();
     let victim = (0..3).find(|i| *i as u64 + 1 != leader).unwrap();
     let mut three = c.consenters(3).await;
     three.retain(|x| x.port != u32::from(c.ports[victim].0));
     let live: Vec<usize> = (0..4).filter(|i| *i != victim).collect();
     let update = c.consenters_update(3, three).await;
+    c.nodes.0[victim].kill();
     c.reconfigure(3, update, &live).await;
+    c.order_round(live[0]).await;
+    c.nodes.0[victim].start();
+    c.logged(victim, "pulling blocks to see whether this node was removed").await;
     c.logged(victim, "this node was removed from the consenters; halting the chain").await;
     assert_eq!(channel_status(c.nodes.0[victim].admin).await, "inactive");
-    c.order_round(live[0]).await;
     eprintln!("consenter {} removed after {:?}", victim + 1, started.elapsed());
 
     // A consenter's TLS certificate rotated: the update, then a restart with the new certificate; it keeps
@@ -354,7 +359,7 @@ async fn raft_consenter_added_removed_and_rotated_by_config_update() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn raft_single_consenter_channel_grows_to_three() {
-    let _cluster = cluster_lock();
+    let _cluster = cluster_lock().await;
     let started = Instant::now();
     let mut c = Cluster::new(3, 1, 3).await;
     c.logged(0, "etcdraft chain started").await;

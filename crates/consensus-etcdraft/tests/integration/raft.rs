@@ -122,9 +122,9 @@ fn serial() -> SerialNumber {
 
 /// Held by each test that runs a cluster of orderer processes: two at once would compete for the two cores
 /// and race for the free ports each picks.
-pub(crate) fn cluster_lock() -> std::sync::MutexGuard<'static, ()> {
-    static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
+pub(crate) async fn cluster_lock() -> tokio::sync::MutexGuard<'static, ()> {
+    static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    CLUSTER.lock().await
 }
 
 /// A TLS CA and `count` certificates for 127.0.0.1 usable as server and client certificate, as
@@ -451,7 +451,7 @@ pub(crate) async fn broadcast_round(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_raft_orderers_survive_a_leader_sigkill() {
-    let _cluster = cluster_lock();
+    let _cluster = cluster_lock().await;
     let started = Instant::now();
     let net = Arc::new(tokio::task::spawn_blocking(|| Network::generate(33).unwrap()).await.unwrap());
     // Signing the transactions takes a while in a debug build: it runs while the nodes start.

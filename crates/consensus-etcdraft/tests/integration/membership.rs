@@ -6,7 +6,8 @@
 //!   refused (BAD_REQUEST, Fabric's message); a fourth is added, joins with the genesis block, on-boards and
 //!   orders; one is removed while down, and once restarted pulls the config block that removed it and halts; one
 //!   has its TLS certificate rotated and, restarted with the new certificate, orders again under its Raft ID.
-//! * [`raft_single_consenter_channel_grows_to_three`]: a channel with one consenter runs Raft and grows to three.
+//! * [`raft_single_consenter_channel_grows_to_three`]: a channel with one consenter runs Raft and grows to three;
+//!   then its first consenter, the leader, is removed: it hands leadership over and halts.
 //!
 //! Both check that every live node holds the same chain, that every transaction answered SUCCESS is in it
 //! exactly once, and that the blocks' `etcdraft.BlockMetadata` carry Fabric's consenter IDs.
@@ -361,7 +362,7 @@ async fn raft_consenter_added_removed_and_rotated_by_config_update() {
 async fn raft_single_consenter_channel_grows_to_three() {
     let _cluster = cluster_lock().await;
     let started = Instant::now();
-    let mut c = Cluster::new(3, 1, 3).await;
+    let mut c = Cluster::new(3, 1, 4).await;
     c.logged(0, "etcdraft chain started").await;
     c.order_round(0).await;
     for i in 1..3 {
@@ -380,8 +381,19 @@ async fn raft_single_consenter_channel_grows_to_three() {
         c.logged(i, &voters).await;
         eprintln!("grown to {} consenters after {:?}", i + 1, started.elapsed());
     }
-    let chain = c.check_chains(&[0, 1, 2]).await;
+    c.check_chains(&[0, 1, 2]).await;
+
+    // The first consenter, the leader all along, is removed: it hands leadership over, the RemoveNode is
+    // applied and it halts; the other two order.
+    let mut rest = c.consenters(1).await;
+    rest.retain(|x| x.port != u32::from(c.ports[0].0));
+    let update = c.consenters_update(1, rest).await;
+    c.reconfigure(1, update, &[1, 2]).await;
+    c.logged(0, "this leader is no longer a consenter; transferring leadership").await;
+    c.logged(0, "this node was removed from the consenters; halting the chain").await;
+    c.order_round(2).await;
+    let chain = c.check_chains(&[1, 2]).await;
     assert_eq!(raft_ids(&chain[1]), (vec![1], 2));
-    assert_eq!(raft_ids(chain.last().unwrap()), (vec![1, 2, 3], 4));
+    assert_eq!(raft_ids(chain.last().unwrap()), (vec![2, 3], 4));
     eprintln!("{} blocks; done in {:?}", chain.len(), started.elapsed());
 }

@@ -435,6 +435,25 @@ mod tests {
         assert_eq!(snapshot.get_metadata().get_conf_state().voters, vec![1, 2, 3]);
     }
 
+    /// The voters recorded after a `ConfChange` survive a reopen, win over the voters given to `open` and are
+    /// what a snapshot taken afterwards carries.
+    #[test]
+    fn applied_voters_survive_reopen_and_go_into_snapshots() {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, snap) = (dir.path().join("wal"), dir.path().join("snap"));
+        {
+            let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
+            let mut batch = LogBatch::default();
+            s.stage_entries(&mut batch, &[entry(1, 1, b"a"), entry(2, 1, b"b")]).unwrap();
+            s.write(&mut batch, true).unwrap();
+            s.set_conf_state(ConfState { voters: vec![1, 2, 3, 4], ..ConfState::default() }).unwrap();
+        }
+        let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
+        assert_eq!(s.initial_state().unwrap().conf_state.voters, vec![1, 2, 3, 4]);
+        s.create_snapshot(2, Bytes::from_static(b"block"), 0).unwrap();
+        assert_eq!(s.latest_snapshot().get_metadata().get_conf_state().voters, vec![1, 2, 3, 4]);
+    }
+
     #[test]
     fn a_received_snapshot_replaces_the_log() {
         let dir = tempfile::tempdir().unwrap();

@@ -59,6 +59,15 @@ pub enum MembershipError {
     /// The new configuration has no consenter.
     #[error("empty consenter set")]
     Empty,
+    /// A TLS certificate (client or server) appears at two consenters (Fabric `MetadataHasDuplication`; the
+    /// fields are the certificates as text).
+    #[error("duplicate consenter: server cert: {server}, client cert: {client}")]
+    Duplicate {
+        /// The server certificate of the second consenter.
+        server: String,
+        /// Its client certificate.
+        client: String,
+    },
 }
 
 /// The changes from the consenters `old` (by Raft ID) with Raft metadata `old_metadata` to the consenter
@@ -128,13 +137,25 @@ pub fn initial_raft_metadata(consenters: usize) -> BlockMetadata {
 }
 
 /// Checks that the consenter list `new` may follow `old` in a config update (Fabric's
-/// `ValidateConsensusMetadata` for an existing channel): not empty, and at most one consenter added,
-/// removed or rotated.
+/// `ValidateConsensusMetadata` for an existing channel): not empty, no certificate at two consenters, and at
+/// most one consenter added, removed or rotated.
 ///
 /// Errors: [`MembershipError`].
 pub fn validate_consenter_change(old: &[Consenter], new: &[Consenter]) -> Result<MembershipChanges, MembershipError> {
     if new.is_empty() {
         return Err(MembershipError::Empty);
+    }
+    let mut seen: std::collections::HashSet<&[u8]> = std::collections::HashSet::new();
+    for c in new {
+        let (server, client) = (c.server_tls_cert.as_ref(), c.client_tls_cert.as_ref());
+        if seen.contains(server) || seen.contains(client) {
+            return Err(MembershipError::Duplicate {
+                server: String::from_utf8_lossy(server).into_owned(),
+                client: String::from_utf8_lossy(client).into_owned(),
+            });
+        }
+        seen.insert(server);
+        seen.insert(client);
     }
     let metadata = initial_raft_metadata(old.len());
     let by_id = metadata.consenter_ids.iter().copied().zip(old.iter().cloned()).collect();
@@ -197,8 +218,8 @@ mod tests {
         assert_eq!(same.new_metadata.consenter_ids, vec![3, 1, 2]);
     }
 
-    /// Two consenters added, two removed, or one added while another is removed and a third rotated: refused
-    /// with Fabric's message; an empty set is refused too.
+    /// Two consenters added, two removed, or two added while two are removed: refused with Fabric's message;
+    /// an empty set and a consenter listed twice are refused too.
     #[test]
     fn two_consenter_changes_at_once_are_refused() {
         let old = [consenter("a"), consenter("b"), consenter("c")];
@@ -216,6 +237,9 @@ mod tests {
         let e = validate_consenter_change(&old, &[consenter("a"), consenter("d"), consenter("e")]).unwrap_err();
         assert!(e.to_string().ends_with("add 2 node(s), remove 2 node(s)"), "{e}");
         assert_eq!(validate_consenter_change(&old, &[]).unwrap_err(), MembershipError::Empty);
+        let e = validate_consenter_change(&old, &[consenter("a"), consenter("b"), consenter("c"), consenter("a")])
+            .unwrap_err();
+        assert_eq!(e.to_string(), "duplicate consenter: server cert: server-a, client cert: client-a");
         assert!(validate_consenter_change(&old, &[consenter("a"), consenter("b")]).is_ok());
     }
 }

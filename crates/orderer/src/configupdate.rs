@@ -41,8 +41,9 @@ pub trait ConfigUpdateProcessor: Send + Sync {
 
 /// The node's CONFIG_UPDATE processor: [`ConfigTxValidator::propose`] (read set versions, version increments,
 /// `mod_policy` signatures, validity and compatibility of the result), plus Fabric's check of the `etcdraft`
-/// consenter set (`ChainSupport.ProposeConfigUpdate` → `ValidateConsensusMetadata`): it may not become empty,
-/// and at most one consenter may be added, removed or have its client TLS certificate rotated
+/// consenter set (`ChainSupport.ProposeConfigUpdate` → `ValidateConsensusMetadata`): it may not become empty
+/// nor list a TLS certificate twice, and at most one consenter may be added, removed or have its client TLS
+/// certificate rotated
 /// ([`crate::validate_consenter_change`]); otherwise the update is refused with
 /// `consensus metadata update for channel config update is invalid: update of more than one consenter at a
 /// time is not supported, requested changes: add N node(s), remove M node(s)`.

@@ -21,14 +21,15 @@
 //! not yet applied; after a config block nothing is cut until it is applied (the next block needs its
 //! configuration).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferrofabric_protos::common::{HeaderType, Status};
-use ferrofabric_protos::etcdraft;
+use ferrofabric_channelconfig::ChannelConfig;
+use ferrofabric_protos::common::{Block, Envelope, HeaderType, Status};
+use ferrofabric_protos::etcdraft::{self, Consenter};
 use ferrofabric_protos::orderer::SubmitResponse;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesOrdered, FuturesUnordered};
@@ -39,11 +40,13 @@ use raft::prelude::Message as RaftMessage;
 use tokio::sync::{mpsc, watch};
 
 use super::book::{key_of, Book, Key};
+use super::members::{next_set, Dialer, Members};
 use super::raftnode::{Event, Input, RaftStatus};
-use super::transport::{submit_request, submit_response, PeerLink};
+use super::transport::{submit_request, submit_response};
 use super::Cluster;
 use ferrofabric_orderer::{
-    inspect, BlockCutter, ChainSupport, ChannelStatus, Consensus, ConsensusError, ConsensusRelation, Submission,
+    compute_membership_changes, inspect, raft_consenters, BlockCutter, ChainSupport, ChannelStatus, Consensus,
+    ConsensusError, ConsensusRelation, Submission,
 };
 
 /// Raft messages from the network waiting for the Raft thread beyond which new ones are dropped.
@@ -82,9 +85,10 @@ pub(crate) struct Shared {
     pub(crate) raft_tx: std::sync::mpsc::Sender<Input>,
     pub(crate) raft_backlog: AtomicUsize,
     pub(crate) cut_tx: mpsc::Sender<CutItem>,
-    pub(crate) peers: HashMap<u64, PeerLink>,
-    /// DER of every consenter's client and server TLS certificate → Raft ID.
-    pub(crate) consenter_certs: Vec<(Vec<u8>, u64)>,
+    /// The consenter set as applied (replaced when a config block changes it).
+    pub(crate) members: RwLock<Arc<Members>>,
+    /// Opens links to consenters.
+    pub(crate) dialer: Dialer,
     pub(crate) halted: AtomicBool,
     /// Set by the Raft thread: every entry this node knows to be committed is applied. Held messages are
     /// handed to the leader again only then, so the leader's memory of recently ordered messages only
@@ -92,8 +96,6 @@ pub(crate) struct Shared {
     pub(crate) caught_up: AtomicBool,
     pub(crate) halt_tx: watch::Sender<bool>,
     pub(crate) timing: Timing,
-    /// Followers that must acknowledge a backup before the leader answers SUCCESS (`(n - 1) / 2`).
-    pub(crate) backups: usize,
 }
 
 impl std::fmt::Debug for Shared {
@@ -108,7 +110,43 @@ impl Shared {
     }
 
     fn consenter_id(&self, der: &[u8]) -> Option<u64> {
-        self.consenter_certs.iter().find(|(c, _)| c == der).map(|(_, id)| *id)
+        self.members().id_of(der)
+    }
+
+    /// The consenter set as applied.
+    pub(crate) fn members(&self) -> Arc<Members> {
+        self.members.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// After the config block `block` was appended (its configuration is the channel's now): the consenter
+    /// set becomes the configuration's, with the Raft IDs the block's metadata records, and the links follow
+    /// (Fabric `writeConfigBlock` + `configureComm`). A failure halts the chain and is recorded on it.
+    ///
+    /// Errors: the new set cannot be served (see [`Dialer::members`]) or is not one consenter away.
+    pub(crate) fn on_config_block(&self, block: &Block) -> Result<(), String> {
+        let config = self.support.config();
+        let result = (|| {
+            let Some(consenters) = raft_consenters(&config)? else { return Ok(()) };
+            let old = self.members();
+            let (metadata, map) = next_set(&old, super::raft_block_metadata(block), &consenters)?;
+            if metadata.consenter_ids == old.metadata.consenter_ids && map == old.consenters {
+                return Ok(());
+            }
+            let members = self.dialer.members(self.self_id, metadata, map, Some(&old), &config.orderer_tls_roots())?;
+            tracing::info!(
+                channel = %self.channel,
+                consenters = ?members.metadata.consenter_ids,
+                next_consenter_id = members.metadata.next_consenter_id,
+                "etcdraft: the consenter set changed"
+            );
+            *self.members.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(members);
+            Ok(())
+        })();
+        if let Err(e) = &result {
+            self.support.set_errored(format!("etcdraft: applying the consenter set of a config block: {e}"));
+            self.halt();
+        }
+        result
     }
 
     pub(crate) fn halt(&self) {
@@ -170,12 +208,13 @@ impl Shared {
                 self.lock_book().release(&key);
                 return submit_response(&self.channel, Status::ServiceUnavailable, "the leader's queue is full");
             }
-            if let Err(e) = self.backup(&submission, Some(from), self.backups.saturating_sub(1), deadline).await {
+            let needed = self.members().backups().saturating_sub(1);
+            if let Err(e) = self.backup(&submission, Some(from), needed, deadline).await {
                 return submit_response(&self.channel, Status::ServiceUnavailable, e.0);
             }
         } else if status.leader != 0 && status.leader != from {
             // The sender took this node for the leader: pass the message on (the sender still holds it).
-            if let Some(peer) = self.peers.get(&status.leader) {
+            if let Some(peer) = self.members().peers.get(&status.leader) {
                 peer.submit_nowait(submit_request(&self.channel, submission.envelope, seq));
             }
         }
@@ -195,8 +234,13 @@ impl Shared {
         }
         let bytes = submit_request(&self.channel, submission.envelope.clone(), submission.config_seq);
         let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
-        let mut acks: FuturesUnordered<_> =
-            self.peers.values().filter(|p| Some(p.id) != exclude).map(|p| p.submit(bytes.clone(), timeout)).collect();
+        let members = self.members();
+        let mut acks: FuturesUnordered<_> = members
+            .peers
+            .values()
+            .filter(|p| Some(p.id) != exclude)
+            .map(|p| p.submit(bytes.clone(), timeout))
+            .collect();
         let mut ok = 0;
         let mut last = String::from("no other consenter");
         while let Some(r) = acks.next().await {
@@ -237,7 +281,7 @@ impl Shared {
                 }
                 // Queued here; it must also reach a follower before it may be answered SUCCESS.
                 loop {
-                    match self.backup(submission, None, self.backups, deadline).await {
+                    match self.backup(submission, None, self.members().backups(), deadline).await {
                         Ok(()) => return Ok(()),
                         Err(e) if tokio::time::Instant::now() + RETRY_PAUSE >= deadline => return Err(e),
                         Err(_) => tokio::time::sleep(RETRY_PAUSE).await,
@@ -245,7 +289,8 @@ impl Shared {
                 }
             }
             if status.leader != 0 {
-                if let Some(peer) = self.peers.get(&status.leader) {
+                let peer = self.members().peers.get(&status.leader).cloned();
+                if let Some(peer) = peer {
                     let bytes = submit_request(&self.channel, submission.envelope.clone(), submission.config_seq);
                     let timeout = deadline.saturating_duration_since(tokio::time::Instant::now());
                     match peer.submit(bytes, timeout).await {
@@ -283,7 +328,7 @@ impl Shared {
 }
 
 /// A running Raft chain (Fabric `orderer/consensus/etcdraft/chain.go` `Chain`): the [`Consensus`] of an
-/// etcdraft channel with two or more consenters. `order`/`configure` complete once the message is held by
+/// etcdraft channel this node is a consenter of. `order`/`configure` complete once the message is held by
 /// two nodes (see the module docs), or fail with SERVICE_UNAVAILABLE after the queue timeout.
 pub struct RaftChain {
     pub(crate) shared: Arc<Shared>,
@@ -340,6 +385,10 @@ struct Signed {
 struct Leading {
     session: u64,
     next_index: u64,
+    /// Raft metadata of the next block (consenter IDs as of the last config block made).
+    metadata: etcdraft::BlockMetadata,
+    /// The consenters by Raft ID as of the last config block made.
+    consenters: BTreeMap<u64, Consenter>,
     cutter: BlockCutter<(Key, Bytes)>,
     seen: HashSet<Key>,
     inflight: VecDeque<(u64, Vec<Key>)>,
@@ -348,10 +397,12 @@ struct Leading {
 }
 
 impl Leading {
-    fn new(session: u64, next_index: u64) -> Leading {
+    fn new(session: u64, next_index: u64, members: &Members) -> Leading {
         Leading {
             session,
             next_index,
+            metadata: members.metadata.clone(),
+            consenters: members.consenters.clone(),
             cutter: BlockCutter::new(),
             seen: HashSet::new(),
             inflight: VecDeque::new(),
@@ -367,8 +418,6 @@ impl Leading {
 
 /// Static inputs of the leader loop.
 pub(crate) struct LoopParams {
-    /// Raft IDs of the consenters, for `BlockMetadata.consenter_ids`.
-    pub(crate) consenter_ids: Vec<u64>,
     /// `Options.MaxInflightBlocks`.
     pub(crate) max_inflight: usize,
 }
@@ -382,18 +431,30 @@ struct ChainLoop {
 
 impl ChainLoop {
     fn make_block(&mut self, items: Vec<(Key, Bytes)>, config: bool) {
+        let channel = self.shared.channel.clone();
         let Some(l) = self.leading.as_mut() else { return };
+        if config {
+            // A config block records the consenter IDs of its own configuration (Fabric computes them when
+            // the block is written; here the leader signs them into the block).
+            if let Some(env) = items.first().map(|(_, e)| e) {
+                match membership_after(env, &l.metadata, &l.consenters) {
+                    Ok(Some((metadata, consenters))) => {
+                        l.metadata = metadata;
+                        l.consenters = consenters;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(%channel, error = %e, "a config block's consenter set cannot be followed")
+                    }
+                }
+            }
+        }
         let (keys, envelopes): (Vec<Key>, Vec<Bytes>) = items.into_iter().unzip();
         let block = self.shared.support.create_next_block(envelopes);
         let number = block.header.number;
         let index = l.next_index;
         l.next_index += 1;
-        let next_consenter_id = self.params.consenter_ids.iter().max().copied().unwrap_or_default() + 1;
-        let metadata = etcdraft::BlockMetadata {
-            consenter_ids: self.params.consenter_ids.clone(),
-            next_consenter_id,
-            raft_index: index,
-        };
+        let metadata = etcdraft::BlockMetadata { raft_index: index, ..l.metadata.clone() };
         let metadata = Bytes::from(metadata.encode_to_vec());
         let support = self.shared.support.clone();
         l.signing.push_back(
@@ -468,7 +529,7 @@ impl ChainLoop {
                 // proposes, so the ledger tip is where the next block goes (blocks made in an older session
                 // are abandoned).
                 self.shared.support.reset_assembly();
-                self.leading = Some(Leading::new(session, next_index));
+                self.leading = Some(Leading::new(session, next_index, &self.shared.members()));
                 let held = self.shared.lock_book().all();
                 self.to_cut = held
                     .into_iter()
@@ -538,7 +599,8 @@ impl ChainLoop {
         if leader == 0 || leader == self.shared.self_id || !self.shared.caught_up.load(Ordering::Relaxed) {
             return;
         }
-        let Some(peer) = self.shared.peers.get(&leader) else { return };
+        let members = self.shared.members();
+        let Some(peer) = members.peers.get(&leader) else { return };
         let due = self.shared.lock_book().due(timing.resubmit_age, now);
         for (_, h) in due {
             let bytes = submit_request(&self.shared.channel, h.submission.envelope, h.submission.config_seq);
@@ -547,6 +609,27 @@ impl ChainLoop {
             }
         }
     }
+}
+
+/// The Raft metadata and consenters after the CONFIG envelope `env`, when its configuration is etcdraft's
+/// and its consenter set differs from `consenters`.
+///
+/// Errors: the envelope does not decode, or the change is not one Fabric accepts.
+#[allow(clippy::type_complexity)]
+fn membership_after(
+    env: &Bytes,
+    metadata: &etcdraft::BlockMetadata,
+    consenters: &BTreeMap<u64, Consenter>,
+) -> Result<Option<(etcdraft::BlockMetadata, BTreeMap<u64, Consenter>)>, String> {
+    let env = Envelope::decode(env.clone()).map_err(|e| format!("config envelope: {e}"))?;
+    let config = ChannelConfig::from_envelope(&env).map_err(|e| e.to_string())?;
+    let Some(next) = raft_consenters(&config)? else { return Ok(None) };
+    let changes = compute_membership_changes(metadata, consenters, &next).map_err(|e| e.to_string())?;
+    if !changes.changed() && changes.new_metadata.consenter_ids == metadata.consenter_ids {
+        return Ok(None);
+    }
+    tracing::info!(change = %changes, consenters = ?changes.new_metadata.consenter_ids, "etcdraft: config block changes the consenter set");
+    Ok(Some((changes.new_metadata, changes.new_consenters)))
 }
 
 async fn next_signed(leading: &mut Option<Leading>) -> Option<Result<Signed, ConsensusError>> {

@@ -11,12 +11,14 @@
 //!   [`RaftFactory`] to register under `etcdraft`.
 //! * Per channel, a [`RaftChain`]: a Raft thread (`raftnode`) that owns the log (`storage`: raft-engine
 //!   under `Consensus.WALDir/<channel>`, snapshots under `Consensus.SnapDir/<channel>`), an async leader
-//!   loop (`chain`) and one link per other consenter (`transport`).
+//!   loop (`chain`), the consenter set as applied and one link per other consenter (`members`,
+//!   `transport`). A node that is not a consenter of the channel's configuration is served by the orderer
+//!   core's follower ([`RaftFactory`]'s `is_consenter` says so) until a config block names it.
 //!
 //! # Channel configuration
 //! The consenters and options come from the `ConsensusType` metadata of the channel configuration
 //! (`etcdraft.ConfigMetadata`). Consenter `i` (in configuration order) has Raft ID `i + 1`, unless the ledger
-//! tip records other IDs in its `BlockMetadata.consenter_ids`. A node finds its own ID by matching its TLS
+//! tip records other IDs in its `BlockMetadata.consenter_ids` (as it does once the set changed). A node finds its own ID by matching its TLS
 //! certificate ([`ChainSupport::node_certificate`]) with the consenters' client or server certificates, and
 //! reaches the others at their `host:port`, which is where they serve both the cluster service and
 //! Deliver. Election timeout = `TickInterval × ElectionTick`; heartbeat = `TickInterval × HeartbeatTick`;
@@ -42,16 +44,29 @@
 //! * A byte-identical envelope submitted again while its first copy is held or was ordered recently (the
 //!   last 2^18 messages) is answered SUCCESS and ordered once; Fabric orders both copies and the peers
 //!   mark the second one a duplicate transaction.
-//! * Membership is static. A CONFIG_UPDATE that changes the consenter set is refused by the node's
-//!   [`ferrofabric_orderer::ConfigTxProcessor`] (BAD_REQUEST); a config block that changes it anyway (made by
-//!   another implementation) is stored, but Raft keeps the set it started with. Fabric instead accepts one
-//!   consenter added or removed per config block and reconfigures Raft when that block commits (`ConfChange`),
-//!   which this backend does not do yet.
-//! * Non-consenter followers are not implemented: a node that is not in the consenter set cannot join an
-//!   etcdraft channel (Fabric's follower pulls blocks from the consenters and reports relation "follower",
-//!   and joining from a config block other than the genesis block needs that on-boarding too).
-//! * A channel with exactly one consenter is served by the solo loop
-//!   ([`ferrofabric_consensus_solo::SingleRaftNodeFactory`]): a single voter commits every proposal at once.
+//! * Membership changes as in Fabric 2.5: a CONFIG_UPDATE may add, remove or rotate (new client TLS
+//!   certificate, same Raft ID) one consenter ([`ferrofabric_orderer::ConfigTxProcessor`] refuses more with
+//!   Fabric's BAD_REQUEST message). The config block carries the new `consenter_ids` / `next_consenter_id`
+//!   (a new consenter gets `next_consenter_id`, IDs are never reused); when it is applied every node switches
+//!   its links (a rotated or moved consenter is dialed again) and the leader proposes the raft-rs
+//!   `ConfChange` (`AddNode` / `RemoveNode`). Differences: the leader computes the IDs before signing the
+//!   config block (Fabric's nodes compute them when writing it; the result is the same); new blocks are cut
+//!   only after the `ConfChange` is applied (Fabric also waits); Fabric's check that a change does not lose
+//!   the quorum of the nodes it currently sees active (`UnacceptableQuorumLoss`) is not made; a leader that
+//!   is removed hands leadership to a consenter first, and a removed follower halts (status `inactive`) once
+//!   its `RemoveNode` is applied, or once it has the config block that removed it and no leader talks to it
+//!   any more. A follower without a leader for two election timeouts pulls blocks from the others to find
+//!   that config block (Fabric's eviction suspector does so after `Consensus.EvictionSuspicion`, default
+//!   10 minutes).
+//! * A node joins with the genesis block or a later config block (the orderer core on-boards it first). If it
+//!   is not a consenter of the channel's configuration, the orderer core's follower serves the channel
+//!   (relation `follower`, Broadcast answered "orderer is a follower of channel ...") and pulls blocks until
+//!   the config block that names it a consenter; then this backend starts Raft, which replays the leader's log
+//!   from the genesis voters (or installs its snapshot).
+//! * A channel with exactly one consenter runs Raft with its WAL (it campaigns at once, so the first block is
+//!   not delayed by an election timeout) and can grow by config update. Only when `Consensus.WALDir` or
+//!   `SnapDir` is not configured is it served by the solo loop
+//!   ([`ferrofabric_consensus_solo::SingleRaftNodeFactory`]), which cannot grow.
 //! * The cluster service authenticates callers by their TLS client certificate, so the node's gRPC
 //!   listener must request client certificates (`General.TLS.ClientRootCAs`). Dialed consenters are
 //!   checked against the CA roots (channel orderer organizations' TLS roots and `General.TLS.RootCAs`) and
@@ -59,6 +74,7 @@
 
 mod book;
 mod chain;
+mod members;
 mod raftnode;
 mod storage;
 mod transport;
@@ -66,6 +82,7 @@ mod transport;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock};
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -80,13 +97,14 @@ pub use transport::{ClusterService, CLUSTER_SERVICE_NAME};
 
 use self::book::Book;
 use self::chain::{run_chain, LoopParams, Shared, Timing};
+use self::members::{by_id, Dialer};
 use self::raftnode::{Input, RaftLoop, RaftParams, RaftStatus};
 use self::storage::WalStorage;
-use self::transport::{endpoint, PeerLink};
 use ferrofabric_comm::{parse_duration, pem_cert_der};
 use ferrofabric_consensus_solo::SingleRaftNodeFactory;
 use ferrofabric_orderer::{
-    ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, OrdererConfig, Plugins, PullSource,
+    initial_raft_metadata, ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, OrdererConfig,
+    Plugins,
 };
 
 /// Fabric's defaults for `etcdraft.Options` fields left at zero.
@@ -167,8 +185,9 @@ impl Cluster {
 }
 
 /// Registers etcdraft in `plugins` for a node configured by `config`: the [`RaftFactory`] of a new
-/// [`Cluster::from_config`] under `etcdraft` (replacing what was there; single-consenter channels still run
-/// the solo loop) and the cluster's `orderer.Cluster` service on the node's gRPC listener. Returns the cluster.
+/// [`Cluster::from_config`] under `etcdraft` (replacing what was there; single-consenter channels run Raft
+/// too when the WAL directories are configured) and the cluster's `orderer.Cluster` service on the node's
+/// gRPC listener. Returns the cluster.
 ///
 /// Errors: as [`Cluster::from_config`].
 pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result<Arc<Cluster>> {
@@ -179,9 +198,10 @@ pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result
 }
 
 /// Starts [`RaftChain`]s for `etcdraft` channels (Fabric `orderer/consensus/etcdraft/consenter.go`
-/// `HandleChain`); channels with a single consenter go to the solo loop. Errors from `start`: bad consensus
-/// metadata or options, no cluster TLS, this node not among the consenters, no WAL or snapshot directory,
-/// an unreadable WAL.
+/// `HandleChain`); a node that is not among the consenters follows the channel first (see the crate docs); a single
+/// consenter without WAL directories goes to the solo loop. Errors from `start`: bad consensus metadata or
+/// options, no cluster TLS (or no TLS certificate) on a node that must reach others, no WAL or snapshot
+/// directory, an unreadable WAL.
 #[derive(Debug, Clone)]
 pub struct RaftFactory {
     cluster: Arc<Cluster>,
@@ -283,54 +303,103 @@ impl slog::Drain for TracingDrain {
 
 impl ConsensusFactory for RaftFactory {
     fn start(&self, support: Arc<ChainSupport>, ctx: &ConsensusContext) -> Result<Arc<dyn Consensus>, ConsensusError> {
-        let config = support.config();
         let channel = support.channel_id().to_owned();
-        let orderer = config.orderer().ok_or_else(|| err("the channel configuration has no Orderer group"))?;
-        let md = etcdraft::ConfigMetadata::decode(orderer.consensus_metadata().clone())
-            .map_err(|e| err(format!("bad etcdraft consensus metadata: {e}")))?;
-        if md.consenters.len() <= 1 {
+        let md = config_metadata(&support)?;
+        let ours = support.node_certificate().map(<[u8]>::to_vec);
+        let member = ours.as_deref().is_some_and(|ours| is_consenter(&md.consenters, ours));
+        let single = md.consenters.len() <= 1;
+        if member && single && (ctx.wal_dir.is_none() || ctx.snap_dir.is_none()) {
+            // Without a WAL a single consenter can only be served by the solo loop, which cannot grow.
+            tracing::info!(%channel, "etcdraft channel with one consenter and no WAL: served by the solo loop");
             return SingleRaftNodeFactory.start(support, ctx);
         }
-        let tls = self.cluster.tls.clone().ok_or_else(|| {
-            err(format!(
-                "etcdraft channel {channel} has {} consenters: cluster TLS is needed (General.Cluster.ClientCertificate \
-                 and ClientPrivateKey, or General.TLS)",
-                md.consenters.len()
-            ))
-        })?;
-        let ours = support.node_certificate().map(<[u8]>::to_vec).ok_or_else(|| {
-            err(format!("etcdraft channel {channel}: this node's TLS certificate is unknown, so it cannot tell which consenter it is"))
-        })?;
+        if member {
+            return self.start_member(support, ctx).map(|c| c as Arc<dyn Consensus>);
+        }
+        if ours.is_none() || self.cluster.tls.is_none() {
+            if single {
+                // The solo loop's rules (it serves the channel when it can tell this node is not another one).
+                return SingleRaftNodeFactory.start(support, ctx);
+            }
+            return Err(err(format!(
+                "etcdraft channel {channel}: this node's TLS certificate is unknown or it has no cluster TLS, so it \
+                 cannot tell which consenter it is nor pull blocks from them"
+            )));
+        }
+        Err(err(format!("this orderer is not a consenter of etcdraft channel {channel}")))
+    }
+
+    fn is_consenter(&self, support: &ChainSupport) -> bool {
+        let Some(ours) = support.node_certificate() else { return true };
+        if self.cluster.tls.is_none() {
+            // `start` decides (the solo loop, or an error that says why).
+            return true;
+        }
+        config_metadata(support).map_or(true, |md| is_consenter(&md.consenters, ours))
+    }
+}
+
+/// The etcdraft `ConfigMetadata` of `support`'s channel configuration.
+fn config_metadata(support: &ChainSupport) -> Result<etcdraft::ConfigMetadata, ConsensusError> {
+    let config = support.config();
+    let orderer = config.orderer().ok_or_else(|| err("the channel configuration has no Orderer group"))?;
+    etcdraft::ConfigMetadata::decode(orderer.consensus_metadata().clone())
+        .map_err(|e| err(format!("bad etcdraft consensus metadata: {e}")))
+}
+
+/// The number of consenters of the channel's genesis block (block 0 of the ledger).
+fn genesis_consenters(support: &ChainSupport) -> Option<usize> {
+    let raw = support.store().block(0).ok()??;
+    let env = ferrofabric_protoutil::sole_config_envelope(&Block::decode(raw).ok()?)?;
+    let config = ferrofabric_channelconfig::ChannelConfig::from_envelope(&env).ok()?;
+    Some(ferrofabric_orderer::raft_consenters(&config).ok()??.len())
+}
+
+/// Whether the TLS certificate `ours` (DER) is the client or server certificate of one of `consenters`.
+fn is_consenter(consenters: &[etcdraft::Consenter], ours: &[u8]) -> bool {
+    consenters.iter().any(|c| {
+        [&c.client_tls_cert, &c.server_tls_cert].into_iter().any(|pem| pem_cert_der(pem).is_some_and(|d| d == ours))
+    })
+}
+
+impl RaftFactory {
+    /// Starts the Raft chain of a channel this node is a consenter of (its ledger holds the config block that
+    /// made it one).
+    fn start_member(
+        &self,
+        support: Arc<ChainSupport>,
+        ctx: &ConsensusContext,
+    ) -> Result<Arc<RaftChain>, ConsensusError> {
+        let config = support.config();
+        let channel = support.channel_id().to_owned();
+        let md = config_metadata(&support)?;
+        let ours = support.node_certificate().map(<[u8]>::to_vec).unwrap_or_default();
         let n = md.consenters.len();
         let tip = tip_metadata(&support);
-        let ids: Vec<u64> = match &tip {
-            Some(m) if m.consenter_ids.len() == n => m.consenter_ids.clone(),
-            _ => (1..=n as u64).collect(),
+        let metadata = match &tip {
+            Some(m) if m.consenter_ids.len() == n => etcdraft::BlockMetadata { raft_index: 0, ..m.clone() },
+            _ => initial_raft_metadata(n),
         };
-        let mut consenter_certs = Vec::new();
-        let mut self_id = None;
-        for (c, id) in md.consenters.iter().zip(&ids) {
-            for pem in [&c.client_tls_cert, &c.server_tls_cert] {
-                if let Some(der) = pem_cert_der(pem) {
-                    if der == ours {
-                        self_id = Some(*id);
-                    }
-                    consenter_certs.push((der, *id));
-                }
-            }
-        }
-        let self_id = self_id.ok_or_else(|| {
-            err(format!(
-                "this orderer's TLS certificate is not among the {n} consenters of etcdraft channel {channel}; \
-                 following a channel without being a consenter is not implemented"
-            ))
-        })?;
+        let consenters =
+            by_id(&metadata, &md.consenters).ok_or_else(|| err("consenter IDs do not match the consenters"))?;
+        let self_id = consenters
+            .iter()
+            .find(|(_, c)| is_consenter(std::slice::from_ref(*c), &ours))
+            .map(|(id, _)| *id)
+            .ok_or_else(|| err(format!("this orderer is not a consenter of etcdraft channel {channel}")))?;
         let opts = options(&md)?;
         let wal_dir = ctx.wal_dir.as_ref().ok_or_else(|| err("Consensus.WALDir is not configured"))?.join(&channel);
         let snap_dir = ctx.snap_dir.as_ref().ok_or_else(|| err("Consensus.SnapDir is not configured"))?.join(&channel);
-        let storage = WalStorage::open(&wal_dir, &snap_dir, &ids).map_err(|e| err(e.to_string()))?;
+        let ids = metadata.consenter_ids.clone();
+        // Every log starts with the genesis consenters as voters (a consenter added later replays the
+        // ConfChanges from there); a log that exists keeps its own.
+        let genesis_voters = genesis_consenters(&support).map(|n| initial_raft_metadata(n).consenter_ids);
+        let storage = WalStorage::open(&wal_dir, &snap_dir, genesis_voters.as_deref().unwrap_or(&ids))
+            .map_err(|e| err(e.to_string()))?;
+        let joining = support.store().height() > 1 && storage.hard_state().term == 0;
         let tip_index = tip.map(|m| m.raft_index).unwrap_or_default();
         let applied = storage.snapshot_index().max(tip_index.min(storage.hard_state().commit));
+        let alone = storage.conf_state().voters == [self_id] && storage.hard_state().term == 0;
         let raft_config = raft::Config {
             id: self_id,
             election_tick: opts.election_tick as usize,
@@ -344,7 +413,12 @@ impl ConsensusFactory for RaftFactory {
         };
         raft_config.validate().map_err(|e| err(format!("Raft configuration: {e}")))?;
         let logger = slog::Logger::root(TracingDrain, slog::o!("channel" => channel.clone()));
-        let raw = raft::RawNode::new(&raft_config, storage, &logger).map_err(|e| err(format!("starting Raft: {e}")))?;
+        let mut raw =
+            raft::RawNode::new(&raft_config, storage, &logger).map_err(|e| err(format!("starting Raft: {e}")))?;
+        if alone {
+            // The only voter of a new channel need not wait an election timeout.
+            let _ = raw.campaign();
+        }
 
         let (raft_tx, raft_rx) = std::sync::mpsc::channel::<Input>();
         let (cut_tx, cut_rx) = mpsc::channel(ctx.queue_size.max(1));
@@ -356,30 +430,18 @@ impl ConsensusFactory for RaftFactory {
         let report: Arc<dyn Fn(transport::LinkEvent) + Send + Sync> = Arc::new(move |ev| {
             let _ = report_tx.send(Input::Link(ev));
         });
-        let mut peers = HashMap::new();
-        let mut sources = Vec::new();
-        for (c, id) in md.consenters.iter().zip(&ids) {
-            if *id == self_id {
-                continue;
-            }
-            let port =
-                u16::try_from(c.port).map_err(|_| err(format!("consenter {}:{} has a bad port", c.host, c.port)))?;
-            let ep = endpoint(&c.host, port, &tls, &extra_roots)
-                .map_err(|e| err(format!("consenter {}:{}: {e}", c.host, c.port)))?;
-            peers.insert(
-                *id,
-                PeerLink::spawn(
-                    *id,
-                    ep,
-                    self.cluster.max_message,
-                    report.clone(),
-                    halt_rx.clone(),
-                    support.metrics().clone(),
-                ),
-            );
-            sources.push(PullSource { id: *id, host: c.host.clone(), port });
-        }
-        let election_timeout = opts.tick * opts.election_tick;
+        let dialer = Dialer {
+            tls: self.cluster.tls.clone(),
+            max_message: self.cluster.max_message,
+            report,
+            halt: halt_rx,
+            metrics: support.metrics().clone(),
+        };
+        let members = dialer.members(self_id, metadata, consenters, None, &extra_roots).map_err(|e| {
+            let _ = halt_tx.send(true);
+            err(format!("etcdraft channel {channel}: {e}"))
+        })?;
+        let opts_election = opts.tick * opts.election_tick;
         let (_, batch_timeout) = support.batch_limits();
         let shared = Arc::new(Shared {
             channel: channel.clone(),
@@ -390,22 +452,21 @@ impl ConsensusFactory for RaftFactory {
             raft_tx,
             raft_backlog: AtomicUsize::new(0),
             cut_tx,
-            peers,
-            consenter_certs,
+            members: RwLock::new(Arc::new(members)),
+            dialer,
             halted: AtomicBool::new(false),
             caught_up: AtomicBool::new(false),
             halt_tx,
             timing: Timing {
                 queue_timeout: ctx.queue_timeout,
-                resubmit_age: batch_timeout * 2 + election_timeout,
+                resubmit_age: batch_timeout * 2 + opts_election,
                 hold_limit: HOLD_LIMIT,
             },
-            backups: (n - 1) / 2,
         });
         self.cluster.register(shared.clone());
         tokio::spawn(run_chain(
             shared.clone(),
-            LoopParams { consenter_ids: ids.clone(), max_inflight: opts.max_inflight as usize },
+            LoopParams { max_inflight: opts.max_inflight as usize },
             cut_rx,
             events_rx,
         ));
@@ -413,9 +474,9 @@ impl ConsensusFactory for RaftFactory {
             tick: opts.tick,
             snapshot_interval: opts.snapshot_interval,
             keep_entries: SNAPSHOT_CATCHUP_ENTRIES,
-            sources,
-            tls,
+            tls: self.cluster.tls.clone(),
             extra_roots,
+            eviction_suspicion: opts_election * 2,
         };
         let raft_loop =
             RaftLoop::new(raw, shared.clone(), raft_rx, events_tx, tokio::runtime::Handle::current(), params);
@@ -425,7 +486,7 @@ impl ConsensusFactory for RaftFactory {
             self.cluster.unregister(&shared);
             return Err(err(format!("starting the Raft thread: {e}")));
         }
-        tracing::info!(%channel, id = self_id, consenters = n, applied, "etcdraft chain started");
+        tracing::info!(%channel, id = self_id, consenters = n, applied, joining, "etcdraft chain started");
         Ok(Arc::new(RaftChain { shared, cluster: self.cluster.clone() }))
     }
 }

@@ -5,6 +5,12 @@
 //! Blocking work (WAL fsync, the ledger append queue, catch-up pulls) happens here, off the async
 //! runtime; the thread talks to the async side through channels and [`tokio::runtime::Handle::block_on`].
 //!
+//! Membership (Fabric `chain.go`, `ConfChange` handling): when a config block that changes the consenter set
+//! is applied, [`Shared::on_config_block`] switches the set and its links; the leader then proposes one
+//! raft-rs `ConfChange` (`AddNode` / `RemoveNode`) at a time until Raft's voters are the consenters, and
+//! restarts its session so the next block follows the change. A leader that is no longer a consenter hands
+//! leadership to a consenter; a node halts when the `RemoveNode` of itself is applied.
+//!
 //! Leadership: when this node becomes leader it first applies every entry its log held at the election
 //! (they may carry blocks of the previous leader), then tells the chain loop, with a fresh *session*
 //! number, which Raft index its next proposal will get; the chain loop restarts block assembly from the
@@ -13,6 +19,7 @@
 //! same way; so `BlockMetadata.raft_index`, which the leader fixes before signing, is always the index of
 //! the entry that carries the block.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -23,7 +30,7 @@ use ferrofabric_protos::common::Block;
 use futures::FutureExt;
 use prost::Message as _;
 use protobuf::Message as _;
-use raft::prelude::{Entry, EntryType, Message as RaftMessage, MessageType, Snapshot};
+use raft::prelude::{ConfChange, ConfChangeType, Entry, EntryType, Message as RaftMessage, MessageType, Snapshot};
 use raft::{RawNode, SnapshotStatus, StateRole};
 use raft_engine::LogBatch;
 use tokio::sync::mpsc;
@@ -32,6 +39,7 @@ use super::book::block_keys;
 use super::chain::Shared;
 use super::storage::WalStorage;
 use super::transport::{consensus_request, ClusterTls, LinkEvent};
+use ferrofabric_protoutil::sole_config_envelope;
 
 /// Inputs of the Raft thread.
 pub(crate) enum Input {
@@ -100,10 +108,10 @@ pub(crate) struct RaftParams {
     pub(crate) snapshot_interval: u64,
     /// Entries kept before a snapshot's index when compacting (Fabric's `SnapshotCatchUpEntries`).
     pub(crate) keep_entries: u64,
-    /// The other consenters, to pull blocks from.
-    pub(crate) sources: Vec<ferrofabric_orderer::PullSource>,
-    /// TLS to reach them.
-    pub(crate) tls: ClusterTls,
+    /// TLS to reach the other consenters (None: a single consenter without cluster TLS).
+    pub(crate) tls: Option<ClusterTls>,
+    /// Without a leader for this long, the node pulls blocks to find out whether it was removed.
+    pub(crate) eviction_suspicion: Duration,
     /// Roots from the channel configuration.
     pub(crate) extra_roots: Vec<Vec<u8>>,
 }
@@ -121,10 +129,20 @@ pub(crate) struct RaftLoop {
     ready_at: Option<u64>,
     since_snapshot: u64,
     status: RaftStatus,
+    /// The `RemoveNode` of this node was applied.
+    removed: bool,
+    /// Leadership was handed over because this node is no longer a consenter (term of the request).
+    abdicated_in: Option<u64>,
+    /// Since when no leader is known, and when blocks were last pulled because of it.
+    leaderless: Option<(Instant, Instant)>,
+    /// Eviction probes made (each starts at the next source).
+    probes: usize,
 }
 
 /// Upper bound of inputs handled between two readiness checks.
 const DRAIN: usize = 4096;
+/// How long an eviction probe pulls blocks.
+const EVICTION_PULL: Duration = Duration::from_secs(2);
 
 impl RaftLoop {
     /// A loop over `raw`; nothing runs until [`RaftLoop::run`].
@@ -148,6 +166,10 @@ impl RaftLoop {
             ready_at: None,
             since_snapshot: 0,
             status: RaftStatus::default(),
+            removed: false,
+            abdicated_in: None,
+            leaderless: None,
+            probes: 0,
         }
     }
 
@@ -190,6 +212,13 @@ impl RaftLoop {
                 return;
             }
             self.track_leadership();
+            self.follow_membership();
+            if self.removed {
+                tracing::info!(channel = %channel, id = self.shared.self_id, "etcdraft: this node was removed from the consenters; halting the chain");
+                self.shared.status.send_replace(RaftStatus::default());
+                self.shared.halt();
+                break;
+            }
             if self.shared.halted.load(Ordering::Relaxed) {
                 break;
             }
@@ -297,11 +326,140 @@ impl RaftLoop {
         }
     }
 
+    /// The leader brings Raft's voters to the applied consenter set, one `ConfChange` at a time (additions
+    /// first); a leader that is no longer a consenter hands leadership to one.
+    fn follow_membership(&mut self) {
+        let me = self.shared.self_id;
+        if !self.is_leader() && self.raw.raft.leader_id == 0 {
+            self.suspect_eviction();
+            if !self.shared.members().contains(me) {
+                // No longer a consenter and no leader talks to it any more: the leader applied its removal.
+                self.removed = true;
+            }
+        } else {
+            self.leaderless = None;
+        }
+        if !self.is_leader() || self.ready_at.is_some() || self.raw.raft.has_pending_conf() {
+            return;
+        }
+        let log = &self.raw.raft.raft_log;
+        if log.applied < log.committed {
+            return;
+        }
+        let members = self.shared.members();
+        if !members.contains(me) {
+            let term = self.raw.raft.term;
+            if self.abdicated_in != Some(term) {
+                if let Some(to) = members.consenters.keys().copied().find(|id| *id != me) {
+                    tracing::info!(channel = %self.shared.channel, to, "etcdraft: this leader is no longer a consenter; transferring leadership");
+                    self.abdicated_in = Some(term);
+                    self.raw.transfer_leader(to);
+                }
+            }
+            return;
+        }
+        let want: BTreeSet<u64> = members.consenters.keys().copied().collect();
+        let have: BTreeSet<u64> = self.raw.store().conf_state().voters.iter().copied().collect();
+        let change = match want.difference(&have).next() {
+            Some(id) => Some((ConfChangeType::AddNode, *id)),
+            None => have.difference(&want).next().map(|id| (ConfChangeType::RemoveNode, *id)),
+        };
+        let Some((kind, id)) = change else { return };
+        let mut cc = ConfChange::default();
+        cc.set_change_type(kind);
+        cc.node_id = id;
+        match self.raw.propose_conf_change(Vec::new(), cc) {
+            Ok(()) => {
+                tracing::info!(channel = %self.shared.channel, node = id, change = ?kind, "etcdraft: proposed a Raft configuration change");
+                // The change takes the next index: blocks made for it are refused and remade after it.
+                self.restart_session();
+            }
+            Err(e) => {
+                tracing::warn!(channel = %self.shared.channel, node = id, error = %e, "proposing a Raft configuration change failed")
+            }
+        }
+    }
+
+    /// Without a leader for `eviction_suspicion`, pulls the blocks the other consenters have (for a short
+    /// while, again every `eviction_suspicion`): a leader stops talking to a consenter once it applied its
+    /// removal, possibly before the node received the config block that removed it (Fabric's eviction
+    /// suspector does the same, after `EvictionSuspicion`).
+    fn suspect_eviction(&mut self) {
+        let now = Instant::now();
+        let (since, last) = *self.leaderless.get_or_insert((now, now));
+        let wait = self.params.eviction_suspicion;
+        if now.duration_since(since) < wait || (last != since && now.duration_since(last) < wait) {
+            return;
+        }
+        self.leaderless = Some((since, now));
+        let Some(tls) = self.params.tls.clone() else { return };
+        let mut sources = self.shared.members().sources.clone();
+        if sources.is_empty() {
+            return;
+        }
+        self.probes += 1;
+        let first = self.probes % sources.len();
+        sources.rotate_left(first);
+        let me = self.shared.self_id;
+        let (shared, events) = (self.shared.clone(), self.events.clone());
+        let from = shared.support.next_queued_number();
+        tracing::info!(channel = %self.shared.channel, from, "etcdraft: no leader for a while; pulling blocks to see whether this node was removed");
+        let pulled = self.handle.block_on(async {
+            let apply = move |raw: Bytes, block: Block| {
+                let (shared, events) = (shared.clone(), events.clone());
+                async move {
+                    let config = sole_config_envelope(&block).is_some();
+                    apply_pulled(shared.clone(), events, raw, block).await?;
+                    Ok(config && !shared.members().contains(me))
+                }
+                .boxed()
+            };
+            let pull = ferrofabric_orderer::pull_blocks_until(
+                &self.shared.support,
+                &tls,
+                &self.params.extra_roots,
+                &sources,
+                from,
+                u64::MAX,
+                apply,
+            );
+            tokio::time::timeout(EVICTION_PULL, pull).await
+        });
+        if let Ok(Err(e)) = pulled {
+            tracing::debug!(channel = %self.shared.channel, error = %e, "eviction probe: pulling blocks failed");
+        }
+    }
+
+    /// Applies a committed `ConfChange` entry and records the voters.
+    fn apply_conf_change(&mut self, e: &Entry) -> Result<(), String> {
+        if e.data.is_empty() {
+            return Ok(());
+        }
+        let cc = ConfChange::parse_from_carllerche_bytes(&e.data)
+            .map_err(|e| format!("a committed ConfChange does not decode: {e}"))?;
+        let cs = self.raw.apply_conf_change(&cc).map_err(|e| format!("applying a ConfChange: {e}"))?;
+        let mut voters = cs.voters.clone();
+        voters.sort_unstable();
+        tracing::info!(
+            channel = %self.shared.channel,
+            node = cc.node_id,
+            change = ?cc.get_change_type(),
+            ?voters,
+            "etcdraft: applied a Raft configuration change"
+        );
+        self.raw.mut_store().set_conf_state(cs).map_err(|e| e.to_string())?;
+        if cc.get_change_type() == ConfChangeType::RemoveNode && cc.node_id == self.shared.self_id {
+            self.removed = true;
+        }
+        Ok(())
+    }
+
     fn send(&mut self, msgs: Vec<RaftMessage>) {
+        let members = self.shared.members();
         for m in msgs {
             let to = m.to;
             let snapshot = m.get_msg_type() == MessageType::MsgSnapshot;
-            let Some(peer) = self.shared.peers.get(&to) else { continue };
+            let Some(peer) = members.peers.get(&to) else { continue };
             let bytes = match m.write_to_bytes() {
                 Ok(b) => Bytes::from(b),
                 Err(e) => {
@@ -329,6 +487,9 @@ impl RaftLoop {
         if !ready.snapshot().is_empty() {
             let snap = ready.snapshot().clone();
             self.raw.mut_store().apply_snapshot(snap.clone()).map_err(|e| e.to_string())?;
+            let mut voters = snap.get_metadata().get_conf_state().voters.clone();
+            voters.sort_unstable();
+            tracing::info!(channel = %self.shared.channel, index = snap.get_metadata().index, ?voters, "etcdraft: installed a Raft snapshot");
             self.install_snapshot(&snap)?;
         }
         self.apply_entries(ready.take_committed_entries())?;
@@ -357,6 +518,10 @@ impl RaftLoop {
 
     fn apply_entries(&mut self, entries: Vec<Entry>) -> Result<(), String> {
         for e in entries {
+            if e.get_entry_type() == EntryType::EntryConfChange {
+                self.apply_conf_change(&e)?;
+                continue;
+            }
             if e.get_entry_type() != EntryType::EntryNormal || e.data.is_empty() {
                 continue;
             }
@@ -418,7 +583,8 @@ impl RaftLoop {
     /// Pulls blocks `from..=to` from the other consenters, retrying until it works or the chain halts.
     fn pull(&mut self, from: u64, to: u64) -> Result<(), String> {
         let leader = self.raw.raft.leader_id;
-        let mut sources = self.params.sources.clone();
+        let tls = self.params.tls.clone().ok_or("blocks are missing but there is no cluster TLS to pull them with")?;
+        let mut sources = self.shared.members().sources.clone();
         sources.sort_by_key(|s| s.id != leader);
         loop {
             let shared = self.shared.clone();
@@ -429,7 +595,7 @@ impl RaftLoop {
             }
             let result = self.handle.block_on(ferrofabric_orderer::pull_blocks(
                 &self.shared.support,
-                &self.params.tls,
+                &tls,
                 &self.params.extra_roots,
                 &sources,
                 start,
@@ -459,6 +625,9 @@ async fn apply_pulled(
 ) -> Result<(), String> {
     let number = block.header.as_ref().map(|h| h.number).unwrap_or_default();
     shared.support.append_block(raw).await.map_err(|e| e.0)?;
+    if sole_config_envelope(&block).is_some() {
+        shared.on_config_block(&block)?;
+    }
     let keys = block_keys(block.data.as_ref().map(|d| d.data.as_slice()).unwrap_or_default());
     shared.lock_book().applied(keys.iter());
     let _ = events.send(Event::Applied { number });

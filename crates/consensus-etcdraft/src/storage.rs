@@ -8,7 +8,10 @@
 //! between the two leaves a snapshot plus entries that overlap it, which [`WalStorage::open`] accepts.
 //!
 //! A log that was never written starts empty at index 0 with the voters given by the channel configuration:
-//! every consenter of a new channel starts from the same state, as Raft requires.
+//! every consenter of a new channel starts from the same state, as Raft requires (a consenter added to a
+//! running channel starts from the genesis voters too and replays the `ConfChange`s, or gets a snapshot).
+//! The voters are kept up to date under a key of their own whenever a `ConfChange` is applied or a snapshot
+//! installed.
 
 use std::fs::File;
 use std::io::Write;
@@ -25,6 +28,8 @@ use raft_engine::{Command, Engine, LogBatch, MessageExt, ReadableSize};
 const GROUP: u64 = 1;
 /// Key of the persisted `HardState`.
 const HARD_STATE_KEY: &[u8] = b"hard_state";
+/// Key of the persisted `ConfState` (the voters after the last applied configuration change).
+const CONF_STATE_KEY: &[u8] = b"conf_state";
 /// Snapshot files kept on disk (the newest ones).
 const SNAPSHOTS_KEPT: usize = 2;
 
@@ -108,8 +113,10 @@ fn load_latest_snapshot(dir: &Path) -> Result<Option<Snapshot>, WalError> {
 }
 
 impl WalStorage {
-    /// Opens (or creates) the log in `wal_dir` and the snapshots in `snap_dir`. `voters` are the Raft IDs of
-    /// the channel's consenters; membership is static, so they replace whatever a snapshot recorded.
+    /// Opens (or creates) the log in `wal_dir` and the snapshots in `snap_dir`. `voters` are the Raft IDs to
+    /// start with when neither the log nor a snapshot records any: those of the channel's genesis
+    /// configuration, which every log starts from (a consenter added later replays the `ConfChange`s from
+    /// there, or receives a snapshot).
     ///
     /// Errors: directories that cannot be created or read, a corrupt WAL (raft-engine tolerates a torn tail).
     pub(crate) fn open(wal_dir: &Path, snap_dir: &Path, voters: &[u64]) -> Result<WalStorage, WalError> {
@@ -123,8 +130,12 @@ impl WalStorage {
         };
         let engine = Arc::new(Engine::open(config)?);
         let mut hard_state: HardState = engine.get_message(GROUP, HARD_STATE_KEY)?.unwrap_or_default();
-        let conf_state = ConfState { voters: voters.to_vec(), ..ConfState::default() };
         let mut snapshot = load_latest_snapshot(snap_dir)?.unwrap_or_default();
+        let conf_state = match engine.get_message::<ConfState>(GROUP, CONF_STATE_KEY)? {
+            Some(cs) => cs,
+            None if snapshot.get_metadata().index > 0 => snapshot.get_metadata().get_conf_state().clone(),
+            None => ConfState { voters: voters.to_vec(), ..ConfState::default() },
+        };
         snapshot.mut_metadata().set_conf_state(conf_state.clone());
         let snap_index = snapshot.get_metadata().index;
         let stale = match (engine.first_index(GROUP), engine.last_index(GROUP)) {
@@ -139,6 +150,7 @@ impl WalStorage {
             engine.write(&mut batch, true)?;
             let mut batch = LogBatch::default();
             batch.put_message(GROUP, HARD_STATE_KEY.to_vec(), &hard_state)?;
+            batch.put_message(GROUP, CONF_STATE_KEY.to_vec(), &conf_state)?;
             engine.write(&mut batch, true)?;
         }
         if hard_state.commit < snap_index {
@@ -158,6 +170,23 @@ impl WalStorage {
     /// The newest snapshot (empty data when there is none).
     pub(crate) fn latest_snapshot(&self) -> &Snapshot {
         &self.snapshot
+    }
+
+    /// The voters as last applied.
+    pub(crate) fn conf_state(&self) -> &ConfState {
+        &self.conf_state
+    }
+
+    /// Records the voters after an applied configuration change (synced).
+    ///
+    /// Errors: I/O.
+    pub(crate) fn set_conf_state(&mut self, cs: ConfState) -> Result<(), WalError> {
+        let mut batch = LogBatch::default();
+        batch.put_message(GROUP, CONF_STATE_KEY.to_vec(), &cs)?;
+        self.engine.write(&mut batch, true)?;
+        self.snapshot.mut_metadata().set_conf_state(cs.clone());
+        self.conf_state = cs;
+        Ok(())
     }
 
     /// The persisted hard state.
@@ -195,12 +224,11 @@ impl WalStorage {
         Ok(())
     }
 
-    /// Installs a snapshot received from the leader: the file is written, every entry is dropped and the
-    /// hard state moves to the snapshot's index and term.
+    /// Installs a snapshot received from the leader: the file is written, every entry is dropped, the
+    /// hard state moves to the snapshot's index and term and the voters become the snapshot's.
     ///
     /// Errors: I/O.
-    pub(crate) fn apply_snapshot(&mut self, mut snapshot: Snapshot) -> Result<(), WalError> {
-        snapshot.mut_metadata().set_conf_state(self.conf_state.clone());
+    pub(crate) fn apply_snapshot(&mut self, snapshot: Snapshot) -> Result<(), WalError> {
         self.write_snapshot_file(&snapshot)?;
         let meta = snapshot.get_metadata().clone();
         let mut batch = LogBatch::default();
@@ -211,6 +239,8 @@ impl WalStorage {
         hs.term = hs.term.max(meta.term);
         let mut batch = LogBatch::default();
         self.stage_hard_state(&mut batch, hs)?;
+        self.conf_state = meta.get_conf_state().clone();
+        batch.put_message(GROUP, CONF_STATE_KEY.to_vec(), &self.conf_state)?;
         self.engine.write(&mut batch, true)?;
         self.snapshot = snapshot;
         Ok(())
@@ -403,6 +433,25 @@ mod tests {
         assert_eq!((snapshot.get_metadata().index, snapshot.get_metadata().term), (8, 2));
         assert_eq!(snapshot.get_data(), b"tip-block");
         assert_eq!(snapshot.get_metadata().get_conf_state().voters, vec![1, 2, 3]);
+    }
+
+    /// The voters recorded after a `ConfChange` survive a reopen, win over the voters given to `open` and are
+    /// what a snapshot taken afterwards carries.
+    #[test]
+    fn applied_voters_survive_reopen_and_go_into_snapshots() {
+        let dir = tempfile::tempdir().unwrap();
+        let (wal, snap) = (dir.path().join("wal"), dir.path().join("snap"));
+        {
+            let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
+            let mut batch = LogBatch::default();
+            s.stage_entries(&mut batch, &[entry(1, 1, b"a"), entry(2, 1, b"b")]).unwrap();
+            s.write(&mut batch, true).unwrap();
+            s.set_conf_state(ConfState { voters: vec![1, 2, 3, 4], ..ConfState::default() }).unwrap();
+        }
+        let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
+        assert_eq!(s.initial_state().unwrap().conf_state.voters, vec![1, 2, 3, 4]);
+        s.create_snapshot(2, Bytes::from_static(b"block"), 0).unwrap();
+        assert_eq!(s.latest_snapshot().get_metadata().get_conf_state().voters, vec![1, 2, 3, 4]);
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! A backend of the orderer core (`ferrofabric-orderer`): [`register`] adds it to a node's
 //! [`ConsensusRegistry`] under `solo`, and under `etcdraft` for channels with a single consenter
 //! ([`SingleRaftNodeFactory`]; `ferrofabric-consensus-etcdraft` replaces that entry with its Raft factory,
-//! which hands single-consenter channels back to it).
+//! which runs single-consenter channels on Raft too and hands them back to it only when the node has no
+//! WAL directory configured).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

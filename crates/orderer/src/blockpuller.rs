@@ -59,10 +59,33 @@ pub async fn pull_blocks<F>(
     sources: &[PullSource],
     from: u64,
     to: u64,
-    apply: F,
+    mut apply: F,
 ) -> Result<(), String>
 where
     F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
+{
+    pull_blocks_until(support, tls, extra_roots, sources, from, to, move |raw, block| {
+        let applied = apply(raw, block);
+        Box::pin(async move { applied.await.map(|()| false) })
+    })
+    .await
+}
+
+/// As [`pull_blocks`], but `apply` may end the pull early by answering `Ok(true)` after a block (e.g. a
+/// joining node that pulled the config block naming it a consenter); `to` may then be `u64::MAX`.
+///
+/// Errors: every source failed (the last failure is reported); `apply` failed.
+pub async fn pull_blocks_until<F>(
+    support: &ChainSupport,
+    tls: &ClusterTls,
+    extra_roots: &[Vec<u8>],
+    sources: &[PullSource],
+    from: u64,
+    to: u64,
+    apply: F,
+) -> Result<(), String>
+where
+    F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<bool, String>>,
 {
     let puller = Puller { channel: support.channel_id(), signer: support.signer(), tls, extra_roots, idle: IDLE };
     puller.pull(sources, from, to, apply).await
@@ -81,10 +104,10 @@ pub(crate) struct Puller<'a> {
 }
 
 impl Puller<'_> {
-    /// [`pull_blocks`]' work.
+    /// [`pull_blocks_until`]' work.
     pub(crate) async fn pull<F>(&self, sources: &[PullSource], from: u64, to: u64, mut apply: F) -> Result<(), String>
     where
-        F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
+        F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<bool, String>>,
     {
         let mut next = from;
         let mut last_error = "no other orderer to pull from".to_owned();
@@ -109,7 +132,7 @@ impl Puller<'_> {
 
     async fn pull_from<F>(&self, source: &PullSource, next: &mut u64, to: u64, apply: &mut F) -> Result<(), String>
     where
-        F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
+        F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<bool, String>>,
     {
         let ep = cluster_endpoint(&source.host, source.port, self.tls, self.extra_roots)
             .map_err(|e| format!("endpoint: {e}"))?;
@@ -134,8 +157,11 @@ impl Puller<'_> {
                     if number != *next {
                         return Err(format!("expected block {} but got block {number}", *next));
                     }
-                    apply(raw, block).await?;
+                    let stop = apply(raw, block).await?;
                     *next += 1;
+                    if stop {
+                        return Ok(());
+                    }
                 }
                 Some(Ok(DeliverItem::Status(s))) => return Err(format!("Deliver ended with status {s}")),
                 Some(Err(e)) => return Err(format!("Deliver stream: {e}")),

@@ -14,6 +14,8 @@ use ferrofabric_protos::common::{ConfigEnvelope, Envelope};
 use ferrofabric_protos::etcdraft;
 use prost::Message;
 
+use crate::membership::validate_consenter_change;
+
 /// Computes the configuration a CONFIG_UPDATE leads to: Fabric's `ChainSupport.ProposeConfigUpdate`.
 ///
 /// Given the channel's current configuration and the CONFIG_UPDATE envelope (already past the broadcast
@@ -38,28 +40,32 @@ pub trait ConfigUpdateProcessor: Send + Sync {
 }
 
 /// The node's CONFIG_UPDATE processor: [`ConfigTxValidator::propose`] (read set versions, version increments,
-/// `mod_policy` signatures, validity and compatibility of the result), plus the orderer-side rule that the
-/// `etcdraft` consenter set may not change, because this orderer does not reconfigure Raft membership yet
-/// (Fabric would accept a change of one consenter at a time and reconfigure the cluster).
+/// `mod_policy` signatures, validity and compatibility of the result), plus Fabric's check of the `etcdraft`
+/// consenter set (`ChainSupport.ProposeConfigUpdate` → `ValidateConsensusMetadata`): it may not become empty
+/// nor list a TLS certificate twice, and at most one consenter may be added, removed or have its client TLS
+/// certificate rotated
+/// ([`crate::validate_consenter_change`]); otherwise the update is refused with
+/// `consensus metadata update for channel config update is invalid: update of more than one consenter at a
+/// time is not supported, requested changes: add N node(s), remove M node(s)`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ConfigTxProcessor;
 
 /// Why [`ConfigTxProcessor`] refused a consenter-set change.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
+#[error("consensus metadata update for channel config update is invalid: {0}")]
 struct ConsenterChange(String);
 
-/// The etcdraft consenters of `config` as `(host, port, client TLS cert, server TLS cert)`, or `None` for other
-/// consensus types.
-#[allow(clippy::type_complexity)]
-fn raft_consenters(config: &ChannelConfig) -> Result<Option<Vec<(String, u32, Bytes, Bytes)>>, String> {
+/// The etcdraft consenters of `config`, or `None` for other consensus types.
+///
+/// Errors: the `ConsensusType` metadata does not decode as `etcdraft.ConfigMetadata`.
+pub fn raft_consenters(config: &ChannelConfig) -> Result<Option<Vec<etcdraft::Consenter>>, String> {
     let Some(oc) = config.orderer() else { return Ok(None) };
     if oc.consensus_type() != "etcdraft" {
         return Ok(None);
     }
     let md = etcdraft::ConfigMetadata::decode(oc.consensus_metadata().clone())
         .map_err(|e| format!("bad etcdraft consensus metadata: {e}"))?;
-    Ok(Some(md.consenters.into_iter().map(|c| (c.host, c.port, c.client_tls_cert, c.server_tls_cert)).collect()))
+    Ok(Some(md.consenters))
 }
 
 impl ConfigUpdateProcessor for ConfigTxProcessor {
@@ -73,14 +79,10 @@ impl ConfigUpdateProcessor for ConfigTxProcessor {
         let Some(config) = next.config.as_ref() else {
             return Err(Box::new(ConsenterChange("the proposed config envelope has no config".into())));
         };
-        let before = raft_consenters(current).map_err(ConsenterChange)?;
-        if before.is_some() {
+        if let Some(before) = raft_consenters(current).map_err(ConsenterChange)? {
             let parsed = ChannelConfig::from_config(current.channel_id(), config)?;
-            let after = raft_consenters(&parsed).map_err(ConsenterChange)?;
-            if after != before {
-                return Err(Box::new(ConsenterChange(
-                    "the update changes the etcdraft consenter set, which this orderer cannot reconfigure yet".into(),
-                )));
+            if let Some(after) = raft_consenters(&parsed).map_err(ConsenterChange)? {
+                validate_consenter_change(&before, &after).map_err(|e| ConsenterChange(e.to_string()))?;
             }
         }
         Ok(next)

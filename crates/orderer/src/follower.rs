@@ -106,7 +106,7 @@ async fn follow(
         let config = support.config();
         let roots = config.orderer_tls_roots();
         let sources = sources(&config, own_port);
-        let next = support.store().height();
+        let next = support.next_queued_number();
         let puller = Puller { channel: &channel, signer: support.signer(), tls: &tls, extra_roots: &roots, idle: IDLE };
         let (s, member, at) = (support.clone(), is_consenter.clone(), member_at.clone());
         let pulled = puller.pull(&sources, next, u64::MAX, move |raw, block| {
@@ -135,21 +135,21 @@ async fn follow(
 }
 
 /// Appends one pulled block after checking it against the channel's `BlockValidation`; after a config block that
-/// makes this node a consenter, records it and ends the pull (an error the loop recognises by `at`).
+/// makes this node a consenter, records it in `at` and ends the pull (`Ok(true)`).
 async fn append(
     support: &ChainSupport,
     raw: Bytes,
     block: &Block,
     is_consenter: &(dyn Fn(&ChainSupport) -> bool + Send + Sync),
     at: &std::sync::Mutex<Option<u64>>,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let number = block.header.as_ref().map(|h| h.number).unwrap_or_default();
     ferrofabric_validator::verify_block_attestation(&support.config(), raw.clone())
         .map_err(|e| format!("block {number} fails BlockValidation: {e}"))?;
     support.append_block(raw).await.map_err(|e| format!("appending block {number}: {}", e.0))?;
     if ferrofabric_protoutil::sole_config_envelope(block).is_some() && is_consenter(support) {
         *at.lock().unwrap_or_else(|e| e.into_inner()) = Some(number);
-        return Err(format!("config block {number} makes this orderer a consenter"));
+        return Ok(true);
     }
-    Ok(())
+    Ok(false)
 }

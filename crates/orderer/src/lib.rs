@@ -19,6 +19,9 @@
 //!   into through [`Plugins`].
 //! * [`pull_blocks`]: a consenter catching up pulls the blocks it misses from the others (Fabric's cluster block
 //!   puller).
+//! * etcdraft consenter-set changes, one consenter at a time ([`compute_membership_changes`], Fabric's
+//!   `ComputeMembershipChanges`), checked on CONFIG_UPDATE by [`ConfigTxProcessor`] and followed by the Raft
+//!   backend.
 //! * [`Registrar`]: channels on disk; the osnadmin REST API (channel participation); health and metrics
 //!   ([`Metrics`]) on the operations listener.
 //!
@@ -33,6 +36,7 @@ mod cutter;
 mod deliver;
 mod follower;
 mod grpc;
+mod membership;
 mod metrics;
 mod msgprocessor;
 mod onboarding;
@@ -42,17 +46,21 @@ mod registrar;
 mod server;
 mod support;
 
-pub use blockpuller::{check_pulled, pull_blocks, PullSource};
+pub use blockpuller::{check_pulled, pull_blocks, pull_blocks_until, PullSource};
 pub use broadcast::{BroadcastHandler, Checked};
 pub use config::{
     AuthenticationConfig, ChannelParticipationConfig, ClusterConfig, ConsensusDirs, FileLedgerConfig, GeneralConfig,
     HttpListenerConfig, KafkaConfig, KafkaSaslPlain, KafkaTopic, KeepaliveConfig, OrdererConfig, TuningConfig,
 };
-pub use configupdate::{ConfigTxProcessor, ConfigUpdateProcessor};
+pub use configupdate::{raft_consenters, ConfigTxProcessor, ConfigUpdateProcessor};
 pub use consensus::{
     ChannelStatus, Consensus, ConsensusContext, ConsensusFactory, ConsensusRegistry, ConsensusRelation, Submission,
 };
 pub use cutter::{Batch, BlockCutter};
+pub use membership::{
+    compute_membership_changes, initial_raft_metadata, validate_consenter_change, MembershipChanges, MembershipError,
+    RaftConfChange,
+};
 pub use metrics::Metrics;
 pub use msgprocessor::{inspect, FilterOptions, Inspected, Rejection};
 pub use registrar::{Channel, ChannelState, JoinError, Registrar, RegistrarParams, RemoveError};

@@ -106,18 +106,24 @@ pub(crate) fn forget_join_block(ledger_dir: &Path, channel: &str) {
     let _ = std::fs::remove_file(pending_dir(ledger_dir).join(format!("{channel}.join")));
 }
 
-/// The orderers to pull from: every orderer endpoint of `config` (the orderer organizations' `Endpoints`, then
-/// the global `OrdererAddresses`), as `host:port`, but this node's own (`own_port` on a loopback or unspecified
-/// host: a node cannot pull from itself what it lacks).
+/// The orderers to pull from: every orderer endpoint of `config` (the orderer organizations' `Endpoints`, the
+/// global `OrdererAddresses`, then the consenters' own endpoints of BFT and etcdraft channels), as `host:port`,
+/// but this node's own (`own_port` on a loopback or unspecified host: a node cannot pull from itself what it
+/// lacks).
 pub(crate) fn sources(config: &ChannelConfig, own_port: u16) -> Vec<PullSource> {
     let mut endpoints: Vec<String> = Vec::new();
     if let Some(orderer) = config.orderer() {
         for org in orderer.organizations().values() {
             endpoints.extend(org.endpoints().iter().cloned());
         }
+        endpoints.extend(orderer.consenters().iter().map(|c| format!("{}:{}", c.host, c.port)));
     }
     endpoints.extend(config.orderer_addresses().iter().cloned());
-    endpoints.dedup();
+    if let Ok(Some(raft)) = crate::configupdate::raft_consenters(config) {
+        endpoints.extend(raft.iter().map(|c| format!("{}:{}", c.host, c.port)));
+    }
+    let mut seen = std::collections::HashSet::new();
+    endpoints.retain(|e| seen.insert(e.clone()));
     let local = |host: &str| matches!(host, "127.0.0.1" | "localhost" | "::1" | "[::1]" | "0.0.0.0");
     endpoints
         .iter()
@@ -196,7 +202,7 @@ pub(crate) async fn onboard(
                     }
                     store.append(raw).map_err(|e| format!("storing block {}: {e}", h.number))?;
                     *prev = Some(block_header_hash(h));
-                    Ok(())
+                    Ok(false)
                 })();
                 Box::pin(async move { result })
             })

@@ -1,3 +1,4 @@
 //! Integration tests of `ferrofabric-consensus-etcdraft`, one test binary for the crate.
 
+mod membership;
 mod raft;

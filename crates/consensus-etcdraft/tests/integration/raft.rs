@@ -50,7 +50,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Set in the environment of a node process: its configuration file.
 const NODE_ENV: &str = "FERROFABRIC_RAFT_TEST_NODE";
-const CHANNEL: &str = "mychannel";
+pub(crate) const CHANNEL: &str = "mychannel";
 const NODES: usize = 3;
 const CLIENTS: usize = 3;
 const ROUNDS: usize = 10;
@@ -60,7 +60,7 @@ const KILL_AFTER: usize = 350;
 
 /// The orderer process: `ferrofabric orderer --config $FERROFABRIC_RAFT_TEST_NODE`, until it is killed.
 #[test]
-#[ignore = "entry point of the orderer processes started by three_raft_orderers_survive_a_leader_sigkill"]
+#[ignore = "entry point of the orderer processes started by the multi-process Raft tests"]
 fn raft_node_process() {
     let config =
         std::env::var(NODE_ENV).expect("FERROFABRIC_RAFT_TEST_NODE is not set: this is not a test to run alone");
@@ -120,8 +120,16 @@ fn serial() -> SerialNumber {
     SerialNumber::from(b.to_vec())
 }
 
-/// A TLS CA and, per node, a certificate for 127.0.0.1 usable as server and client certificate.
-fn tls_material() -> (String, Vec<(String, String)>) {
+/// Held by each test that runs a cluster of orderer processes: two at once would compete for the two cores
+/// and race for the free ports each picks.
+pub(crate) async fn cluster_lock() -> tokio::sync::MutexGuard<'static, ()> {
+    static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    CLUSTER.lock().await
+}
+
+/// A TLS CA and `count` certificates for 127.0.0.1 usable as server and client certificate, as
+/// `(certificate PEM, key PEM)`.
+pub(crate) fn tls_material(count: usize) -> (String, Vec<(String, String)>) {
     let ca_key = TestKey::generate();
     let mut ca = CertificateParams::default();
     ca.serial_number = Some(serial());
@@ -130,7 +138,7 @@ fn tls_material() -> (String, Vec<(String, String)>) {
     ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
     let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
     let issuer = Issuer::from_params(&ca, &ca_key);
-    let nodes = (0..NODES)
+    let nodes = (0..count)
         .map(|i| {
             let key = TestKey::generate();
             let mut p = CertificateParams::default();
@@ -145,8 +153,8 @@ fn tls_material() -> (String, Vec<(String, String)>) {
     (ca_pem, nodes)
 }
 
-/// The testkit genesis block with three consenters, fast Raft timing, small snapshots and small blocks.
-fn raft_genesis(base: &Bytes, consenters: Vec<Consenter>) -> Bytes {
+/// The testkit genesis block with `consenters`, fast Raft timing, small snapshots and small blocks.
+pub(crate) fn raft_genesis(base: &Bytes, consenters: Vec<Consenter>) -> Bytes {
     let mut block = Block::decode(base.clone()).unwrap();
     let data = block.data.as_mut().unwrap();
     let mut env = Envelope::decode(data.data[0].clone()).unwrap();
@@ -189,16 +197,55 @@ fn raft_node_process_test_name() -> String {
     }
 }
 
-struct Node {
-    config: PathBuf,
-    log: PathBuf,
-    grpc: SocketAddr,
-    admin: SocketAddr,
-    child: Option<Child>,
+pub(crate) struct Node {
+    pub(crate) config: PathBuf,
+    pub(crate) log: PathBuf,
+    pub(crate) grpc: SocketAddr,
+    pub(crate) admin: SocketAddr,
+    pub(crate) child: Option<Child>,
 }
 
 impl Node {
-    fn start(&mut self) {
+    /// A node whose home is `root/node<i>` with TLS certificate and key `cert`, `key` (PEM), listening on
+    /// `port` (gRPC and cluster) and `admin`; `root/ca.crt` is the TLS CA, `msp` the signing identity.
+    pub(crate) fn configure(
+        root: &std::path::Path,
+        i: usize,
+        cert: &str,
+        key: &str,
+        port: u16,
+        admin: u16,
+        msp: &std::path::Path,
+    ) -> Node {
+        let home = root.join(format!("node{i}"));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("tls.crt"), cert).unwrap();
+        std::fs::write(home.join("tls.key"), key).unwrap();
+        let yaml = format!(
+            "General:\n  ListenAddress: 127.0.0.1\n  ListenPort: {port}\n  TLS:\n    Enabled: true\n    \
+             Certificate: {home}/tls.crt\n    PrivateKey: {home}/tls.key\n    RootCAs: [{root}/ca.crt]\n    \
+             ClientAuthRequired: false\n    ClientRootCAs: [{root}/ca.crt]\n  Cluster:\n    ClientCertificate: \
+             {home}/tls.crt\n    ClientPrivateKey: {home}/tls.key\n  LocalMSPDir: {msp}\n  LocalMSPID: OrdererMSP\n\
+             FileLedger:\n  Location: {home}/ledger\nAdmin:\n  ListenAddress: 127.0.0.1:{admin}\n\
+             ChannelParticipation:\n  Enabled: true\nOperations:\n  ListenAddress: \"\"\nConsensus:\n  WALDir: \
+             {home}/etcdraft/wal\n  SnapDir: {home}/etcdraft/snapshot\nFerrofabric:\n  SyncEveryBlock: false\n",
+            home = home.display(),
+            root = root.display(),
+            msp = msp.display(),
+        );
+        let config = home.join("orderer.yaml");
+        std::fs::write(&config, yaml).unwrap();
+        Node {
+            config,
+            log: home.join("orderer.log"),
+            grpc: SocketAddr::from(([127, 0, 0, 1], port)),
+            admin: SocketAddr::from(([127, 0, 0, 1], admin)),
+            child: None,
+        }
+    }
+
+    /// Starts the node's process.
+    pub(crate) fn start(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
         let exe = std::env::current_exe().unwrap();
         let child = Command::new(exe)
@@ -213,20 +260,20 @@ impl Node {
     }
 
     /// SIGKILL.
-    fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 
-    fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 }
 
 /// Kills every node when the test ends, passed or not.
-struct Nodes(Vec<Node>);
+pub(crate) struct Nodes(pub(crate) Vec<Node>);
 
 impl Drop for Nodes {
     fn drop(&mut self) {
@@ -247,7 +294,13 @@ impl Drop for Nodes {
 }
 
 /// One HTTP/1.1 request over plain TCP with `Connection: close`; returns the status and body.
-async fn http(addr: SocketAddr, method: &str, path: &str, content_type: Option<&str>, body: &[u8]) -> (u16, Vec<u8>) {
+pub(crate) async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+) -> (u16, Vec<u8>) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut head =
         format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
@@ -280,7 +333,7 @@ async fn http(addr: SocketAddr, method: &str, path: &str, content_type: Option<&
 }
 
 /// Joins the channel of the config block `block` with the participation API, as `osnadmin channel join`.
-async fn join(admin: SocketAddr, block: &[u8]) -> (u16, Vec<u8>) {
+pub(crate) async fn join(admin: SocketAddr, block: &[u8]) -> (u16, Vec<u8>) {
     let boundary = "raft-test-boundary-1f3a";
     let mut body = format!(
         "--{boundary}\r\nContent-Disposition: form-data; name=\"config-block\"; filename=\"genesis.block\"\r\n\
@@ -294,7 +347,7 @@ async fn join(admin: SocketAddr, block: &[u8]) -> (u16, Vec<u8>) {
 }
 
 /// Blocks `0..height` of the channel from the node at `addr`, as stored.
-async fn fetch_chain(addr: SocketAddr, tls: &ClientTls, net: &Network, height: u64) -> Vec<Bytes> {
+pub(crate) async fn fetch_chain(addr: SocketAddr, tls: &ClientTls, net: &Network, height: u64) -> Vec<Bytes> {
     let reader = net.client(0);
     let seek = seek_range(0, Some(height - 1), SeekBehavior::FailIfNotReady);
     let env = seek_envelope(CHANNEL, reader.serialized(), |m| reader.sign(m), &seek);
@@ -315,7 +368,7 @@ async fn fetch_chain(addr: SocketAddr, tls: &ClientTls, net: &Network, height: u
 }
 
 /// Transaction IDs of a marshaled block, in order.
-fn block_tx_ids(raw: &Bytes) -> Vec<String> {
+pub(crate) fn block_tx_ids(raw: &Bytes) -> Vec<String> {
     let block = Block::decode(raw.clone()).unwrap();
     block
         .data
@@ -331,7 +384,7 @@ fn block_tx_ids(raw: &Bytes) -> Vec<String> {
 }
 
 /// `(term, leader)` of the newest "etcdraft: term T leader L" line in any of the logs.
-fn leader_from_logs(logs: &[String]) -> Option<(u64, u64)> {
+pub(crate) fn leader_from_logs(logs: &[String]) -> Option<(u64, u64)> {
     let mut best: Option<(u64, u64)> = None;
     for log in logs {
         for line in log.lines() {
@@ -350,7 +403,7 @@ fn leader_from_logs(logs: &[String]) -> Option<(u64, u64)> {
     best
 }
 
-async fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub(crate) async fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = f() {
@@ -361,7 +414,7 @@ async fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Optio
     }
 }
 
-async fn height(admin: SocketAddr) -> Option<u64> {
+pub(crate) async fn height(admin: SocketAddr) -> Option<u64> {
     let (status, body) = tokio::time::timeout(
         Duration::from_secs(5),
         http(admin, "GET", &format!("/participation/v1/channels/{CHANNEL}"), None, b""),
@@ -374,7 +427,11 @@ async fn height(admin: SocketAddr) -> Option<u64> {
 
 /// Broadcasts `txs` on one stream to `addr`; returns the IDs that got SUCCESS (a broken stream leaves the
 /// rest without an answer).
-async fn broadcast_round(addr: SocketAddr, tls: &ClientTls, txs: &[(String, Bytes)]) -> (Vec<String>, usize) {
+pub(crate) async fn broadcast_round(
+    addr: SocketAddr,
+    tls: &ClientTls,
+    txs: &[(String, Bytes)],
+) -> (Vec<String>, usize) {
     let Ok(ch) = connect(&addr.to_string(), Some(tls)).await else { return (Vec::new(), 0) };
     let envelopes: Vec<Bytes> = txs.iter().map(|(_, e)| e.clone()).collect();
     let Ok(mut responses) = broadcast(ch, futures::stream::iter(envelopes)).await else {
@@ -394,6 +451,7 @@ async fn broadcast_round(addr: SocketAddr, tls: &ClientTls, txs: &[(String, Byte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_raft_orderers_survive_a_leader_sigkill() {
+    let _cluster = cluster_lock().await;
     let started = Instant::now();
     let net = Arc::new(tokio::task::spawn_blocking(|| Network::generate(33).unwrap()).await.unwrap());
     // Signing the transactions takes a while in a debug build: it runs while the nodes start.
@@ -417,7 +475,7 @@ async fn three_raft_orderers_survive_a_leader_sigkill() {
     let root = dir.path();
     net.write_msp_dirs(&root.join("crypto")).unwrap();
     let msp = root.join("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp");
-    let (ca_pem, certs) = tls_material();
+    let (ca_pem, certs) = tls_material(NODES);
     std::fs::write(root.join("ca.crt"), &ca_pem).unwrap();
     let ports: Vec<(u16, u16)> = (0..NODES)
         .map(|_| {
@@ -437,31 +495,7 @@ async fn three_raft_orderers_survive_a_leader_sigkill() {
     let genesis = raft_genesis(&net.genesis_block(), consenters);
     let mut nodes = Nodes(Vec::new());
     for (i, ((cert, key), (port, admin))) in certs.iter().zip(&ports).enumerate() {
-        let home = root.join(format!("node{i}"));
-        std::fs::create_dir_all(&home).unwrap();
-        std::fs::write(home.join("tls.crt"), cert).unwrap();
-        std::fs::write(home.join("tls.key"), key).unwrap();
-        let yaml = format!(
-            "General:\n  ListenAddress: 127.0.0.1\n  ListenPort: {port}\n  TLS:\n    Enabled: true\n    \
-             Certificate: {home}/tls.crt\n    PrivateKey: {home}/tls.key\n    RootCAs: [{root}/ca.crt]\n    \
-             ClientAuthRequired: false\n    ClientRootCAs: [{root}/ca.crt]\n  Cluster:\n    ClientCertificate: \
-             {home}/tls.crt\n    ClientPrivateKey: {home}/tls.key\n  LocalMSPDir: {msp}\n  LocalMSPID: OrdererMSP\n\
-             FileLedger:\n  Location: {home}/ledger\nAdmin:\n  ListenAddress: 127.0.0.1:{admin}\n\
-             ChannelParticipation:\n  Enabled: true\nOperations:\n  ListenAddress: \"\"\nConsensus:\n  WALDir: \
-             {home}/etcdraft/wal\n  SnapDir: {home}/etcdraft/snapshot\nFerrofabric:\n  SyncEveryBlock: false\n",
-            home = home.display(),
-            root = root.display(),
-            msp = msp.display(),
-        );
-        let config = home.join("orderer.yaml");
-        std::fs::write(&config, yaml).unwrap();
-        nodes.0.push(Node {
-            config,
-            log: home.join("orderer.log"),
-            grpc: SocketAddr::from(([127, 0, 0, 1], *port)),
-            admin: SocketAddr::from(([127, 0, 0, 1], *admin)),
-            child: None,
-        });
+        nodes.0.push(Node::configure(root, i, cert, key, *port, *admin, &msp));
     }
     for n in &mut nodes.0 {
         n.start();

@@ -688,7 +688,7 @@ fn bft_consenters_removed_and_added_by_config_update() {
     crate::fabric_bft::osnadmin_join_with(&fabric, 5, &nodes[4].admin, &join_block);
     wait_for_log(&nodes[4], "this orderer follows the channel");
     let listed = osnadmin_list(&fabric, 5, &nodes[4].admin);
-    assert!(listed.contains(r#""consensusRelation":"follower""#), "osnadmin channel list: {listed}");
+    assert!(listed.contains(r#""consensusRelation": "follower""#), "osnadmin channel list: {listed}");
     let message = user_envelope(&fabric, ferrofabric_protos::common::HeaderType::Message, "to-a-follower", b"hello");
     let refused = runtime.block_on(broadcast_one(&fabric, &nodes[4].grpc, message));
     assert_eq!(refused.status, Status::ServiceUnavailable as i32, "Broadcast to a follower: {}", refused.info);

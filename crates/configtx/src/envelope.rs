@@ -87,3 +87,24 @@ pub fn config_update_envelope(
     let update_env = ConfigUpdateEnvelope { config_update, signatures };
     signed_envelope(HeaderType::ConfigUpdate, channel_id, submitter, Bytes::from(update_env.encode_to_vec()))
 }
+
+/// A CONFIG_UPDATE envelope that nobody signed yet, as `configtxlator` and Fabric's scripts make it for
+/// `peer channel signconfigtx` and `peer channel update`, which add the signatures:
+/// `Envelope{payload: Payload{header: {ChannelHeader{type CONFIG_UPDATE, channel_id}}, data:
+/// ConfigUpdateEnvelope{config_update}}}`, no signature header, no signature.
+pub fn unsigned_config_update_envelope(channel_id: &str, update: &ConfigUpdate) -> Envelope {
+    let channel_header = ChannelHeader {
+        r#type: HeaderType::ConfigUpdate as i32,
+        channel_id: channel_id.to_owned(),
+        ..ChannelHeader::default()
+    };
+    let data = ConfigUpdateEnvelope { config_update: encode::marshal_config_update(update), signatures: Vec::new() };
+    let payload = Payload {
+        header: Some(Header {
+            channel_header: Bytes::from(channel_header.encode_to_vec()),
+            signature_header: Bytes::new(),
+        }),
+        data: Bytes::from(data.encode_to_vec()),
+    };
+    Envelope { payload: Bytes::from(payload.encode_to_vec()), signature: Bytes::new() }
+}

@@ -33,7 +33,7 @@ mod update;
 mod validator;
 
 pub use encode::{marshal_config_envelope, marshal_config_update};
-pub use envelope::{config_signature, config_update_envelope, wrap_config_envelope};
+pub use envelope::{config_signature, config_update_envelope, unsigned_config_update_envelope, wrap_config_envelope};
 pub use error::ConfigTxError;
 pub use update::{anchor_peer_update, compute_update};
 pub use validator::ConfigTxValidator;

@@ -18,7 +18,7 @@ use ferrofabric_protos::peer::{AnchorPeer, AnchorPeers};
 use prost::encoding::{encode_key, encode_varint, WireType};
 use prost::Message;
 
-use crate::model::{Application, Consortium, Orderer, Organization, Policy, Profile, SmartBftOptions};
+use crate::model::{Application, BftConsenter, Consortium, Orderer, Organization, Policy, Profile, SmartBftOptions};
 use crate::{implicit_meta_policy, signature_policy, ConfigtxgenError};
 
 const ADMINS: &str = "Admins";
@@ -208,22 +208,24 @@ fn etcdraft_metadata(orderer: &Orderer) -> Result<Vec<u8>, ConfigtxgenError> {
 
 /// The BFT consenters (Fabric 3's `consenterProtosFromConfig`), their certificate files embedded.
 fn bft_consenters(orderer: &Orderer) -> Result<Vec<Consenter>, ConfigtxgenError> {
+    orderer.consenter_mapping.iter().map(bft_consenter).collect()
+}
+
+/// One BFT consenter of a `ConsenterMapping` entry as the `Orderers` value holds it: its identity and TLS
+/// certificate files (paths as given, absolute or relative to the working directory) embedded as they are.
+///
+/// Errors: [`ConfigtxgenError::Io`] for a file that cannot be read.
+pub fn bft_consenter(c: &BftConsenter) -> Result<Consenter, ConfigtxgenError> {
     let read = |p: &std::path::Path| std::fs::read(p).map(Bytes::from).map_err(|e| ConfigtxgenError::io(p, e));
-    orderer
-        .consenter_mapping
-        .iter()
-        .map(|c| {
-            Ok(Consenter {
-                id: c.id,
-                host: c.host.clone(),
-                port: c.port,
-                msp_id: c.msp_id.clone(),
-                identity: read(&c.identity)?,
-                client_tls_cert: read(&c.client_tls_cert)?,
-                server_tls_cert: read(&c.server_tls_cert)?,
-            })
-        })
-        .collect()
+    Ok(Consenter {
+        id: c.id,
+        host: c.host.clone(),
+        port: c.port,
+        msp_id: c.msp_id.clone(),
+        identity: read(&c.identity)?,
+        client_tls_cert: read(&c.client_tls_cert)?,
+        server_tls_cert: read(&c.server_tls_cert)?,
+    })
 }
 
 /// The SmartBFT `Options` of the `ConsensusType` metadata.

@@ -33,7 +33,7 @@ mod genesis;
 mod model;
 mod policydsl;
 
-pub use encoder::channel_group;
+pub use encoder::{bft_consenter, channel_group};
 pub use error::ConfigtxgenError;
 pub use genesis::{genesis_block, genesis_block_at, NONCE_SIZE};
 pub use model::{

@@ -283,17 +283,14 @@ async fn next_config_block(fabric: &Fabric, addr: &str, from: u64) -> u64 {
 }
 
 /// Broadcasts a CONFIG_UPDATE, signed by the orderer organization's admin, that replaces the channel's consenter
-/// mapping with what `change` makes of it; with `rewrite_policy` it also sets `BlockValidation` for the new set,
-/// as Fabric 3 requires. Returns the Broadcast answer.
-async fn consenter_update(
+/// mapping with what `change` makes of it but leaves `BlockValidation` as it is (the mistake Fabric 3 users make
+/// with `configtxlator`). Returns the Broadcast answer.
+async fn consenter_update_keeping_block_validation(
     fabric: &Fabric,
     addr: &str,
     change: impl FnOnce(&mut Vec<Consenter>),
-    rewrite_policy: bool,
 ) -> BroadcastResponse {
-    let newest = fabric.fetch_from_orderer(addr, "newest").unwrap();
-    let last_config = ferrofabric_protoutil::last_config_index(&newest).unwrap();
-    let block = fabric.fetch_from_orderer(addr, &last_config.to_string()).unwrap();
+    let (_, block) = newest_config_block(fabric, addr);
     let original = ChannelConfig::from_config_block(&block).unwrap().config().clone();
     let mut updated = original.clone();
     let orderer = updated.channel_group.as_mut().unwrap().groups.get_mut("Orderer").unwrap();
@@ -301,15 +298,49 @@ async fn consenter_update(
     let mut orderers = Orderers::decode(value.value.clone()).unwrap();
     change(&mut orderers.consenter_mapping);
     value.value = Bytes::from(orderers.encode_to_vec());
-    if rewrite_policy {
-        let policy = ferrofabric_channelconfig::bft_block_validation_policy(&orderers.consenter_mapping);
-        orderer.policies.get_mut("BlockValidation").unwrap().policy = Some(policy);
-    }
     let update = ferrofabric_configtx::compute_update("bftchannel", &original, &updated).unwrap();
-    let msp = fabric.work.join("organizations/ordererOrganizations/example.com/users/Admin@example.com/msp");
-    let admin = ferrofabric_msp::SigningIdentity::from_msp_dir("OrdererMSP", &msp).unwrap();
+    let admin = ferrofabric_msp::SigningIdentity::from_msp_dir("OrdererMSP", &orderer_admin(fabric)).unwrap();
     let env = ferrofabric_configtx::config_update_envelope("bftchannel", &update, &[&admin], &admin);
     broadcast_one(fabric, addr, env).await
+}
+
+/// The orderer organization's admin MSP directory.
+fn orderer_admin(fabric: &Fabric) -> std::path::PathBuf {
+    fabric.work.join("organizations/ordererOrganizations/example.com/users/Admin@example.com/msp")
+}
+
+/// The newest config block of the orderer at `addr`: its number and the block.
+fn newest_config_block(fabric: &Fabric, addr: &str) -> (u64, Block) {
+    let newest = fabric.fetch_from_orderer(addr, "newest").unwrap();
+    let number = ferrofabric_protoutil::last_config_index(&newest).unwrap();
+    (number, fabric.fetch_from_orderer(addr, &number.to_string()).unwrap())
+}
+
+/// Changes the consenter set as an operator would: `ferrofabric channel bft-consenters ARGS` on the newest config
+/// block writes the update, and the real Fabric 3.1.5 `peer channel update`, as the orderer organization's admin,
+/// signs and sends it to the orderer at `addr`. Returns the number of the config block it became.
+fn update_consenters_with_the_cli(fabric: &Fabric, addr: &str, args: &[String]) -> u64 {
+    let (number, block) = newest_config_block(fabric, addr);
+    let current = fabric.work.join(format!("config{number}.block"));
+    std::fs::write(&current, block.encode_to_vec()).unwrap();
+    let update = fabric.work.join(format!("consenters{number}.tx"));
+    let made = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+        .args(["channel", "bft-consenters", "--config-block"])
+        .arg(&current)
+        .args(args)
+        .arg("--output")
+        .arg(&update)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "ferrofabric channel bft-consenters: {}", String::from_utf8_lossy(&made.stderr));
+    let before = orderer_height(fabric, addr);
+    let root = fabric.bin.parent().unwrap();
+    let mut cmd = peer_cli(root, addr, &orderer_admin(fabric), &fabric.tls_ca());
+    cmd.env("CORE_PEER_LOCALMSPID", "OrdererMSP");
+    cmd.args(["channel", "update", "-o", addr, "-c", "bftchannel", "-f"]).arg(&update);
+    cmd.args(["--tls", "--cafile"]).arg(fabric.tls_ca());
+    crate::fabric_peers::output(&mut cmd).unwrap_or_else(|e| panic!("peer channel update: {e}"));
+    tokio::runtime::Runtime::new().unwrap().block_on(next_config_block(fabric, addr, before))
 }
 
 /// Waits (60 s at most) until `node`'s log contains `line`.
@@ -648,7 +679,8 @@ fn bft_orderers_tolerate_a_byzantine_consenter() {
 }
 
 /// Consenters leave and join by config update: of five consenters, the fifth is removed (a config update that also
-/// rewrites `BlockValidation` for four; one that does not is refused, as Fabric 3 refuses it) and stops while the
+/// rewrites `BlockValidation` for four, made by `ferrofabric channel bft-consenters` and sent by the real
+/// `peer channel update`; one that does not rewrite it is refused, as Fabric 3 refuses it) and stops while the
 /// four order on. Then it comes back as a new node, as Fabric's documentation adds an orderer: an empty ledger,
 /// joined with the latest config block (which does not name it), it pulls the blocks before that block from the
 /// others (on-boarding) and follows the channel (relation `follower`); the config update that adds it makes it a
@@ -663,14 +695,11 @@ fn bft_consenters_removed_and_added_by_config_update() {
     broadcast(&fabric, &nodes[0].grpc, 1, 100);
 
     let remove = |m: &mut Vec<Consenter>| m.retain(|c| c.id != 5);
-    let refused = runtime.block_on(consenter_update(&fabric, &nodes[0].grpc, remove, false));
+    let refused = runtime.block_on(consenter_update_keeping_block_validation(&fabric, &nodes[0].grpc, remove));
     assert_eq!(refused.status, Status::ServiceUnavailable as i32, "{}", refused.info);
     assert!(refused.info.contains("block validation policy should be a signature policy"), "{}", refused.info);
 
-    let before = orderer_height(&fabric, &nodes[0].grpc);
-    let r = runtime.block_on(consenter_update(&fabric, &nodes[0].grpc, remove, true));
-    assert_eq!(r.status, Status::Success as i32, "removing consenter 5: {}", r.info);
-    let removal = runtime.block_on(next_config_block(&fabric, &nodes[0].grpc, before));
+    let removal = update_consenters_with_the_cli(&fabric, &nodes[0].grpc, &["--remove".into(), "5".into()]);
     wait_for_log(&nodes[4], "this orderer was removed from the consenters");
     broadcast(&fabric, &nodes[1].grpc, 2, 100);
     assert_eq!(orderer_height(&fabric, &nodes[4].grpc), removal + 1, "the removed consenter went on appending");
@@ -694,10 +723,19 @@ fn bft_consenters_removed_and_added_by_config_update() {
     assert_eq!(refused.status, Status::ServiceUnavailable as i32, "Broadcast to a follower: {}", refused.info);
     assert!(refused.info.contains("orderer is a follower of channel bftchannel"), "{}", refused.info);
 
-    let before = orderer_height(&fabric, &nodes[0].grpc);
-    let r = runtime.block_on(consenter_update(&fabric, &nodes[0].grpc, |m| m.push(fifth.clone()), true));
-    assert_eq!(r.status, Status::Success as i32, "adding consenter 5: {}", r.info);
-    let addition = runtime.block_on(next_config_block(&fabric, &nodes[0].grpc, before));
+    let dir = fabric.orderer_dir(5);
+    let path = |p: std::path::PathBuf| p.display().to_string();
+    let add = [
+        ("--add-id", "5".to_owned()),
+        ("--add-host", fifth.host.clone()),
+        ("--add-port", fifth.port.to_string()),
+        ("--add-msp-id", "OrdererMSP".to_owned()),
+        ("--add-identity", path(dir.join("msp/signcerts/orderer5.example.com-cert.pem"))),
+        ("--add-client-tls-cert", path(dir.join("tls/server.crt"))),
+        ("--add-server-tls-cert", path(dir.join("tls/server.crt"))),
+    ];
+    let add: Vec<String> = add.into_iter().flat_map(|(k, v)| [k.to_owned(), v]).collect();
+    let addition = update_consenters_with_the_cli(&fabric, &nodes[0].grpc, &add);
     wait_for_log(&nodes[4], "this orderer is now a consenter of the channel");
     broadcast_as(&fabric, &nodes[4].grpc, 1, "Admin", 100);
 

@@ -39,8 +39,19 @@ pub(crate) fn fabric_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fabric"))
 }
 
+/// A port of 127.0.0.1 that is free now and was not handed out before in this test process: ports are chosen
+/// before the processes that bind them start, so without the record two of them (say one orderer's gRPC port
+/// and the next one's admin port) could get the same port.
 pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// Unpacks Fabric `version` into `dest`; returns `dest` (with `bin/` and `config/`).

@@ -27,7 +27,7 @@ const RETRY: Duration = Duration::from_secs(2);
 /// cuts no blocks, so this is long).
 const IDLE: Duration = Duration::from_secs(60);
 
-/// Called with a config block's support once it makes this node a consenter: the registrar's switch.
+/// Called once a stored config block makes this node a consenter: the registrar's switch to consenting.
 pub(crate) type Promote = Box<dyn FnOnce() + Send>;
 
 /// The follower of one channel ([`Consensus`] with relation `follower`).

@@ -81,8 +81,8 @@ impl<L: Ledger> Inner<L> {
         let mut heights = self.ledger.subscribe();
         let mut shutdown = self.shutdown.clone();
         loop {
-            if let Some((number, index)) = self.ledger.tx_location(&request.transaction_id).map_err(aborted)? {
-                let block = self.ledger.block(number).map_err(aborted)?.ok_or_else(|| {
+            if let Some((number, index)) = self.ledger.tx_location(&request.transaction_id).await.map_err(aborted)? {
+                let block = self.ledger.block(number).await.map_err(aborted)?.ok_or_else(|| {
                     aborted(format!("block {number} of transaction {} is not readable", request.transaction_id))
                 })?;
                 let result = validation_code(block, index).map_err(aborted)?;

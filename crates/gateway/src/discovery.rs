@@ -7,7 +7,8 @@
 //!   message and its ledger height and chaincodes in a gossip state-info message;
 //! * chaincode: for each interest (a chaincode and those it calls), its endorsers grouped by organisation and the
 //!   layouts that satisfy every one of their endorsement policies (the gateway's plan: one endorsement from each
-//!   organisation of a layout). Collections named in an interest do not narrow the endorsers.
+//!   organisation of a layout). Collections named in an interest narrow the endorsers to their members (unless
+//!   the call reads no private data) and bring their own endorsement policies; key-level policies are added.
 //!
 //! Each query is authorised on its own, as Fabric's `processQuery` does: a query of the peer's channel needs the
 //! client's signature over the request to satisfy the channel's `discovery` ACL (the channel's readers by
@@ -15,7 +16,8 @@
 //! local peers (every peer of the node by organisation, without channel state). Fabric checks the local MSP's admin
 //! principal; here it is the local organisation's `Admins` policy of the channel configuration, which names the
 //! same administrators in Fabric's generated networks. A query that fails authorisation answers `access denied`.
-//! The gossip envelopes are unsigned: Ferrofabric does not gossip, and clients read them without checking.
+//! Each peer's gossip messages are signed with its key, as a Fabric peer signs its own, when this process holds
+//! that key ([`crate::GatewayConfig::signers`]); its PKI-ID is Fabric's, derived from its identity.
 
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -30,12 +32,13 @@ use ferrofabric_protos::discovery::{
 };
 use ferrofabric_protos::gossip::{self, gossip_message, AliveMessage, GossipMessage, Member, PeerTime, Properties};
 use ferrofabric_protos::msp::{FabricMspConfig, MspConfig};
+use ferrofabric_protos::peer::ChaincodeCall;
 use prost::Message;
 use tonic::Status;
 
 use crate::ledger::Ledger;
-use crate::plan::{EndorserEndpoint, MAX_MESSAGE_SIZE};
-use crate::{Gateway, Inner};
+use crate::plan::{requirements, EndorserEndpoint, MAX_MESSAGE_SIZE};
+use crate::{Gateway, GossipSigner, Inner};
 
 /// What a query answers when the client may not ask it (Fabric's words).
 const ACCESS_DENIED: &str = "access denied";
@@ -62,15 +65,36 @@ impl<L: Ledger> Gateway<L> {
     }
 }
 
-/// A gossip envelope of `content`, unsigned.
-fn gossip_envelope(channel: &[u8], content: gossip_message::Content) -> gossip::Envelope {
+/// A gossip envelope of `content`, signed over its payload by `signer` (unsigned without one).
+fn gossip_envelope(
+    channel: &[u8],
+    content: gossip_message::Content,
+    signer: Option<&GossipSigner>,
+) -> gossip::Envelope {
     let message = GossipMessage {
         nonce: 0,
         channel: Bytes::copy_from_slice(channel),
         tag: gossip_message::Tag::ChanOrOrg as i32,
         content: Some(content),
     };
-    gossip::Envelope { payload: Bytes::from(message.encode_to_vec()), ..gossip::Envelope::default() }
+    let payload = Bytes::from(message.encode_to_vec());
+    let signature = signer.map(|s| Bytes::from((s.0)(&payload))).unwrap_or_default();
+    gossip::Envelope { payload, signature, ..gossip::Envelope::default() }
+}
+
+/// A peer's PKI-ID as gossip derives it from its identity (Fabric's `GetPKIidOfCert`): SHA-256 of the MSP ID
+/// followed by the certificate; the raw bytes when the identity does not decode.
+fn pki_id(identity: &Bytes) -> Bytes {
+    use sha2::Digest;
+    match ferrofabric_protos::msp::SerializedIdentity::decode(identity.clone()) {
+        Ok(sid) => {
+            let mut h = sha2::Sha256::new();
+            h.update(sid.mspid.as_bytes());
+            h.update(&sid.id_bytes);
+            Bytes::copy_from_slice(&h.finalize())
+        }
+        Err(_) => identity.clone(),
+    }
 }
 
 /// The MSPs of the organisations of `group`'s subgroups, by MSP ID.
@@ -116,7 +140,8 @@ impl<L: Ledger> Inner<L> {
         let channel = self.ledger.channel_id().as_bytes();
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
         let timestamp = Some(PeerTime { inc_num: now, seq_num: 1 });
-        let pki_id = Bytes::copy_from_slice(p.address.as_bytes());
+        let pki_id = pki_id(&p.identity);
+        let signer = self.signers.get(&p.address);
         let alive = AliveMessage {
             membership: Some(Member { endpoint: p.address.clone(), pki_id: pki_id.clone(), ..Member::default() }),
             timestamp,
@@ -133,8 +158,8 @@ impl<L: Ledger> Inner<L> {
             ..gossip::StateInfo::default()
         };
         Peer {
-            state_info: Some(gossip_envelope(channel, gossip_message::Content::StateInfo(state))),
-            membership_info: Some(gossip_envelope(&[], gossip_message::Content::AliveMsg(alive))),
+            state_info: Some(gossip_envelope(channel, gossip_message::Content::StateInfo(state), signer)),
+            membership_info: Some(gossip_envelope(&[], gossip_message::Content::AliveMsg(alive), signer)),
             identity: p.identity.clone(),
         }
     }
@@ -142,7 +167,7 @@ impl<L: Ledger> Inner<L> {
     /// The node's peers by organisation as a local-peers query shows them: identity and membership, no channel
     /// state.
     fn local_peers(&self) -> HashMap<String, Peers> {
-        let mut by_org = self.peers_by_org();
+        let mut by_org = self.peers_by_org(&|_| true);
         for p in by_org.values_mut().flat_map(|peers| peers.peers.iter_mut()) {
             p.state_info = None;
         }
@@ -162,8 +187,8 @@ impl<L: Ledger> Inner<L> {
         config.policy(&path).is_some_and(|policy| policy.evaluate(&set).is_ok())
     }
 
-    /// The channel's peers by organisation.
-    fn peers_by_org(&self) -> HashMap<String, Peers> {
+    /// The channel's peers that `admits` accepts, by organisation.
+    fn peers_by_org(&self, admits: &dyn Fn(&EndorserEndpoint) -> bool) -> HashMap<String, Peers> {
         let height = self.ledger.height();
         let chaincodes: Vec<gossip::Chaincode> = self
             .ledger
@@ -172,30 +197,30 @@ impl<L: Ledger> Inner<L> {
             .map(|(name, version)| gossip::Chaincode { name, version, metadata: Bytes::new() })
             .collect();
         let mut by_org: HashMap<String, Peers> = HashMap::new();
-        for p in self.registry.peers() {
+        for p in self.registry.peers().iter().filter(|p| admits(p)) {
             by_org.entry(p.mspid.clone()).or_default().peers.push(self.peer(p, height, &chaincodes));
         }
         by_org
     }
 
-    /// The endorsement descriptor of an interest, the chaincodes `names` (the first one invoked, the others called
-    /// by it): a group per organisation (named by its MSP ID), and the layouts that satisfy every chaincode's
-    /// endorsement policy. The descriptor is named after the first chaincode, as Fabric's is.
-    fn endorsement_descriptor(&self, config: &ChannelConfig, names: &[&str]) -> Result<EndorsementDescriptor, String> {
-        let mut policies = Vec::with_capacity(names.len());
-        for name in names {
-            match self.ledger.endorsement_policy(name)? {
-                Some(p) => policies.push(config.application_policy(&p)?),
-                None => return Err(format!("chaincode {name} is not defined on channel {}", self.ledger.channel_id())),
-            }
-        }
-        let policies: Vec<&dyn ferrofabric_channelconfig::Policy> = policies.iter().map(|p| p.as_ref()).collect();
-        let layouts = self.registry.layouts(&policies, config, self.registry.local_mspid());
-        let name = names.first().copied().unwrap_or_default();
+    /// The endorsement descriptor of an interest, the chaincode calls `calls` (the first one invoked, the others
+    /// called by it): a group per organisation (named by its MSP ID) of its peers that are members of every
+    /// collection read privately, and the layouts that satisfy the interest's policies (see
+    /// [`crate::plan::requirements`]). The descriptor is named after the first chaincode, as Fabric's is.
+    fn endorsement_descriptor(
+        &self,
+        config: &ChannelConfig,
+        calls: &[ChaincodeCall],
+    ) -> Result<EndorsementDescriptor, String> {
+        let needs = requirements(self.ledger.as_ref(), config, calls)?;
+        let policies: Vec<&dyn ferrofabric_channelconfig::Policy> = needs.policies.iter().map(|p| p.as_ref()).collect();
+        let admits = |p: &EndorserEndpoint| needs.admits(&p.identity, config);
+        let layouts = self.registry.layouts(&policies, config, self.registry.local_mspid(), &admits);
+        let name = calls.first().map(|c| c.name.as_str()).unwrap_or_default();
         if layouts.is_empty() {
             return Err(format!("no peer combination can satisfy the endorsement policy of chaincode {name}"));
         }
-        let peers = self.peers_by_org();
+        let peers = self.peers_by_org(&admits);
         let mut endorsers_by_groups = HashMap::new();
         for org in layouts.iter().flatten() {
             endorsers_by_groups.insert(org.clone(), peers.get(org).cloned().unwrap_or_default());
@@ -231,7 +256,7 @@ impl<L: Ledger> Inner<L> {
         match &query.query {
             Some(query::Query::ConfigQuery(_)) => query_result::Result::ConfigResult(self.config_result(&config)),
             Some(query::Query::PeerQuery(_)) => {
-                query_result::Result::Members(PeerMembershipResult { peers_by_org: self.peers_by_org() })
+                query_result::Result::Members(PeerMembershipResult { peers_by_org: self.peers_by_org(&|_| true) })
             }
             Some(query::Query::CcQuery(q)) => {
                 if q.interests.is_empty() {
@@ -239,14 +264,13 @@ impl<L: Ledger> Inner<L> {
                 }
                 let mut content = Vec::new();
                 for interest in &q.interests {
-                    let names: Vec<&str> = interest.chaincodes.iter().map(|c| c.name.as_str()).collect();
-                    if names.is_empty() {
+                    if interest.chaincodes.is_empty() {
                         return error("chaincode interest must contain at least one chaincode");
                     }
-                    if names.iter().any(|n| n.is_empty()) {
+                    if interest.chaincodes.iter().any(|c| c.name.is_empty()) {
                         return error("chaincode name in interest cannot be empty");
                     }
-                    match self.endorsement_descriptor(&config, &names) {
+                    match self.endorsement_descriptor(&config, &interest.chaincodes) {
                         Ok(d) => content.push(d),
                         Err(e) => return error(&e),
                     }
@@ -297,10 +321,11 @@ mod tests {
     use super::*;
     use crate::{GatewayConfig, GatewayOptions};
 
-    /// A peer's ledger of the network's genesis block only.
+    /// A peer's ledger of the network's genesis block and, optionally, one chaincode definition `cc`.
     struct GenesisLedger {
         config: Arc<ChannelConfig>,
         height: watch::Sender<u64>,
+        cc: Option<crate::ChaincodeInfo>,
     }
 
     impl Ledger for GenesisLedger {
@@ -310,8 +335,8 @@ mod tests {
         fn config(&self) -> Arc<ChannelConfig> {
             self.config.clone()
         }
-        fn endorsement_policy(&self, _: &str) -> Result<Option<Bytes>, String> {
-            Ok(None)
+        fn chaincode(&self, name: &str) -> Result<Option<crate::ChaincodeInfo>, String> {
+            Ok(self.cc.clone().filter(|_| name == "cc"))
         }
         fn chaincodes(&self) -> Vec<(String, String)> {
             Vec::new()
@@ -322,20 +347,29 @@ mod tests {
         fn subscribe(&self) -> watch::Receiver<u64> {
             self.height.subscribe()
         }
-        fn block(&self, _: u64) -> Result<Option<Bytes>, String> {
+        async fn block(&self, _: u64) -> Result<Option<Bytes>, String> {
             Ok(None)
         }
-        fn tx_location(&self, _: &str) -> Result<Option<(u64, u32)>, String> {
+        async fn tx_location(&self, _: &str) -> Result<Option<(u64, u32)>, String> {
             Ok(None)
         }
     }
 
     fn service(net: &Network) -> Arc<Inner<GenesisLedger>> {
+        service_with(net, None)
+    }
+
+    fn service_with(net: &Network, cc: Option<crate::ChaincodeInfo>) -> Arc<Inner<GenesisLedger>> {
         let config = Arc::new(ChannelConfig::from_config_block(&Block::decode(net.genesis_block()).unwrap()).unwrap());
-        let ledger = Arc::new(GenesisLedger { config, height: watch::channel(1).0 });
+        let ledger = Arc::new(GenesisLedger { config, height: watch::channel(1).0, cc });
+        let endorsers = crate::plan::tests::endorsers(net);
+        // This process holds the first peer's key only.
+        let peer = net.peer(0).clone();
+        let signer = GossipSigner(Arc::new(move |m: &[u8]| peer.sign(m)));
         let config = GatewayConfig {
             local_mspid: net.mspid(0).to_owned(),
-            endorsers: crate::plan::tests::endorsers(net),
+            signers: [(endorsers[0].address.clone(), signer)].into(),
+            endorsers,
             orderers: Vec::new(),
             tls: None,
             options: GatewayOptions::default(),
@@ -381,6 +415,26 @@ mod tests {
         assert!(m.peers_by_org.values().flat_map(|p| &p.peers).all(|p| p.state_info.is_none()));
         assert_eq!(error_of(&ask(&inner, net.admin(1), vec![local])[0]), ACCESS_DENIED);
 
+        // Peer membership: the peer whose key this process holds signs its gossip messages, as Fabric peers do;
+        // PKI-IDs are Fabric's.
+        let members = ask(&inner, net.client(0), vec![query(&channel, query::Query::PeerQuery(Default::default()))]);
+        let query_result::Result::Members(m) = &members[0] else { panic!("{:?}", members[0]) };
+        let config = inner.ledger.config();
+        for p in m.peers_by_org.values().flat_map(|p| &p.peers) {
+            let alive = p.membership_info.as_ref().unwrap();
+            let state = p.state_info.as_ref().unwrap();
+            let message = GossipMessage::decode(alive.payload.clone()).unwrap();
+            let Some(gossip_message::Content::AliveMsg(a)) = message.content else { panic!("{message:?}") };
+            assert_eq!(a.membership.unwrap().pki_id, pki_id(&p.identity));
+            if p.identity == *net.peer(0).serialized() {
+                let id = config.msp_manager().deserialize_identity(&p.identity).unwrap();
+                id.verify(&alive.payload, &alive.signature).unwrap();
+                id.verify(&state.payload, &state.signature).unwrap();
+            } else {
+                assert!(alive.signature.is_empty() && state.signature.is_empty());
+            }
+        }
+
         // Local peers on a channel, an unknown channel, an empty chaincode query.
         let results = ask(
             &inner,
@@ -399,5 +453,108 @@ mod tests {
         let payload = Bytes::from(Request { authentication: None, queries: Vec::new() }.encode_to_vec());
         let err = inner.discover(SignedRequest { payload, signature: Bytes::new() }).unwrap_err();
         assert_eq!(err.message(), "access denied, no authentication info in request");
+    }
+
+    /// A marshaled `ApplicationPolicy` of the signature policy `rule`.
+    fn app_policy(rule: &str) -> ferrofabric_protos::peer::ApplicationPolicy {
+        let env = ferrofabric_configtxgen::signature_policy(rule).unwrap();
+        ferrofabric_protos::peer::ApplicationPolicy {
+            r#type: Some(ferrofabric_protos::peer::application_policy::Type::SignaturePolicy(env)),
+        }
+    }
+
+    /// A static collection whose members are `members` (a signature policy), with its own endorsement policy if
+    /// `endorsement` is given.
+    fn collection(name: &str, members: &str, endorsement: Option<&str>) -> ferrofabric_protos::peer::CollectionConfig {
+        use ferrofabric_protos::peer::{collection_config, collection_policy_config, CollectionPolicyConfig};
+        let members = ferrofabric_configtxgen::signature_policy(members).unwrap();
+        ferrofabric_protos::peer::CollectionConfig {
+            payload: Some(collection_config::Payload::StaticCollectionConfig(
+                ferrofabric_protos::peer::StaticCollectionConfig {
+                    name: name.into(),
+                    member_orgs_policy: Some(CollectionPolicyConfig {
+                        payload: Some(collection_policy_config::Payload::SignaturePolicy(members)),
+                    }),
+                    endorsement_policy: endorsement.map(app_policy),
+                    ..Default::default()
+                },
+            )),
+        }
+    }
+
+    /// The organisations of each layout of a chaincode query's only descriptor, and the groups' organisations.
+    fn plan_of(result: &query_result::Result) -> (Vec<Vec<String>>, Vec<String>) {
+        let query_result::Result::CcQueryRes(r) = result else { panic!("expected a chaincode result: {result:?}") };
+        let d = &r.content[0];
+        let mut layouts: Vec<Vec<String>> = d
+            .layouts
+            .iter()
+            .map(|l| {
+                let mut orgs: Vec<String> = l.quantities_by_group.keys().cloned().collect();
+                orgs.sort();
+                orgs
+            })
+            .collect();
+        layouts.sort();
+        let mut groups: Vec<String> = d.endorsers_by_groups.keys().cloned().collect();
+        groups.sort();
+        (layouts, groups)
+    }
+
+    #[tokio::test]
+    async fn collections_narrow_the_endorsers_to_their_members_and_bring_their_own_policies() {
+        let net = Network::generate(12).unwrap();
+        let collections = ferrofabric_protos::peer::CollectionConfigPackage {
+            config: vec![
+                collection("org2only", "OR('Org2MSP.member')", None),
+                collection(
+                    "shared",
+                    "OR('Org1MSP.member', 'Org2MSP.member')",
+                    Some("AND('Org1MSP.peer', 'Org2MSP.peer')"),
+                ),
+            ],
+        };
+        let cc = crate::ChaincodeInfo {
+            policy: Bytes::from(app_policy("OR('Org1MSP.peer', 'Org2MSP.peer')").encode_to_vec()),
+            collections: Some(collections),
+        };
+        let inner = service_with(&net, Some(cc));
+        let channel = net.channel_id().to_owned();
+        let ask_plan = |call: ChaincodeCall| {
+            let interest = ferrofabric_protos::peer::ChaincodeInterest { chaincodes: vec![call] };
+            let q = query(&channel, query::Query::CcQuery(ChaincodeQuery { interests: vec![interest] }));
+            ask(&inner, net.client(0), vec![q]).remove(0)
+        };
+        let call = |collections: &[&str], no_private_reads: bool| ChaincodeCall {
+            name: "cc".into(),
+            collection_names: collections.iter().map(|c| (*c).to_owned()).collect(),
+            no_private_reads,
+            ..ChaincodeCall::default()
+        };
+        let (org1, org2) = ("Org1MSP".to_owned(), "Org2MSP".to_owned());
+
+        // No collection: either organisation alone.
+        assert_eq!(
+            plan_of(&ask_plan(call(&[], false))),
+            (vec![vec![org1.clone()], vec![org2.clone()]], vec![org1.clone(), org2.clone()])
+        );
+        // Read privately from a collection of Org2 only: Org2's peers alone may endorse.
+        assert_eq!(plan_of(&ask_plan(call(&["org2only"], false))), (vec![vec![org2.clone()]], vec![org2.clone()]));
+        // Only written, not read: membership does not matter (the collection has no policy of its own).
+        assert_eq!(plan_of(&ask_plan(call(&["org2only"], true))).0, vec![vec![org1.clone()], vec![org2.clone()]]);
+        // A collection with its own endorsement policy: that policy takes the chaincode's place.
+        assert_eq!(plan_of(&ask_plan(call(&["shared"], false))).0, vec![vec![org1.clone(), org2.clone()]]);
+        // An organisation's implicit collection: its own peers.
+        assert_eq!(
+            plan_of(&ask_plan(call(&["_implicit_org_Org1MSP"], false))),
+            (vec![vec![org1.clone()]], vec![org1.clone()])
+        );
+        // Fabric's refusals.
+        assert_eq!(
+            error_of(&ask_plan(call(&["nope"], false))),
+            "collection nope doesn't exist in collection config for chaincode cc"
+        );
+        let disregard = ChaincodeCall { disregard_namespace_policy: true, ..call(&[], false) };
+        assert!(error_of(&ask_plan(disregard)).starts_with("requested to disregard chaincode cc's policy"));
     }
 }

@@ -2,20 +2,18 @@
 //!
 //! Endorse asks the local organisation's peers first (the proposal's result decides nothing yet, but the local
 //! peer is the one trusted with it), then completes a layout of the policies its `ChaincodeInterest` names (the
-//! chaincodes it called and the key-level policies of the keys it wrote) with one endorsement from each of its
-//! other organisations, trying the next peer of an organisation whose peer failed and
+//! chaincodes it called, the collections it used and the key-level policies of the keys it wrote) with one
+//! endorsement from each of its other organisations, by peers that are members of the collections it read, trying the next peer of an organisation whose peer failed and
 //! the next layout when an organisation cannot endorse. A client that names `endorsing_organizations` gets exactly
 //! those. The endorsements are assembled into the transaction the client signs and submits.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
-use ferrofabric_channelconfig::{compile_signature_policy, ChannelConfig, Policy};
+use ferrofabric_channelconfig::Policy;
 use ferrofabric_protos::common::{ChannelHeader, Envelope, Header};
 use ferrofabric_protos::gateway::{EndorseRequest, EndorseResponse, ErrorDetail, EvaluateRequest, EvaluateResponse};
 use ferrofabric_protos::peer::{
-    ChaincodeAction, ChaincodeCall, ChaincodeEndorsedAction, ChaincodeInterest, ChaincodeInvocationSpec,
-    ChaincodeProposalPayload, Endorsement, Proposal, ProposalResponse, ProposalResponsePayload, SignedProposal,
+    ChaincodeAction, ChaincodeCall, ChaincodeEndorsedAction, ChaincodeInvocationSpec, ChaincodeProposalPayload,
+    Endorsement, Proposal, ProposalResponse, ProposalResponsePayload, SignedProposal,
 };
 use futures::future::join_all;
 use prost::Message;
@@ -23,8 +21,11 @@ use tonic::{Code, Status};
 
 use crate::error::{detail, rpc_error};
 use crate::ledger::Ledger;
-use crate::plan::{EndorserEndpoint, Failure};
+use crate::plan::{requirements, EndorserEndpoint, Failure};
 use crate::Inner;
+
+/// Admits every peer: before a proposal's interest is known, any peer of an organisation may endorse.
+const ANY_PEER: fn(&EndorserEndpoint) -> bool = |_| true;
 
 /// What the gateway needs of a proposal (Fabric's `getChannelAndChaincodeFromSignedProposal`).
 struct Unpacked {
@@ -75,10 +76,16 @@ fn chaincode_result(response: &ProposalResponse) -> Option<Bytes> {
 }
 
 impl<L: Ledger> Inner<L> {
-    /// One organisation's endorsement: its peers in turn until one endorses or a failure is the proposal's own.
-    async fn endorse_by(&self, org: &str, signed: &SignedProposal) -> Result<ProposalResponse, Vec<ErrorDetail>> {
+    /// One organisation's endorsement: its peers that `admits` accepts in turn, until one endorses or a failure is
+    /// the proposal's own.
+    async fn endorse_by(
+        &self,
+        org: &str,
+        signed: &SignedProposal,
+        admits: &(dyn Fn(&EndorserEndpoint) -> bool + Sync),
+    ) -> Result<ProposalResponse, Vec<ErrorDetail>> {
         let mut details = Vec::new();
-        for peer in self.registry.peers_of(org) {
+        for peer in self.registry.eligible_peers_of(org, admits) {
             match self.registry.propose(peer, signed).await {
                 Ok(r) => return Ok(r),
                 Err(f) => {
@@ -119,7 +126,7 @@ impl<L: Ledger> Inner<L> {
                 )));
             }
             let orgs = &request.endorsing_organizations;
-            let answers = join_all(orgs.iter().map(|o| self.endorse_by(o, signed))).await;
+            let answers = join_all(orgs.iter().map(|o| self.endorse_by(o, signed, &ANY_PEER))).await;
             for (org, answer) in orgs.iter().zip(answers) {
                 match answer {
                     Ok(r) => endorsed.push((org.clone(), r)),
@@ -148,7 +155,7 @@ impl<L: Ledger> Inner<L> {
                     .map(|p| p.mspid.clone())
                     .ok_or_else(|| Status::failed_precondition("no endorsing peers found for the channel"))?
             };
-            match self.endorse_by(&first, signed).await {
+            match self.endorse_by(&first, signed, &ANY_PEER).await {
                 Ok(r) => endorsed.push((first.clone(), r)),
                 Err(d) => {
                     return Err(rpc_error(
@@ -159,12 +166,21 @@ impl<L: Ledger> Inner<L> {
                 }
             }
             let config = self.ledger.config();
-            let interest = endorsed.first().and_then(|(_, r)| r.interest.as_ref());
-            let policies = self.interest_policies(&config, interest, &up).map_err(|e| {
+            let invoked = [ChaincodeCall { name: up.chaincode.clone(), ..ChaincodeCall::default() }];
+            // Fabric's gateway plans from the first endorser's ChaincodeInterest; without one (or with an empty
+            // one), from the invoked chaincode.
+            let calls = match endorsed.first().and_then(|(_, r)| r.interest.as_ref()) {
+                Some(i) if !i.chaincodes.is_empty() => i.chaincodes.as_slice(),
+                _ => &invoked,
+            };
+            let needs = requirements(self.ledger.as_ref(), &config, calls).map_err(|e| {
                 Status::failed_precondition(format!("no endorsement plan for chaincode {}: {e}", up.chaincode))
             })?;
-            let policies: Vec<&dyn Policy> = policies.iter().map(|p| p.as_ref()).collect();
-            let layouts = self.registry.layouts(&policies, &config, &first);
+            // An endorsement by a peer outside a collection read privately does not count.
+            endorsed.retain(|(_, r)| r.endorsement.as_ref().is_some_and(|e| needs.admits(&e.endorser, &config)));
+            let admits = |p: &EndorserEndpoint| needs.admits(&p.identity, &config);
+            let policies: Vec<&dyn Policy> = needs.policies.iter().map(|p| p.as_ref()).collect();
+            let layouts = self.registry.layouts(&policies, &config, &first, &admits);
             if layouts.is_empty() {
                 return Err(Status::failed_precondition(format!(
                     "no combination of peers can satisfy the endorsement policy of chaincode {}",
@@ -178,7 +194,7 @@ impl<L: Ledger> Inner<L> {
                     continue;
                 }
                 let needed: Vec<&String> = layout.iter().filter(|o| !endorsed.iter().any(|(e, _)| e == *o)).collect();
-                let answers = join_all(needed.iter().map(|o| self.endorse_by(o, signed))).await;
+                let answers = join_all(needed.iter().map(|o| self.endorse_by(o, signed, &admits))).await;
                 for (org, answer) in needed.into_iter().zip(answers) {
                     match answer {
                         Ok(r) => endorsed.push((org.clone(), r)),
@@ -204,39 +220,6 @@ impl<L: Ledger> Inner<L> {
         }
         let prepared = self.prepare(up, &endorsed)?;
         Ok(EndorseResponse { prepared_transaction: Some(prepared) })
-    }
-
-    /// The policies an endorsement plan must satisfy, from the first endorser's `ChaincodeInterest` (Fabric's
-    /// gateway plans from it): for each chaincode called, its endorsement policy unless the interest disregards
-    /// it (every key it wrote carries a key-level policy), and each key-level policy. Without an interest, or
-    /// with an empty one, the invoked chaincode's policy. Collections named in the interest do not narrow the
-    /// plan.
-    ///
-    /// Errors: a chaincode of the interest is not defined on the channel, or a policy does not compile.
-    fn interest_policies(
-        &self,
-        config: &ChannelConfig,
-        interest: Option<&ChaincodeInterest>,
-        up: &Unpacked,
-    ) -> Result<Vec<Arc<dyn Policy>>, String> {
-        let invoked = [ChaincodeCall { name: up.chaincode.clone(), ..ChaincodeCall::default() }];
-        let calls = match interest {
-            Some(i) if !i.chaincodes.is_empty() => i.chaincodes.as_slice(),
-            _ => &invoked,
-        };
-        let mut policies = Vec::new();
-        for call in calls {
-            if !call.disregard_namespace_policy {
-                match self.ledger.endorsement_policy(&call.name)? {
-                    Some(p) => policies.push(config.application_policy(&p)?),
-                    None => return Err(format!("chaincode {} is not defined on channel {}", call.name, up.channel)),
-                }
-            }
-            for key_policy in &call.key_policies {
-                policies.push(compile_signature_policy(key_policy).map_err(|e| e.to_string())?);
-            }
-        }
-        Ok(policies)
     }
 
     /// The unsigned transaction envelope of the endorsements (Fabric's `prepareTransaction`), each endorser once.

@@ -63,9 +63,9 @@ impl Matcher {
 
 impl<L: Ledger> Inner<L> {
     /// The first block of a request.
-    fn start_block(&self, request: &ChaincodeEventsRequest) -> Result<u64, Status> {
+    async fn start_block(&self, request: &ChaincodeEventsRequest) -> Result<u64, Status> {
         if !request.after_transaction_id.is_empty() {
-            if let Ok(Some((number, _))) = self.ledger.tx_location(&request.after_transaction_id) {
+            if let Ok(Some((number, _))) = self.ledger.tx_location(&request.after_transaction_id).await {
                 return Ok(number);
             }
         }
@@ -82,7 +82,7 @@ impl<L: Ledger> Inner<L> {
     }
 
     /// Checks the request and returns the stream's receiving end; a task sends the responses.
-    pub(crate) fn chaincode_events(
+    pub(crate) async fn chaincode_events(
         self: &std::sync::Arc<Self>,
         signed: SignedChaincodeEventsRequest,
     ) -> Result<mpsc::Receiver<Result<ChaincodeEventsResponse, Status>>, Status> {
@@ -98,7 +98,7 @@ impl<L: Ledger> Inner<L> {
             request.identity.clone(),
             signed.signature,
         )?;
-        let start = self.start_block(&request)?;
+        let start = self.start_block(&request).await?;
         let mut matcher = Matcher {
             chaincode: request.chaincode_id,
             after: Some(request.after_transaction_id).filter(|t| !t.is_empty()),
@@ -117,8 +117,11 @@ impl<L: Ledger> Inner<L> {
                         _ = tx.closed() => return,
                     }
                 }
-                let read =
-                    inner.ledger.block(next).and_then(|b| b.ok_or_else(|| format!("block {next} is not readable")));
+                let read = inner
+                    .ledger
+                    .block(next)
+                    .await
+                    .and_then(|b| b.ok_or_else(|| format!("block {next} is not readable")));
                 let events = match read.and_then(block_events) {
                     Ok((_, events)) => events,
                     Err(e) => {

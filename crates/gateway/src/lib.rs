@@ -26,6 +26,7 @@ mod ledger;
 mod plan;
 mod submit;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,7 +40,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 pub use discovery::DiscoveryService;
-pub use ledger::Ledger;
+pub use ledger::{ChaincodeInfo, Ledger};
 pub use plan::EndorserEndpoint;
 
 use crate::conn::Connections;
@@ -66,6 +67,20 @@ impl Default for GatewayOptions {
     }
 }
 
+/// Signs with one peer's enrollment key (ECDSA over SHA-256, DER, low-S): Fabric peers sign the gossip alive and
+/// state-info messages that discovery passes on to clients.
+#[derive(Clone)]
+pub struct GossipSigner(pub Arc<SignFn>);
+
+/// A function from a message to its DER signature.
+pub type SignFn = dyn Fn(&[u8]) -> Vec<u8> + Send + Sync;
+
+impl std::fmt::Debug for GossipSigner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GossipSigner")
+    }
+}
+
 /// What a gateway serves with.
 #[derive(Debug, Clone, Default)]
 pub struct GatewayConfig {
@@ -79,6 +94,9 @@ pub struct GatewayConfig {
     pub tls: Option<ClientTls>,
     /// Time limits.
     pub options: GatewayOptions,
+    /// The signers of the peers whose keys this process holds, by peer address (`host:port` as in `endorsers`):
+    /// discovery signs those peers' gossip messages; the others' go unsigned.
+    pub signers: HashMap<String, GossipSigner>,
 }
 
 /// The state shared by a gateway's calls.
@@ -88,6 +106,7 @@ struct Inner<L> {
     orderers: Vec<String>,
     connections: Connections,
     options: GatewayOptions,
+    signers: HashMap<String, GossipSigner>,
     shutdown: Shutdown,
 }
 
@@ -105,11 +124,11 @@ impl<L> Clone for Gateway<L> {
 impl<L: Ledger> Gateway<L> {
     /// A gateway reading `ledger`; waiting calls and event streams end when `shutdown` fires.
     pub fn new(config: GatewayConfig, ledger: Arc<L>, shutdown: Shutdown) -> Gateway<L> {
-        let GatewayConfig { local_mspid, endorsers, orderers, tls, options } = config;
+        let GatewayConfig { local_mspid, endorsers, orderers, tls, options, signers } = config;
         let endorser_connections = Connections::new(tls.clone(), options.dial_timeout);
         let registry = Registry::new(local_mspid, endorsers, endorser_connections, options.endorsement_timeout);
         let connections = Connections::new(tls, options.dial_timeout);
-        Gateway { inner: Arc::new(Inner { ledger, registry, orderers, connections, options, shutdown }) }
+        Gateway { inner: Arc::new(Inner { ledger, registry, orderers, connections, options, signers, shutdown }) }
     }
 
     /// The tonic service, taking and giving messages up to Fabric's 100 MiB.
@@ -145,6 +164,6 @@ impl<L: Ledger> GatewayApi for Gateway<L> {
         &self,
         request: Request<SignedChaincodeEventsRequest>,
     ) -> Result<Response<Self::ChaincodeEventsStream>, Status> {
-        self.inner.chaincode_events(request.into_inner()).map(|rx| Response::new(ReceiverStream::new(rx)))
+        self.inner.chaincode_events(request.into_inner()).await.map(|rx| Response::new(ReceiverStream::new(rx)))
     }
 }

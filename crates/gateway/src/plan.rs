@@ -7,17 +7,25 @@
 //! (signature policies, channel policy references, implicit meta policies) plans the same way it validates.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferrofabric_channelconfig::{ChannelConfig, Policy, SignatureSet};
+use ferrofabric_channelconfig::{compile_signature_policy, ChannelConfig, Policy, SignatureSet};
+use ferrofabric_protos::common::msp_principal::Classification;
+use ferrofabric_protos::common::msp_role::MspRoleType;
+use ferrofabric_protos::common::{signature_policy, MspPrincipal, MspRole, SignaturePolicy, SignaturePolicyEnvelope};
 use ferrofabric_protos::peer::endorser_client::EndorserClient;
-use ferrofabric_protos::peer::{ProposalResponse, SignedProposal};
+use ferrofabric_protos::peer::{
+    application_policy, collection_config, collection_policy_config, ApplicationPolicy, ChaincodeCall,
+    ProposalResponse, SignedProposal,
+};
+use prost::Message;
 use tonic::Code;
 
 use crate::conn::Connections;
 use crate::error::go_error_text;
+use crate::ledger::{ChaincodeInfo, Ledger};
 
 /// Largest message exchanged with an endorser: 100 MiB, Fabric's default for its gRPC clients and servers.
 pub(crate) const MAX_MESSAGE_SIZE: usize = 100 * 1024 * 1024;
@@ -26,6 +34,128 @@ pub(crate) const MAX_MESSAGE_SIZE: usize = 100 * 1024 * 1024;
 const MAX_PLANNED_ORGS: usize = 12;
 /// How long an endorser that could not be reached is asked only after its organisation's other peers.
 const UNREACHABLE_FOR: Duration = Duration::from_secs(30);
+
+/// The name prefix of an organisation's implicit private data collection (`_implicit_org_<MSPID>`).
+const IMPLICIT_COLLECTION_PREFIX: &str = "_implicit_org_";
+
+/// What an endorsement plan of a chaincode interest must satisfy (Fabric's discovery,
+/// `discovery/endorsement/endorsement.go` `computePrincipalSets` and `loadMetadataAndFilters`, with the collection
+/// policies of `core/chaincode/lifecycle/metadata_provider.go`).
+pub(crate) struct Requirements {
+    /// Every policy a layout must satisfy: per chaincode called, its endorsement policy, or, when the call names
+    /// collections, each collection's own endorsement policy (the chaincode's for a collection without one);
+    /// and every key-level policy.
+    pub(crate) policies: Vec<Arc<dyn Policy>>,
+    /// Per collection read privately: "one of the collection's member principals". Only peers that satisfy
+    /// every one of them may endorse (they alone hold the private data).
+    members: Vec<Arc<dyn Policy>>,
+}
+
+impl Requirements {
+    /// Whether the peer of `identity` (a marshaled `SerializedIdentity`) may endorse under these requirements: a
+    /// member of every collection read privately.
+    pub(crate) fn admits(&self, identity: &Bytes, config: &ChannelConfig) -> bool {
+        self.members
+            .iter()
+            .all(|m| m.evaluate(&SignatureSet::presumed_signed(vec![identity.clone()], config.msp_manager())).is_ok())
+    }
+}
+
+/// A signature policy satisfied by any one of `identities`.
+fn any_of(identities: Vec<MspPrincipal>) -> SignaturePolicyEnvelope {
+    let rules = (0..identities.len() as i32)
+        .map(|i| SignaturePolicy { r#type: Some(signature_policy::Type::SignedBy(i)) })
+        .collect();
+    let rule = signature_policy::NOutOf { n: 1, rules };
+    SignaturePolicyEnvelope {
+        version: 0,
+        rule: Some(SignaturePolicy { r#type: Some(signature_policy::Type::NOutOf(rule)) }),
+        identities,
+    }
+}
+
+/// Collection `name` of chaincode `cc`: its member principals and its own endorsement policy (marshaled
+/// `ApplicationPolicy`), if it has one. An implicit collection `_implicit_org_<MSPID>` has that organisation's
+/// members for both, as Fabric's metadata provider gives it.
+///
+/// Errors: Fabric's, for a collection the definition does not have or whose member policy is not a signature
+/// policy.
+fn collection(cc: &ChaincodeInfo, chaincode: &str, name: &str) -> Result<(Vec<MspPrincipal>, Option<Bytes>), String> {
+    if let Some(mspid) = name.strip_prefix(IMPLICIT_COLLECTION_PREFIX) {
+        let role = MspRole { msp_identifier: mspid.to_owned(), role: MspRoleType::Member as i32 };
+        let member = MspPrincipal {
+            principal_classification: Classification::Role as i32,
+            principal: Bytes::from(role.encode_to_vec()),
+        };
+        let own =
+            ApplicationPolicy { r#type: Some(application_policy::Type::SignaturePolicy(any_of(vec![member.clone()]))) };
+        return Ok((vec![member], Some(Bytes::from(own.encode_to_vec()))));
+    }
+    let statics = cc.collections.iter().flat_map(|p| p.config.iter()).filter_map(|c| {
+        let Some(collection_config::Payload::StaticCollectionConfig(s)) = &c.payload else { return None };
+        Some(s)
+    });
+    for s in statics {
+        if s.name != name {
+            continue;
+        }
+        let members = match s.member_orgs_policy.as_ref().and_then(|p| p.payload.as_ref()) {
+            Some(collection_policy_config::Payload::SignaturePolicy(env)) => env.identities.clone(),
+            None => return Err(format!("policy of {name} is nil")),
+        };
+        return Ok((members, s.endorsement_policy.as_ref().map(|p| Bytes::from(p.encode_to_vec()))));
+    }
+    Err(format!("collection {name} doesn't exist in collection config for chaincode {chaincode}"))
+}
+
+/// The [`Requirements`] of the chaincode calls of an interest, `calls`, on the channel of `ledger`.
+///
+/// Errors: a chaincode not defined, a collection it does not have, a policy that does not compile, or a call
+/// that disregards its chaincode's policy without naming another (Fabric's messages).
+pub(crate) fn requirements<L: Ledger>(
+    ledger: &L,
+    config: &ChannelConfig,
+    calls: &[ChaincodeCall],
+) -> Result<Requirements, String> {
+    let mut policies = Vec::new();
+    let mut members = Vec::new();
+    for call in calls {
+        let cc = ledger
+            .chaincode(&call.name)?
+            .ok_or_else(|| format!("chaincode {} is not defined on channel {}", call.name, ledger.channel_id()))?;
+        // Fabric's `PoliciesByChaincode`: with collections named, their policies take the chaincode's place.
+        let mut own: Vec<Bytes> = Vec::new();
+        if call.collection_names.is_empty() {
+            own.push(cc.policy.clone());
+        }
+        for name in &call.collection_names {
+            let (principals, policy) = collection(&cc, &call.name, name)?;
+            let policy = policy.unwrap_or_else(|| cc.policy.clone());
+            if !own.contains(&policy) {
+                own.push(policy);
+            }
+            if !call.no_private_reads {
+                members.push(compile_signature_policy(&any_of(principals)).map_err(|e| e.to_string())?);
+            }
+        }
+        if call.disregard_namespace_policy {
+            if own.len() == 1 && call.key_policies.is_empty() {
+                return Err(format!(
+                    "requested to disregard chaincode {}'s policy but key and collection policies are missing, either disable DisregardNamespacePolicy or specify at least one key policy or at least one collection policy",
+                    call.name
+                ));
+            }
+            own.remove(0);
+        }
+        for p in own {
+            policies.push(config.application_policy(&p)?);
+        }
+        for key_policy in &call.key_policies {
+            policies.push(compile_signature_policy(key_policy).map_err(|e| e.to_string())?);
+        }
+    }
+    Ok(Requirements { policies, members })
+}
 
 /// One endorsing peer of the channel a gateway may ask. Fabric's gateway learns these through discovery's
 /// membership; a Ferrofabric node knows its peers.
@@ -102,6 +232,15 @@ impl Registry {
         self.by_reachability(self.endorsers.iter().filter(|e| e.mspid == mspid))
     }
 
+    /// The peers of organisation `mspid` that `admits` accepts, reachable ones first.
+    pub(crate) fn eligible_peers_of(
+        &self,
+        mspid: &str,
+        admits: &dyn Fn(&EndorserEndpoint) -> bool,
+    ) -> Vec<&EndorserEndpoint> {
+        self.by_reachability(self.endorsers.iter().filter(|e| e.mspid == mspid && admits(e)))
+    }
+
     /// Every peer, the local organisation's first.
     pub(crate) fn peers(&self) -> &[EndorserEndpoint] {
         &self.endorsers
@@ -157,13 +296,20 @@ impl Registry {
     /// The layouts of `policies` (see the module docs): the minimal sets of organisations that satisfy every one
     /// of them — one policy per chaincode of an interest, so that a chaincode calling another is endorsed for
     /// both (Fabric's discovery merges their principal sets the same way). Those that include `first` come first,
-    /// then smallest first. Organisations whose peers' identities the channel does not know never appear.
-    pub(crate) fn layouts(&self, policies: &[&dyn Policy], config: &ChannelConfig, first: &str) -> Vec<Vec<String>> {
+    /// then smallest first. Only peers that `admits` accepts count (members of the collections read); organisations
+    /// without one, or whose peers' identities the channel does not know, never appear.
+    pub(crate) fn layouts(
+        &self,
+        policies: &[&dyn Policy],
+        config: &ChannelConfig,
+        first: &str,
+        admits: &dyn Fn(&EndorserEndpoint) -> bool,
+    ) -> Vec<Vec<String>> {
         let orgs: Vec<(&str, Bytes)> = self
             .orgs()
             .into_iter()
             .take(MAX_PLANNED_ORGS)
-            .filter_map(|org| self.peers_of(org).first().map(|p| (org, p.identity.clone())))
+            .filter_map(|org| self.eligible_peers_of(org, admits).first().map(|p| (org, p.identity.clone())))
             .collect();
         let mut layouts: Vec<u32> = Vec::new();
         let mut subsets: Vec<u32> = (1..(1u32 << orgs.len())).collect();
@@ -228,6 +374,9 @@ pub(crate) mod tests {
         )
     }
 
+    /// Admits every peer.
+    const ANY: fn(&EndorserEndpoint) -> bool = |_| true;
+
     fn dsl(rule: &str) -> Arc<dyn Policy> {
         compile_signature_policy(&ferrofabric_configtxgen::signature_policy(rule).unwrap()).unwrap()
     }
@@ -262,28 +411,31 @@ pub(crate) mod tests {
         let both = vec![vec!["Org1MSP".to_owned(), "Org2MSP".to_owned()]];
 
         let and = dsl("AND('Org1MSP.member', 'Org2MSP.member')");
-        assert_eq!(reg.layouts(&[and.as_ref()], &config, "Org1MSP"), both);
+        assert_eq!(reg.layouts(&[and.as_ref()], &config, "Org1MSP", &ANY), both);
 
         // Either org alone; the first endorser's org comes first, and no superset of a layout is one.
         let or = dsl("OR('Org1MSP.peer', 'Org2MSP.peer')");
         assert_eq!(
-            reg.layouts(&[or.as_ref()], &config, "Org2MSP"),
+            reg.layouts(&[or.as_ref()], &config, "Org2MSP", &ANY),
             vec![vec!["Org2MSP".to_owned()], vec!["Org1MSP".to_owned()]]
         );
 
         // The channel's default endorsement policy: MAJORITY of the orgs' Endorsement policies, i.e. both of two.
         let majority = config.policy("/Channel/Application/Endorsement").unwrap();
-        assert_eq!(reg.layouts(&[majority.as_ref()], &config, "Org1MSP"), both);
+        assert_eq!(reg.layouts(&[majority.as_ref()], &config, "Org1MSP", &ANY), both);
 
         // A peer is no admin: no set of peers satisfies an admins' policy.
         let admins = dsl("OR('Org1MSP.admin', 'Org2MSP.admin')");
-        assert!(reg.layouts(&[admins.as_ref()], &config, "Org1MSP").is_empty());
+        assert!(reg.layouts(&[admins.as_ref()], &config, "Org1MSP", &ANY).is_empty());
 
         // A chaincode endorsed by Org2 alone calling one endorsed by either org: only Org2 satisfies both.
         let org2 = dsl("OR('Org2MSP.peer')");
-        assert_eq!(reg.layouts(&[org2.as_ref(), or.as_ref()], &config, "Org1MSP"), vec![vec!["Org2MSP".to_owned()]]);
+        assert_eq!(
+            reg.layouts(&[org2.as_ref(), or.as_ref()], &config, "Org1MSP", &ANY),
+            vec![vec!["Org2MSP".to_owned()]]
+        );
         // One calling another that needs both: both.
-        assert_eq!(reg.layouts(&[or.as_ref(), and.as_ref()], &config, "Org1MSP"), both);
-        assert!(reg.layouts(&[], &config, "Org1MSP").is_empty());
+        assert_eq!(reg.layouts(&[or.as_ref(), and.as_ref()], &config, "Org1MSP", &ANY), both);
+        assert!(reg.layouts(&[], &config, "Org1MSP", &ANY).is_empty());
     }
 }

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_endorser::Replica;
+use ferrofabric_gateway::ChaincodeInfo;
 use tokio::sync::watch;
 
 /// One peer port's ledger; see the module docs.
@@ -25,10 +26,10 @@ impl ferrofabric_gateway::Ledger for PeerLedger {
         self.replica.config()
     }
 
-    fn endorsement_policy(&self, name: &str) -> Result<Option<Bytes>, String> {
+    fn chaincode(&self, name: &str) -> Result<Option<ChaincodeInfo>, String> {
         let config = self.replica.config();
         let definition = ferrofabric_validator::chaincode_definition(&config, &self.replica.view(), name)?;
-        Ok(definition.map(|d| d.policy))
+        Ok(definition.map(|d| ChaincodeInfo { policy: d.policy, collections: d.collections }))
     }
 
     fn chaincodes(&self) -> Vec<(String, String)> {
@@ -43,11 +44,11 @@ impl ferrofabric_gateway::Ledger for PeerLedger {
         self.committed.subscribe()
     }
 
-    fn block(&self, number: u64) -> Result<Option<Bytes>, String> {
+    async fn block(&self, number: u64) -> Result<Option<Bytes>, String> {
         self.committed.block(number).map_err(|e| e.to_string())
     }
 
-    fn tx_location(&self, txid: &str) -> Result<Option<(u64, u32)>, String> {
+    async fn tx_location(&self, txid: &str) -> Result<Option<(u64, u32)>, String> {
         self.committed.tx_location(txid).map_err(|e| e.to_string())
     }
 }

@@ -1,6 +1,6 @@
 //! `ferrofabric node`: a whole Fabric network in one process ([`start`], [`run`]); see the crate documentation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ use ferrofabric_blockstore_service::{BlockstoreConfig, RunningBlockstore};
 use ferrofabric_comm::{ClientTlsConfig, TlsConfig};
 use ferrofabric_committer::{CommitterConfig, RunningCommitter};
 use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
-use ferrofabric_gateway::{EndorserEndpoint, Gateway, GatewayConfig};
+use ferrofabric_gateway::{EndorserEndpoint, Gateway, GatewayConfig, GossipSigner};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::{OrdererConfig, Plugins, RunningOrderer};
 use ferrofabric_protos::lifecycle::{
@@ -359,6 +359,14 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
             identity: signer.serialized().clone(),
         })
         .collect();
+    // This process holds every peer's key: each peer's gossip messages are signed with its own.
+    let gateway_signers: HashMap<String, GossipSigner> = ports
+        .iter()
+        .map(|(_, _, signer, _, bound)| {
+            let signer = signer.clone();
+            (bound.to_string(), GossipSigner(Arc::new(move |m: &[u8]| signer.sign(m))))
+        })
+        .collect();
     for (org, mspid, signer, incoming, bound) in ports {
         let replica = Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?);
         let endorser = Endorser::new(replica.clone(), signer.clone(), ferrofabric_chaincode_registry());
@@ -381,6 +389,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
                 endorsers: gateway_endorsers.clone(),
                 orderers: vec![orderer.grpc_addr.to_string()],
                 tls: crate::profile::client_tls(tls_ca.as_deref(), peer_client_pair(&layout.peer_node(org)))?,
+                signers: gateway_signers.clone(),
                 ..GatewayConfig::default()
             },
             Arc::new(PeerLedger { replica, committed: committer.store.clone() }),

@@ -364,7 +364,7 @@ impl Ledger for GenesisLedger {
     fn config(&self) -> Arc<ChannelConfig> {
         self.config.clone()
     }
-    fn endorsement_policy(&self, _: &str) -> Result<Option<bytes::Bytes>, String> {
+    fn chaincode(&self, _: &str) -> Result<Option<ferrofabric_gateway::ChaincodeInfo>, String> {
         Ok(None)
     }
     fn chaincodes(&self) -> Vec<(String, String)> {
@@ -376,10 +376,10 @@ impl Ledger for GenesisLedger {
     fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.height.subscribe()
     }
-    fn block(&self, _: u64) -> Result<Option<bytes::Bytes>, String> {
+    async fn block(&self, _: u64) -> Result<Option<bytes::Bytes>, String> {
         Ok(None)
     }
-    fn tx_location(&self, _: &str) -> Result<Option<(u64, u32)>, String> {
+    async fn tx_location(&self, _: &str) -> Result<Option<(u64, u32)>, String> {
         Ok(None)
     }
 }

@@ -44,6 +44,10 @@ impl EndorserArgs {
             msp_id: self.msp_id.clone().or(file.msp_id).context("msp_id is required")?,
             genesis: self.genesis.clone().or(file.genesis).context("genesis is required")?,
             committer: self.committer.clone().or(file.committer),
+            tls: file.tls.unwrap_or_default(),
+            committer_tls: file.committer_tls.unwrap_or_default(),
+            operations_listen: file.operations_listen,
+            gateway: file.gateway,
         })
     }
 }

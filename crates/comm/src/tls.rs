@@ -9,12 +9,12 @@ use std::sync::Arc;
 use anyhow::{anyhow, Context};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// TLS settings of one listener (Fabric `localconfig.TLS`, `peer.tls`). Paths are PEM files; keys are Fabric's
 /// PascalCase (`Enabled`, `PrivateKey`, `Certificate`, `RootCAs`, `ClientAuthRequired`, `ClientRootCAs`), a `null`
 /// list reads as empty.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase", default)]
 pub struct TlsConfig {
     /// Whether the listener speaks TLS.
@@ -47,7 +47,7 @@ impl TlsConfig {
 }
 
 /// TLS of an outgoing connection (to the orderers, or to a committer), in configuration files.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase", default)]
 pub struct ClientTlsConfig {
     /// Whether to speak TLS.

@@ -7,7 +7,8 @@
 //! * [`Replica`] holds the state, committed txids and channel configuration; [`follow`] keeps it up to date from
 //!   the committer's peer `Deliver` service, or an in-process committer calls [`Replica::apply_block`].
 //! * [`serve`] runs the gRPC service; [`start`] starts an endorser from its configuration ([`EndorserConfig`], read
-//!   from an [`EndorserFile`] by `ferrofabric endorser` in the CLI crate).
+//!   from an [`EndorserFile`] by `ferrofabric endorser` in the CLI crate), with TLS, operations endpoints and,
+//!   optionally, the Gateway and discovery services on its port ([`DaemonLedger`] is what they read).
 //! * The client side (signed proposals with [`create_proposal`], `CreateSignedTx` with [`assemble_transaction`]),
 //!   for tests, the node and the benchmark.
 
@@ -16,6 +17,7 @@ mod client;
 mod daemon;
 mod endorser;
 mod follow;
+mod gateway;
 mod proposal;
 mod replica;
 
@@ -26,9 +28,10 @@ use ferrofabric_protos::peer::endorser_server::EndorserServer;
 use ferrofabric_protos::peer::{ProposalResponse, SignedProposal};
 
 pub use client::{assemble_transaction, create_proposal, create_proposal_with, ClientProposal};
-pub use daemon::{default_listen, start, EndorserConfig, EndorserFile, RunningEndorser};
+pub use daemon::{default_listen, start, EndorserConfig, EndorserFile, GatewayPeer, GatewaySection, RunningEndorser};
 pub use endorser::{endorse, Endorser, Rejected};
-pub use follow::follow;
+pub use follow::{follow, follow_with};
+pub use gateway::{BlockSource, DaemonLedger, RecentBlocks, RECENT_BLOCKS};
 pub use replica::{Replica, ReplicaError};
 
 /// Largest gRPC message accepted or sent (Fabric's default `peer.maxRecvMsgSize` / `maxSendMsgSize`, 100 MiB).

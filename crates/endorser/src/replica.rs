@@ -135,6 +135,20 @@ impl Replica {
         self.committed().config.clone()
     }
 
+    /// What the committed definition of chaincode `name` says of who endorses it (for the gateway's plans);
+    /// `Ok(None)` if it is not defined.
+    ///
+    /// Errors: the definition in the state does not decode.
+    pub fn chaincode_info(&self, name: &str) -> Result<Option<ferrofabric_gateway::ChaincodeInfo>, String> {
+        let definition = ferrofabric_validator::chaincode_definition(&self.config(), &self.view(), name)?;
+        Ok(definition.map(|d| ferrofabric_gateway::ChaincodeInfo { policy: d.policy, collections: d.collections }))
+    }
+
+    /// The chaincodes defined on the channel, `(name, version)`, sorted by name.
+    pub fn defined_chaincodes(&self) -> Vec<(String, String)> {
+        ferrofabric_validator::defined_chaincodes(&self.view())
+    }
+
     /// A consistent view of the state after the last applied block.
     pub fn view(&self) -> StateView<'_> {
         self.state.view()

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use bytes::Bytes;
-use ferrofabric_comm::TlsConfig;
+use ferrofabric_comm::{ClientTlsConfig, TlsConfig};
 use ferrofabric_cryptogen::{Crypto, CryptoConfig, GenerateOptions, DEFAULT_CRYPTO_CONFIG};
 use prost::Message;
 
@@ -95,6 +95,56 @@ impl Layout {
     pub fn user_msp(&self, org: usize, user: &str) -> PathBuf {
         let n = org + 1;
         self.crypto().join(format!("peerOrganizations/org{n}.example.com/users/{user}@org{n}.example.com/msp"))
+    }
+}
+
+/// How a node's components speak TLS: off (`--no-tls`), server TLS (the default, as Fabric's test network), or
+/// mutual TLS (`--mutual-tls`: every listener also requires a client certificate of the organisations' TLS CAs,
+/// and each component presents its node's TLS pair as a client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TlsMode {
+    /// TLS on every listener.
+    pub(crate) on: bool,
+    /// Client certificates required too.
+    pub(crate) mutual: bool,
+}
+
+impl TlsMode {
+    /// The TLS of a listener of the node at `node_dir`.
+    pub(crate) fn listener(&self, layout: &Layout, node_dir: &Path) -> TlsConfig {
+        match (self.on, self.mutual) {
+            (false, _) => TlsConfig::default(),
+            (true, false) => server_tls(node_dir),
+            (true, true) => TlsConfig {
+                client_auth_required: true,
+                client_root_cas: vec![layout.tls_ca_bundle()],
+                ..server_tls(node_dir)
+            },
+        }
+    }
+
+    /// The TLS client pair node.json names for the node's clients (Org1's User1) under mutual TLS.
+    pub(crate) fn user_pair(&self, layout: &Layout) -> Option<(PathBuf, PathBuf)> {
+        let dir = layout.user_msp(0, "User1").with_file_name("tls");
+        let absolute = |p: PathBuf| std::path::absolute(&p).unwrap_or(p);
+        (self.on && self.mutual).then(|| (absolute(dir.join("client.crt")), absolute(dir.join("client.key"))))
+    }
+
+    /// What the node at `node_dir` presents as a TLS client: its TLS pair under mutual TLS.
+    pub(crate) fn client_pair(&self, node_dir: &Path) -> Option<(PathBuf, PathBuf)> {
+        (self.on && self.mutual).then(|| (node_dir.join("tls/server.crt"), node_dir.join("tls/server.key")))
+    }
+
+    /// The client TLS settings of a component of the node at `node_dir` that trusts `roots`.
+    pub(crate) fn client(&self, roots: Vec<PathBuf>, node_dir: &Path) -> ClientTlsConfig {
+        let pair = self.client_pair(node_dir);
+        ClientTlsConfig {
+            enabled: self.on,
+            root_cas: if self.on { roots } else { Vec::new() },
+            client_certificate: pair.as_ref().map(|p| p.0.clone()),
+            client_key: pair.map(|p| p.1),
+            ..ClientTlsConfig::default()
+        }
     }
 }
 

@@ -26,7 +26,6 @@
 //!   `ferrofabric bench e2e` (in the CLI crate).
 
 mod client;
-mod gateway;
 mod layout;
 mod network;
 mod processes;

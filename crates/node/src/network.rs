@@ -9,9 +9,10 @@ use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_blockstore_service::{BlockstoreConfig, RunningBlockstore};
-use ferrofabric_comm::{ClientTlsConfig, TlsConfig};
 use ferrofabric_committer::{CommitterConfig, RunningCommitter};
-use ferrofabric_endorser::{Endorser, EndorserService, Replica, MAX_MESSAGE_SIZE};
+use ferrofabric_endorser::{
+    BlockSource, DaemonLedger, Endorser, EndorserService, RecentBlocks, Replica, MAX_MESSAGE_SIZE,
+};
 use ferrofabric_gateway::{EndorserEndpoint, Gateway, GatewayConfig, GossipSigner};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_orderer::{OrdererConfig, Plugins, RunningOrderer};
@@ -26,8 +27,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::client::{require_valid, NetworkClient};
-use crate::gateway::PeerLedger;
-use crate::layout::{server_tls, ChannelParams, Layout, PEER_MSPIDS};
+use crate::layout::{ChannelParams, Layout, TlsMode, PEER_MSPIDS};
 use crate::profile::NodeInfo;
 
 /// The chaincodes a node defines, with their endorsement policies (policy DSL of configtxgen).
@@ -155,6 +155,11 @@ impl Default for NodeArgs {
 }
 
 impl NodeArgs {
+    /// How the node's components speak TLS.
+    pub(crate) fn tls_mode(&self) -> TlsMode {
+        TlsMode { on: !self.no_tls, mutual: !self.no_tls && self.mutual_tls }
+    }
+
     /// Arguments for a node in `dir` with every port 0 (free ports), quiet: what tests and the bench use.
     pub fn ephemeral(dir: impl Into<PathBuf>) -> NodeArgs {
         NodeArgs {
@@ -260,18 +265,11 @@ pub(crate) fn addr(host: &str, port: u16) -> String {
 /// Errors: generation, start-up (e.g. a port in use) or definition failures, each with context.
 pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     let layout = Layout::new(&args.dir);
-    let tls = !args.no_tls;
-    let mutual = tls && args.mutual_tls;
-    let listener_tls = |node: &std::path::Path| match tls {
-        true if mutual => {
-            TlsConfig { client_auth_required: true, client_root_cas: vec![layout.tls_ca_bundle()], ..server_tls(node) }
-        }
-        true => server_tls(node),
-        false => TlsConfig::default(),
-    };
+    let mode = args.tls_mode();
+    let tls = mode.on;
+    let listener_tls = |node: &std::path::Path| mode.listener(&layout, node);
     // What a peer presents as a TLS client (to the orderer, to the other peers) under mutual TLS.
-    let peer_client_pair =
-        |node: &std::path::Path| mutual.then(|| (node.join("tls/server.crt"), node.join("tls/server.key")));
+    let peer_client_pair = |node: &std::path::Path| mode.client_pair(node);
     let params = ChannelParams {
         channel: args.channel.clone(),
         batch_size: args.batch_size,
@@ -319,20 +317,29 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         local_msp_dir: Some(peer_msp(0)),
         local_msp_id: Some(PEER_MSPIDS[0].into()),
         orderers: vec![orderer.grpc_addr.to_string()],
-        orderer_tls: ClientTlsConfig {
-            enabled: tls,
-            root_cas: vec![layout.orderer_node().join("tls/ca.crt")],
-            client_certificate: peer_client_pair(&layout.peer_node(0)).map(|p| p.0),
-            client_key: peer_client_pair(&layout.peer_node(0)).map(|p| p.1),
-            ..ClientTlsConfig::default()
-        },
+        orderer_tls: mode.client(vec![layout.orderer_node().join("tls/ca.crt")], &layout.peer_node(0)),
         listen_address: addr(&args.host, 0),
         operations_listen_address: addr(&args.host, args.operations_port),
         ..CommitterConfig::default()
     })
     .await
     .context("starting the committer")?;
-    let committer_url = format!("http://{}", committer.deliver_addr);
+
+    // The block-store service (before the peer ports: their gateways read older blocks from it).
+    args.progress("starting the block-store service");
+    let blockstore = ferrofabric_blockstore_service::start(BlockstoreConfig {
+        channel: channel_id.clone(),
+        data_dir: Some(layout.dir.join("blockstore")),
+        local_msp_dir: Some(peer_msp(0)),
+        local_msp_id: Some(PEER_MSPIDS[0].into()),
+        committers: vec![committer.deliver_addr.to_string()],
+        listen_address: addr(&args.host, args.blockstore_port),
+        tls: listener_tls(&layout.peer_node(0)),
+        operations_listen_address: addr(&args.host, 0),
+        ..BlockstoreConfig::default()
+    })
+    .await
+    .context("starting the block-store service")?;
 
     // Endorsers and the peer ports.
     args.progress("starting the endorsers");
@@ -370,12 +377,17 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     for (org, mspid, signer, incoming, bound) in ports {
         let replica = Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?);
         let endorser = Endorser::new(replica.clone(), signer.clone(), ferrofabric_chaincode_registry());
-        tasks.push(tokio::spawn(ferrofabric_endorser::follow(
+        let recent = Arc::new(RecentBlocks::new(replica.height()));
+        tasks.push(tokio::spawn(ferrofabric_endorser::follow_with(
             replica.clone(),
-            committer_url.clone(),
+            committer.deliver_addr.to_string(),
+            None,
             Arc::new(signer),
+            Some(recent.clone()),
             shutdown_rx.clone(),
         )));
+        let client_tls = crate::profile::client_tls(tls_ca.as_deref(), peer_client_pair(&layout.peer_node(org)))?;
+        let source = BlockSource { address: blockstore.listen_addr.to_string(), tls: client_tls.clone() };
         let deliver = committer.deliver_service();
         let service = EndorserServer::new(PeerEndorser {
             inner: EndorserService(endorser.clone()),
@@ -388,11 +400,11 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
                 local_mspid: mspid.to_owned(),
                 endorsers: gateway_endorsers.clone(),
                 orderers: vec![orderer.grpc_addr.to_string()],
-                tls: crate::profile::client_tls(tls_ca.as_deref(), peer_client_pair(&layout.peer_node(org)))?,
+                tls: client_tls,
                 signers: gateway_signers.clone(),
                 ..GatewayConfig::default()
             },
-            Arc::new(PeerLedger { replica, committed: committer.store.clone() }),
+            Arc::new(DaemonLedger::new(replica, recent, Some(source))),
             ferrofabric_comm::Shutdown::from_watch(shutdown_rx.clone()),
         );
         let discovery = gateway.discovery_service();
@@ -411,22 +423,6 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         endorsers.push(endorser);
     }
 
-    // The block-store service.
-    args.progress("starting the block-store service");
-    let blockstore = ferrofabric_blockstore_service::start(BlockstoreConfig {
-        channel: channel_id.clone(),
-        data_dir: Some(layout.dir.join("blockstore")),
-        local_msp_dir: Some(peer_msp(0)),
-        local_msp_id: Some(PEER_MSPIDS[0].into()),
-        committers: vec![committer.deliver_addr.to_string()],
-        listen_address: addr(&args.host, args.blockstore_port),
-        tls: listener_tls(&layout.peer_node(0)),
-        operations_listen_address: addr(&args.host, 0),
-        ..BlockstoreConfig::default()
-    })
-    .await
-    .context("starting the block-store service")?;
-
     let info = NodeInfo {
         channel: channel_id,
         orderer: orderer.grpc_addr.to_string(),
@@ -434,10 +430,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         blockstore: blockstore.listen_addr.to_string(),
         events: None,
         tls_ca: tls_ca.as_deref().map(absolute),
-        tls_client: mutual.then(|| {
-            let dir = layout.user_msp(0, "User1").with_file_name("tls");
-            (absolute(&dir.join("client.crt")), absolute(&dir.join("client.key")))
-        }),
+        tls_client: mode.user_pair(&layout),
         operations: [
             ("orderer", orderer.operations_addr),
             ("committer", committer.operations_addr),

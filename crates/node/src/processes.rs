@@ -4,12 +4,16 @@
 //!
 //! ```text
 //!  node cgroup (share = the largest component share)
-//!   ├─ orderer        ferrofabric orderer    --listen ORDERER --join genesis.block
+//!   ├─ orderer        ferrofabric orderer    --config DIR/processes/orderer.yaml --join genesis.block
 //!   ├─ committer      ferrofabric committer  --config DIR/processes/committer.yaml  (Deliver = node.json "events")
-//!   ├─ endorser-org1  ferrofabric endorser   --listen PEER1 --committer http://COMMITTER
-//!   ├─ endorser-org2  ferrofabric endorser   --listen PEER2 --committer http://COMMITTER
+//!   ├─ endorser-org1  ferrofabric endorser   --config DIR/processes/endorser-org1.yaml  (Endorser, Gateway, discovery)
+//!   ├─ endorser-org2  ferrofabric endorser   --config DIR/processes/endorser-org2.yaml
 //!   └─ blockstore     ferrofabric blockstore --config DIR/processes/blockstore.yaml
 //! ```
+//! Every listener speaks TLS as in [`crate::start`] (server TLS by default, `--mutual-tls`, or `--no-tls`), and
+//! every component has its operations endpoints (node.json's `operations`). Each peer port serves the Gateway and
+//! discovery services too; their gateway reads the newest blocks from its endorser's follower and older ones from
+//! the block store.
 //! A child that exits unexpectedly is logged and started again (after 0.5 s, doubling up to 8 s while it keeps
 //! failing within a minute). Its output is appended to `DIR/logs/NAME.log`. `DIR/processes.json`
 //! ([`ProcessesInfo`]) says where each component's cgroup and the committer's operations endpoint are, for
@@ -20,13 +24,13 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{anyhow, Context};
 use ferrofabric_comm::{Shutdown, ShutdownTrigger};
 use ferrofabric_isolation::{Cgroup, CgroupVersion, Component, Controller, ControllerConfig, CpuHierarchy};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
-use crate::layout::{ChannelParams, Layout, PEER_MSPIDS};
+use crate::layout::{ChannelParams, Layout, TlsMode, PEER_MSPIDS};
 use crate::network::{define_chaincodes, Barrier, NodeArgs};
 use crate::profile::NodeInfo;
 
@@ -292,16 +296,13 @@ fn cgroups(names: &[&str], progress: &dyn Fn(&str)) -> Option<(Cgroup, Vec<Cgrou
 /// then orderer, committer, endorsers and block store in that order, each waited for until it listens; the
 /// built-in chaincodes are defined on the first run; `node.json` (with `events` = the committer),
 /// `connection-profile.json` and `processes.json` are written; with `args.isolation_threshold` the controller
-/// starts. Must be called within a multi-threaded Tokio runtime. The children's listeners speak plain text, so
-/// `args.no_tls` must be set: an operator asking for TLS never gets plain text silently.
+/// starts. Must be called within a multi-threaded Tokio runtime.
 ///
-/// Errors: TLS asked for, generation, a child that does not start listening, or the chaincode definitions; the
-/// children started so far are stopped.
+/// Errors: generation, a child that does not start listening, or the chaincode definitions; the children started
+/// so far are stopped.
 pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<RunningProcesses> {
-    if !args.no_tls {
-        bail!("the components of --processes speak plain-text gRPC only; add --no-tls");
-    }
     let layout = Layout::new(&args.dir);
+    let mode = args.tls_mode();
     let host = args.host.as_str();
     let addr = |port: u16| crate::network::addr(host, port);
     let orderer_port = port_or_free(host, args.orderer_port)?;
@@ -322,18 +323,24 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
         .channel_id()
         .to_owned();
 
+    // The TLS CA bundle, which clients trust and, under mutual TLS, every listener checks client certificates with.
+    let tls_ca = if mode.on { Some(layout.write_tls_ca_bundle()?) } else { None };
+    let free = || ferrofabric_comm::unused_port(host);
     let ports = Ports {
         orderer: orderer_port,
-        committer: ferrofabric_comm::unused_port(host)?,
-        committer_operations: ferrofabric_comm::unused_port(host)?,
+        orderer_operations: port_or_free(host, args.orderer_operations_port)?,
+        committer: free()?,
+        committer_operations: port_or_free(host, args.operations_port)?,
         peers: [port_or_free(host, args.peer_port)?, port_or_free(host, args.peer2_port)?],
+        peer_operations: [free()?, free()?],
         blockstore: port_or_free(host, args.blockstore_port)?,
+        blockstore_operations: free()?,
     };
     let procs = layout.dir.join("processes");
     let logs = layout.dir.join("logs");
     std::fs::create_dir_all(&procs).context("creating DIR/processes")?;
     std::fs::create_dir_all(&logs).context("creating DIR/logs")?;
-    let specs = child_specs(&layout, &channel_id, &ports, host, &procs)?;
+    let specs = child_specs(&layout, &channel_id, &ports, host, &procs, mode)?;
 
     let names: Vec<&str> = specs.iter().map(|s| s.name).collect();
     let groups = cgroups(&names, &|m| args.progress(m));
@@ -345,9 +352,18 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
             peers: PEER_MSPIDS.iter().zip(ports.peers).map(|(m, p)| ((*m).to_owned(), addr(p))).collect(),
             blockstore: addr(ports.blockstore),
             events: Some(addr(ports.committer)),
-            tls_ca: None,
-            tls_client: None,
-            operations: [("committer".to_owned(), addr(ports.committer_operations))].into(),
+            tls_ca: tls_ca.as_deref().map(absolute),
+            tls_client: mode.user_pair(&layout),
+            operations: [
+                ("orderer", ports.orderer_operations),
+                ("committer", ports.committer_operations),
+                ("blockstore", ports.blockstore_operations),
+                ("endorser-org1", ports.peer_operations[0]),
+                ("endorser-org2", ports.peer_operations[1]),
+            ]
+            .into_iter()
+            .map(|(c, p)| (c.to_owned(), addr(p)))
+            .collect(),
             crypto: absolute(&layout.crypto()),
             connection_profile: absolute(&layout.connection_profile()),
         },
@@ -437,10 +453,13 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
 /// The ports of a `--processes` node.
 struct Ports {
     orderer: u16,
+    orderer_operations: u16,
     committer: u16,
     committer_operations: u16,
     peers: [u16; 2],
+    peer_operations: [u16; 2],
     blockstore: u16,
+    blockstore_operations: u16,
 }
 
 /// A child's command line and the address that tells it is up.
@@ -458,18 +477,48 @@ fn absolute(p: &Path) -> PathBuf {
     std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// The five children's command lines; writes the committer's and block store's configuration files (JSON, which
-/// their YAML loaders read) into `procs`.
+/// A TLS setting as its configuration file writes it (Fabric's PascalCase keys).
+fn json(value: &impl Serialize) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or(serde_json::Value::Null)
+}
+
+/// Writes `value` as the configuration file `name` in `procs` (JSON, which the daemons' YAML loaders read) and
+/// returns its path.
+fn write_config(procs: &Path, name: &str, value: &serde_json::Value) -> anyhow::Result<String> {
+    let file = procs.join(name);
+    crate::profile::write_atomically(&file, &serde_json::to_vec_pretty(value)?)?;
+    Ok(path(&file))
+}
+
+/// The five children's command lines; writes their configuration files into `procs`.
 fn child_specs(
     layout: &Layout,
     channel: &str,
     ports: &Ports,
     host: &str,
     procs: &Path,
+    mode: TlsMode,
 ) -> anyhow::Result<Vec<ChildSpec>> {
     let addr = |port: u16| crate::network::addr(host, port);
     let peer_msp = |org: usize| layout.peer_node(org).join("msp");
-    let committer_yaml = procs.join("committer.yaml");
+    let orderer_ca = layout.orderer_node().join("tls/ca.crt");
+    // The committer and the block store serve with peer0.org1's TLS certificate, as the in-process node does.
+    let committer_ca = layout.peer_node(0).join("tls/ca.crt");
+
+    let orderer_tls = mode.listener(layout, &layout.orderer_node());
+    let orderer = serde_json::json!({
+        "General": {
+            "ListenAddress": host,
+            "ListenPort": ports.orderer,
+            "TLS": json(&orderer_tls),
+            "LocalMSPDir": path(&layout.orderer_node().join("msp")),
+            "LocalMSPID": "OrdererMSP",
+        },
+        "FileLedger": { "Location": path(&layout.dir.join("orderer")) },
+        "Admin": { "ListenAddress": "" },
+        "Operations": { "ListenAddress": addr(ports.orderer_operations) },
+    });
+    let orderer_yaml = write_config(procs, "orderer.yaml", &orderer)?;
     let committer = serde_json::json!({
         "Channel": channel,
         "GenesisBlock": path(&layout.genesis()),
@@ -477,73 +526,70 @@ fn child_specs(
         "LocalMSPDir": path(&peer_msp(0)),
         "LocalMSPID": PEER_MSPIDS[0],
         "Orderers": [addr(ports.orderer)],
+        "OrdererTLS": json(&mode.client(vec![orderer_ca], &layout.peer_node(0))),
         "ListenAddress": addr(ports.committer),
+        "TLS": json(&mode.listener(layout, &layout.peer_node(0))),
         "OperationsListenAddress": addr(ports.committer_operations),
     });
-    crate::profile::write_atomically(&committer_yaml, &serde_json::to_vec_pretty(&committer)?)?;
-    let blockstore_yaml = procs.join("blockstore.yaml");
+    let committer_yaml = write_config(procs, "committer.yaml", &committer)?;
     let blockstore = serde_json::json!({
         "Channel": channel,
         "DataDir": path(&layout.dir.join("blockstore")),
         "LocalMSPDir": path(&peer_msp(0)),
         "LocalMSPID": PEER_MSPIDS[0],
         "Committers": [addr(ports.committer)],
+        "CommitterTLS": json(&mode.client(vec![committer_ca.clone()], &layout.peer_node(0))),
         "ListenAddress": addr(ports.blockstore),
-        "OperationsListenAddress": "",
+        "TLS": json(&mode.listener(layout, &layout.peer_node(0))),
+        "OperationsListenAddress": addr(ports.blockstore_operations),
     });
-    crate::profile::write_atomically(&blockstore_yaml, &serde_json::to_vec_pretty(&blockstore)?)?;
+    let blockstore_yaml = write_config(procs, "blockstore.yaml", &blockstore)?;
 
     let s = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<String>>();
     let mut specs = vec![
         ChildSpec {
             name: "orderer",
-            args: s(&[
-                "orderer",
-                "--listen",
-                &addr(ports.orderer),
-                "--admin-listen",
-                "",
-                "--operations-listen",
-                "",
-                "--msp-dir",
-                &path(&layout.orderer_node().join("msp")),
-                "--msp-id",
-                "OrdererMSP",
-                "--data-dir",
-                &path(&layout.dir.join("orderer")),
-                "--join",
-                &path(&layout.genesis()),
-            ]),
+            args: s(&["orderer", "--config", &orderer_yaml, "--join", &path(&layout.genesis())]),
             ready: addr(ports.orderer),
         },
         ChildSpec {
             name: "committer",
-            args: s(&["committer", "--config", &path(&committer_yaml)]),
+            args: s(&["committer", "--config", &committer_yaml]),
             ready: addr(ports.committer),
         },
     ];
+    let gateway_peers: Vec<serde_json::Value> = (0..2)
+        .map(|org| {
+            serde_json::json!({
+                "msp_id": PEER_MSPIDS[org],
+                "address": addr(ports.peers[org]),
+                "msp_dir": path(&peer_msp(org)),
+            })
+        })
+        .collect();
     for (org, name) in [(0, "endorser-org1"), (1, "endorser-org2")] {
-        specs.push(ChildSpec {
-            name,
-            args: s(&[
-                "endorser",
-                "--listen",
-                &addr(ports.peers[org]),
-                "--msp-dir",
-                &path(&peer_msp(org)),
-                "--msp-id",
-                PEER_MSPIDS[org],
-                "--genesis",
-                &path(&layout.genesis()),
-                "--committer",
-                &format!("http://{}", addr(ports.committer)),
-            ]),
-            ready: addr(ports.peers[org]),
+        let endorser = serde_json::json!({
+            "listen": addr(ports.peers[org]),
+            "msp_dir": path(&peer_msp(org)),
+            "msp_id": PEER_MSPIDS[org],
+            "genesis": path(&layout.genesis()),
+            "committer": addr(ports.committer),
+            "tls": json(&mode.listener(layout, &layout.peer_node(org))),
+            "committer_tls": json(&mode.client(vec![committer_ca.clone()], &layout.peer_node(org))),
+            "operations_listen": addr(ports.peer_operations[org]),
+            "gateway": {
+                "peers": gateway_peers,
+                "orderers": [addr(ports.orderer)],
+                "block_store": addr(ports.blockstore),
+                "client_tls": json(&mode.client(vec![layout.tls_ca_bundle()], &layout.peer_node(org))),
+            },
         });
+        let file = write_config(procs, &format!("{name}.yaml"), &endorser)?;
+        specs.push(ChildSpec { name, args: s(&["endorser", "--config", &file]), ready: addr(ports.peers[org]) });
     }
     specs.push(ChildSpec {
         name: "blockstore",
-        args: s(&["blockstore", "--config", &path(&blockstore_yaml)]),
+        args: s(&["blockstore", "--config", &blockstore_yaml]),
         ready: addr(ports.blockstore),
     });
     Ok(specs)

@@ -42,11 +42,11 @@ fn read_pid(path: &std::path::Path) -> u32 {
 }
 
 #[test]
-fn node_processes_restart_a_killed_component_and_keep_serving() {
+fn node_processes_serve_tls_and_the_gateway_and_restart_a_killed_component() {
     let dir = tempfile::tempdir().unwrap();
     let mut node = Node(
         ferrofabric()
-            .args(["node", "--processes", "--no-tls", "--quiet", "--dir"])
+            .args(["node", "--processes", "--quiet", "--dir"])
             .arg(dir.path())
             .args(["--orderer-port", "0", "--peer-port", "0", "--peer2-port", "0", "--blockstore-port", "0"])
             .stdout(Stdio::piped())
@@ -85,15 +85,31 @@ fn node_processes_restart_a_killed_component_and_keep_serving() {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    // The node serves a client end to end through the restarted committer.
-    let bench = ferrofabric()
-        .args(["bench", "e2e", "--quiet", "--json", "--txs", "300", "--node-dir"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
-    let report: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
-    assert_eq!(report["valid"], 300, "{report}");
+    // The node serves a client end to end through the restarted committer, over TLS, directly and through the
+    // Gateway service of its peer ports (whose commit statuses come from the endorsers' followers).
+    assert!(node_info.tls_ca.is_some(), "TLS is on by default, as in Fabric's test network");
+    for via in ["orderer", "gateway"] {
+        let bench = ferrofabric()
+            .args(["bench", "e2e", "--quiet", "--json", "--txs", "300", "--via", via, "--node-dir"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(bench.status.success(), "via {via}: {}", String::from_utf8_lossy(&bench.stderr));
+        let report: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
+        assert_eq!(report["valid"], 300, "via {via}: {report}");
+    }
+
+    // Every component answers on its operations endpoint.
+    let names: Vec<&String> = node_info.operations.keys().collect();
+    assert_eq!(names, ["blockstore", "committer", "endorser-org1", "endorser-org2", "orderer"]);
+    for (component, address) in &node_info.operations {
+        let mut stream = std::net::TcpStream::connect(address).unwrap();
+        std::io::Write::write_all(&mut stream, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{component}: {answer}");
+    }
 
     Command::new("kill").args(["-TERM", &node.0.id().to_string()]).status().unwrap();
     assert!(node.0.wait().unwrap().success());

@@ -32,6 +32,7 @@ async fn yaml_config_starts_a_serving_endorser() {
         msp_id: f.msp_id.unwrap(),
         genesis: f.genesis.unwrap(),
         committer: f.committer,
+        ..EndorserConfig::default()
     };
 
     let running = start(&config).await.unwrap();

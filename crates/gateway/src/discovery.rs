@@ -255,9 +255,20 @@ impl<L: Ledger> Inner<L> {
         let config = self.ledger.config();
         match &query.query {
             Some(query::Query::ConfigQuery(_)) => query_result::Result::ConfigResult(self.config_result(&config)),
-            Some(query::Query::PeerQuery(_)) => {
-                query_result::Result::Members(PeerMembershipResult { peers_by_org: self.peers_by_org(&|_| true) })
-            }
+            // A filter keeps the peers that may endorse its interest: members of the collections it reads (every
+            // peer of the node runs every defined chaincode), as Fabric's `PeersAuthorizedByCriteria`.
+            Some(query::Query::PeerQuery(q)) => match q.filter.as_ref().filter(|f| !f.chaincodes.is_empty()) {
+                None => {
+                    query_result::Result::Members(PeerMembershipResult { peers_by_org: self.peers_by_org(&|_| true) })
+                }
+                Some(filter) => match requirements(self.ledger.as_ref(), &config, &filter.chaincodes) {
+                    Ok(needs) => {
+                        let admits = |p: &EndorserEndpoint| needs.admits(&p.identity, &config);
+                        query_result::Result::Members(PeerMembershipResult { peers_by_org: self.peers_by_org(&admits) })
+                    }
+                    Err(e) => error(&e),
+                },
+            },
             Some(query::Query::CcQuery(q)) => {
                 if q.interests.is_empty() {
                     return error("chaincode query must have at least one chaincode interest");
@@ -549,6 +560,12 @@ mod tests {
             plan_of(&ask_plan(call(&["_implicit_org_Org1MSP"], false))),
             (vec![vec![org1.clone()]], vec![org1.clone()])
         );
+        // A peer query filtered by the same interest: the collection's members only.
+        let interest = ferrofabric_protos::peer::ChaincodeInterest { chaincodes: vec![call(&["org2only"], false)] };
+        let filtered = ferrofabric_protos::discovery::PeerMembershipQuery { filter: Some(interest) };
+        let members = ask(&inner, net.client(0), vec![query(&channel, query::Query::PeerQuery(filtered))]).remove(0);
+        let query_result::Result::Members(m) = members else { panic!("{members:?}") };
+        assert_eq!(m.peers_by_org.keys().collect::<Vec<_>>(), [&org2]);
         // Fabric's refusals.
         assert_eq!(
             error_of(&ask_plan(call(&["nope"], false))),

@@ -104,8 +104,14 @@ pub(crate) fn install_sdk(log: &Path) {
 /// config names 7050, which only our own clients ignore) and everything else on free ports, and waits for its ready
 /// line; returns it and the node.json path.
 pub(crate) fn start_node(dir: &Path, log: &Path, orderer_port: u16) -> (Running, PathBuf) {
+    start_node_with(dir, log, orderer_port, &[])
+}
+
+/// [`start_node`] with the extra `node` arguments `extra` (e.g. `--processes`).
+fn start_node_with(dir: &Path, log: &Path, orderer_port: u16, extra: &[&str]) -> (Running, PathBuf) {
     let child = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
         .arg("node")
+        .args(extra)
         .arg("--dir")
         .arg(dir)
         .args(["--orderer-port", &orderer_port.to_string()])
@@ -144,11 +150,17 @@ pub(crate) fn start_node(dir: &Path, log: &Path, orderer_port: u16) -> (Running,
 
 /// Starts a fresh `ferrofabric node` (its orderer on `orderer_port`, see [`start_node`]), runs the client command
 /// `client(node.json)` (named `what` in logs) against it and checks that it printed `<tag> PASS`; on failure prints
-/// the node's log too.
-fn run_client_against_node(what: &str, tag: &str, orderer_port: u16, client: impl FnOnce(&Path) -> Command) {
+/// the node's log too. `extra`: more `node` arguments.
+fn run_client_against_node(
+    what: &str,
+    tag: &str,
+    orderer_port: u16,
+    extra: &[&str],
+    client: impl FnOnce(&Path) -> Command,
+) {
     let tmp = tempfile::tempdir().unwrap();
     let node_log = tmp.path().join("node.log");
-    let (node, node_json) = start_node(&tmp.path().join("net"), &node_log, orderer_port);
+    let (node, node_json) = start_node_with(&tmp.path().join("net"), &node_log, orderer_port, extra);
     let client = client(&node_json);
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         run_logged(client, what, &tmp.path().join("client.log"), CLIENT_TIMEOUT)
@@ -164,10 +176,16 @@ fn run_client_against_node(what: &str, tag: &str, orderer_port: u16, client: imp
 
 /// [`run_client_against_node`] with the Node.js script `script` of tests/sdk and its extra arguments `args`.
 fn run_script_against_node(script: &str, args: &[&str], tag: &str, orderer_port: u16) {
+    run_script_against_node_with(script, args, tag, orderer_port, &[])
+}
+
+/// [`run_script_against_node`] against a node started with the extra arguments `node_args`.
+fn run_script_against_node_with(script: &str, args: &[&str], tag: &str, orderer_port: u16, node_args: &[&str]) {
     require_tool("node");
     require_tool("npm");
     install_sdk(&tempfile::tempdir().unwrap().path().join("npm.log"));
-    run_client_against_node(&format!("tests/sdk/{script} {}", args.join(" ")), tag, orderer_port, |node_json| {
+    let what = format!("tests/sdk/{script} {}", args.join(" "));
+    run_client_against_node(&what, tag, orderer_port, node_args, |node_json| {
         let mut client = Command::new("node");
         client.arg(sdk_dir().join(script)).arg(node_json).args(args);
         client
@@ -195,6 +213,14 @@ fn fabric_gateway_client_submits_evaluates_and_reads_chaincode_events() {
     run_script_against_node("gateway.js", &[], "[gateway]", 0);
 }
 
+/// The same client against the node of processes: the Gateway service of the `ferrofabric endorser` daemon on
+/// Org1's peer port, over TLS, its commit statuses and chaincode events read from that endorser's follower and the
+/// block-store service.
+#[test]
+fn fabric_gateway_client_works_unchanged_against_a_node_of_processes() {
+    run_script_against_node_with("gateway.js", &[], "[gateway]", 0, &["--processes"]);
+}
+
 /// Java's `org.hyperledger.fabric:fabric-gateway` (tests/java, its jars resolved by Maven from Maven Central): a
 /// smallbank submit and an evaluate through the Gateway service over TLS.
 #[test]
@@ -216,7 +242,7 @@ fn fabric_gateway_java_client_submits_and_evaluates() {
         .arg(&classes)
         .arg(dir.join("src/main/java/ferrofabric/GatewayRoundTrip.java"));
     run_logged(javac, "javac GatewayRoundTrip.java", &tmp.path().join("javac.log"), NPM_TIMEOUT);
-    run_client_against_node("tests/java GatewayRoundTrip", "[java]", 0, |node_json| {
+    run_client_against_node("tests/java GatewayRoundTrip", "[java]", 0, &[], |node_json| {
         let mut client = Command::new("java");
         client.args(["-cp", &classpath, "ferrofabric.GatewayRoundTrip"]).arg(node_json);
         client

@@ -22,7 +22,11 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     // The bytes as a payload record, under a batch reference and a keyed one.
-    let indexed = PayloadReference { tx_id: "tx".into(), index: Some(data.first().copied().unwrap_or(0).into()), ..Default::default() };
+    let indexed = PayloadReference {
+        tx_id: "tx".into(),
+        index: Some(data.first().copied().unwrap_or(0).into()),
+        ..Default::default()
+    };
     let _ = kafka::payload_envelope(b"", raw.clone(), &indexed);
     let keyed = PayloadReference { tx_id: "tx".into(), ..Default::default() };
     let _ = kafka::payload_envelope(b"tx", raw, &keyed);

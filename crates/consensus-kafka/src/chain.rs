@@ -185,7 +185,7 @@ fn inline_message(msg: Submission) -> Type {
 /// Payloads aside: takes the placed messages in order and groups those that arrive within [`BATCH_WINDOW`] of
 /// the first (up to [`BATCH_MESSAGES`] and [`BATCH_BYTES`], all checked at the same config sequence) into one
 /// `KafkaPayloadBatch` record of the payload topic, queued at once; [`post_references`] posts their references.
-/// One record pair per batch instead of per transaction: the brokers' work per record bounds the rate.
+/// One record pair per batch instead of per transaction: the ordered partition takes one small record per batch.
 async fn batch_payloads(
     shared: Arc<Shared>,
     mut placed: mpsc::Receiver<Placed>,

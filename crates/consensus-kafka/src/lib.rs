@@ -39,14 +39,15 @@
 //! CONFIG messages always travel inline.
 //!
 //! # Several messages per record (payloads aside)
-//! The brokers' work per record, not per byte, bounds a Kafka channel on small clusters, so an orderer groups the
-//! messages it accepts within a couple of milliseconds: one `KafkaPayloadBatch` record in the payload topic holds
+//! An orderer groups the messages it accepts within a couple of milliseconds, so that the ordered partition (which
+//! bounds a Kafka channel) and the payload topic take one record per group: one `KafkaPayloadBatch` record holds
 //! their envelopes, then one regular record in the ordered partition lists their references (`references`, each
 //! naming its entry of the batch by index), in the order they were placed. Each message is still cut on its own
 //! by the block cutter, so a block may end inside such a record; its `KafkaMetadata` then says how many of that
 //! record's messages it holds (`next_record_messages_persisted`), and a restarted orderer skips them.
 //!
-//! The record codecs ([`decode_ordered`], [`payload_envelope`]) build without the `chain` feature (no librdkafka), for the fuzz target.
+//! The record codecs ([`decode_ordered`], [`payload_envelope`]) build without the `chain` feature (no
+//! librdkafka), for the fuzz target.
 
 #[cfg(feature = "chain")]
 mod chain;

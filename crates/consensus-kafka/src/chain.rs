@@ -495,9 +495,9 @@ type Connected = (StreamConsumer, Arc<PayloadStore>, StreamTask);
 /// Creates the topics, posts CONNECT and assigns the channel's partition from the record after the last one
 /// the ledger includes; starts streaming the payload topic.
 async fn connect(shared: &Arc<Shared>, client: &ClientSettings) -> anyhow::Result<Connected> {
-    client.ensure_topic(&shared.topic, 1).await?;
+    client.ensure_topic(&shared.topic, 1, None).await?;
     // Every orderer reads references whatever its own mode, so the payload topic always exists.
-    client.ensure_topic(&shared.payload_topic, client.payload_partitions).await?;
+    client.ensure_topic(&shared.payload_topic, client.payload_partitions, Some(&shared.topic)).await?;
     shared.post(Type::Connect(KafkaMessageConnect::default())).await?;
     let group = format!("ferrofabric-{}-{}", shared.topic, std::process::id());
     let consumer: StreamConsumer = client.consumer(&group).create()?;

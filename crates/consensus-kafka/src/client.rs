@@ -109,13 +109,22 @@ impl ClientSettings {
 
     /// Creates `topic` with `partitions` partitions unless it exists, replicated `replication` times with
     /// `min.insync.replicas = min(2, replication)` and no time or size retention (the log is the channel's
-    /// history, as Fabric 1.4 required of its topics).
+    /// history, as Fabric 1.4 required of its topics). With `beside`, every partition gets the replicas of
+    /// partition 0 of that topic, its leader first (the payload topic beside the channel's partition: one produce
+    /// request and one replica fetch carry both); when those cannot be read, the cluster places them.
     ///
     /// Errors: the cluster cannot be reached or refuses the topic for another reason than its existence.
-    pub(crate) async fn ensure_topic(&self, topic: &str, partitions: i32) -> anyhow::Result<()> {
+    pub(crate) async fn ensure_topic(&self, topic: &str, partitions: i32, beside: Option<&str>) -> anyhow::Result<()> {
         let admin: AdminClient<DefaultClientContext> = self.base.create()?;
         let min_isr = self.replication.min(2).to_string();
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(self.replication))
+        let replicas = beside.and_then(|t| self.replicas_of(&admin, t)).unwrap_or_default();
+        let assignment: Vec<&[i32]> = (0..partitions).map(|_| replicas.as_slice()).collect();
+        let replication = if replicas.is_empty() {
+            TopicReplication::Fixed(self.replication)
+        } else {
+            TopicReplication::Variable(&assignment)
+        };
+        let new = NewTopic::new(topic, partitions, replication)
             .set("min.insync.replicas", &min_isr)
             .set("retention.ms", "-1")
             .set("retention.bytes", "-1");
@@ -127,6 +136,18 @@ impl ClientSettings {
             }
         }
         Ok(())
+    }
+
+    /// The replicas of partition 0 of `topic`, its leader first; `None` unless the cluster names a leader and
+    /// `replication` replicas.
+    fn replicas_of(&self, admin: &AdminClient<DefaultClientContext>, topic: &str) -> Option<Vec<i32>> {
+        let metadata = admin.inner().fetch_metadata(Some(topic), Duration::from_secs(10)).ok()?;
+        let partition = metadata.topics().first()?.partitions().iter().find(|p| p.id() == 0)?;
+        let leader = partition.leader();
+        let mut replicas = vec![leader];
+        replicas.extend(partition.replicas().iter().copied().filter(|r| *r != leader));
+        let complete = leader >= 0 && replicas.len() == usize::try_from(self.replication).ok()?;
+        complete.then_some(replicas)
     }
 }
 

@@ -37,23 +37,45 @@
 //! `Kafka.Payloads: inline` posts whole envelopes, as Fabric 1.4 did; every orderer reads both forms.
 //!
 //! CONFIG messages always travel inline.
+//!
+//! # Several messages per record (payloads aside)
+//! An orderer groups the messages it accepts within a couple of milliseconds, so that the ordered partition (which
+//! bounds a Kafka channel) and the payload topic take one record per group: one `KafkaPayloadBatch` record holds
+//! their envelopes, then one regular record in the ordered partition lists their references (`references`, each
+//! naming its entry of the batch by index), in the order they were placed. Each message is still cut on its own
+//! by the block cutter, so a block may end inside such a record; its `KafkaMetadata` then says how many of that
+//! record's messages it holds (`next_record_messages_persisted`), and a restarted orderer skips them.
+//!
+//! The record codecs ([`decode_ordered`], [`payload_envelope`]) build without the `chain` feature (no
+//! librdkafka), for the fuzz target.
 
+#[cfg(feature = "chain")]
 mod chain;
+#[cfg(feature = "chain")]
 mod client;
+#[cfg(feature = "chain")]
 mod payloads;
+mod records;
 
+#[cfg(feature = "chain")]
 use std::sync::Arc;
 
+#[cfg(feature = "chain")]
 use ferrofabric_orderer::{
     ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, KafkaConfig, OrdererConfig, Plugins,
 };
 
+#[cfg(feature = "chain")]
 pub use chain::KafkaChain;
+pub use records::{
+    batch_entry, decode_ordered, decode_payload_batch, payload_envelope, OrderedRecord, Posted, Regular,
+};
 
 /// Registers [`KafkaFactory`] under consensus type `kafka`, with the `Kafka` section of the orderer's
 /// configuration.
 ///
 /// Errors: `Kafka.Payloads` is neither `aside` nor `inline`.
+#[cfg(feature = "chain")]
 pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result<()> {
     let factory = KafkaFactory::new(config.kafka.clone())?;
     plugins.registry.register("kafka", Arc::new(factory));
@@ -61,12 +83,14 @@ pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result
 }
 
 /// Starts a [`KafkaChain`] for each `kafka` channel.
+#[cfg(feature = "chain")]
 #[derive(Debug, Clone)]
 pub struct KafkaFactory {
     config: KafkaConfig,
     aside: bool,
 }
 
+#[cfg(feature = "chain")]
 impl KafkaFactory {
     /// A factory using `config` (the orderer's `Kafka` section).
     ///
@@ -81,6 +105,7 @@ impl KafkaFactory {
     }
 }
 
+#[cfg(feature = "chain")]
 impl ConsensusFactory for KafkaFactory {
     fn start(&self, support: Arc<ChainSupport>, ctx: &ConsensusContext) -> Result<Arc<dyn Consensus>, ConsensusError> {
         let brokers = if self.config.brokers.is_empty() {

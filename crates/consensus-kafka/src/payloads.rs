@@ -12,10 +12,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferrofabric_protos::orderer::PayloadReference;
+use ferrofabric_protos::orderer::{KafkaPayload, PayloadReference};
 use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tokio::sync::Notify;
+
+use crate::records;
 
 /// How long a streamed record stays in memory when no block took it (a crashed orderer may have written the
 /// payload but never its reference). Records a written block holds are dropped at once ([`PayloadStore::drop_records`]).
@@ -31,6 +33,16 @@ const FETCH_AHEAD: i64 = 2_000;
 struct Record {
     key: Bytes,
     value: Bytes,
+    /// A batch record's entries, decoded when a reference first names one of them.
+    batch: Option<Result<Arc<[KafkaPayload]>, String>>,
+    /// How many of a batch record's entries written blocks hold (the record leaves memory when all do).
+    taken: usize,
+}
+
+impl Record {
+    fn new(key: &[u8], value: &[u8]) -> Self {
+        Record { key: Bytes::copy_from_slice(key), value: Bytes::copy_from_slice(value), batch: None, taken: 0 }
+    }
 }
 
 /// Per payload-topic partition: which offsets the streaming consumer covers.
@@ -99,9 +111,8 @@ impl PayloadStore {
             loop {
                 match consumer.recv().await {
                     Ok(m) => {
-                        let key = Bytes::copy_from_slice(m.key().unwrap_or_default());
-                        let value = Bytes::copy_from_slice(m.payload().unwrap_or_default());
-                        store.streamed(m.partition(), m.offset(), Record { key, value });
+                        let record = Record::new(m.key().unwrap_or_default(), m.payload().unwrap_or_default());
+                        store.streamed(m.partition(), m.offset(), record);
                     }
                     Err(e) => {
                         tracing::warn!(topic = %store.topic, error = %e, "reading the payload topic");
@@ -125,20 +136,33 @@ impl PayloadStore {
         self.arrived.notify_waiters();
     }
 
-    /// Drops the records at `keys` (partition, offset) from memory: their block is written. A later reference to
-    /// one of them (a duplicate) reads it from Kafka again.
-    pub(crate) fn drop_records(&self, keys: impl IntoIterator<Item = (i32, i64)>) {
+    /// Drops the records at `keys` (partition, offset, index of a batch entry) from memory: their block is
+    /// written. A batch record goes once blocks hold as many of its entries as it has. A later reference to a
+    /// dropped record (a duplicate) reads it from Kafka again.
+    pub(crate) fn drop_records(&self, keys: impl IntoIterator<Item = (i32, i64, Option<u32>)>) {
         let mut inner = self.lock();
-        for key in keys {
-            inner.records.remove(&key);
+        for (p, o, index) in keys {
+            let done = match (index, inner.records.get_mut(&(p, o))) {
+                (None, _) => true,
+                (Some(_), Some(record)) => {
+                    record.taken += 1;
+                    matches!(&record.batch, Some(Ok(b)) if record.taken >= b.len())
+                }
+                (Some(_), None) => false,
+            };
+            if done {
+                inner.records.remove(&(p, o));
+            }
         }
     }
 
-    /// The envelope `reference` names: the record at its partition and offset, whose key must be its
-    /// transaction ID. Waits up to `wait` for a record not streamed yet, then reads it from Kafka.
+    /// The envelope `reference` names: the record at its partition and offset (its entry at the reference's
+    /// index for a batch record), which must belong to the reference's transaction. Waits up to `wait` for a
+    /// record not streamed yet, then reads it from Kafka.
     ///
     /// Errors ([`Missing`], the same on every orderer): no such partition, no record at that offset, the
-    /// record belongs to another transaction, or nothing was written there within `wait`.
+    /// record (or batch entry) belongs to another transaction or does not exist, or nothing was written there
+    /// within `wait`.
     pub(crate) async fn resolve(&self, reference: &PayloadReference, wait: Duration) -> Result<Bytes, Missing> {
         let (p, o) = (reference.partition, reference.offset);
         if p < 0 || p >= self.partitions || o < 0 {
@@ -148,8 +172,8 @@ impl PayloadStore {
         loop {
             let notified = self.arrived.notified();
             let ahead_of_stream = {
-                let inner = self.lock();
-                if let Some(r) = inner.records.get(&(p, o)) {
+                let mut inner = self.lock();
+                if let Some(r) = inner.records.get_mut(&(p, o)) {
                     return check(reference, r);
                 }
                 inner.streamed.as_ref().is_some_and(|v| o >= v[p as usize].from && o >= v[p as usize].through)
@@ -201,9 +225,9 @@ impl PayloadStore {
             let mut found = None;
             let mut inner = self.lock();
             let now = Instant::now();
-            for (offset, record) in records {
+            for (offset, mut record) in records {
                 if offset == o {
-                    found = Some(check(reference, &record));
+                    found = Some(check(reference, &mut record));
                 }
                 inner.inserted.push_back((now, p, offset));
                 inner.records.insert((p, offset), record);
@@ -238,13 +262,7 @@ fn read_range(consumer: &BaseConsumer, topic: &str, p: i32, o: i64, until: Insta
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) if m.partition() == p => {
                 let offset = m.offset();
-                out.push((
-                    offset,
-                    Record {
-                        key: Bytes::copy_from_slice(m.key().unwrap_or_default()),
-                        value: Bytes::copy_from_slice(m.payload().unwrap_or_default()),
-                    },
-                ));
+                out.push((offset, Record::new(m.key().unwrap_or_default(), m.payload().unwrap_or_default())));
                 if offset >= last {
                     break;
                 }
@@ -256,17 +274,18 @@ fn read_range(consumer: &BaseConsumer, topic: &str, p: i32, o: i64, until: Insta
     Ok(Fetched::Records(out))
 }
 
-fn check(reference: &PayloadReference, record: &Record) -> Result<Bytes, Missing> {
-    if record.key.as_ref() != reference.tx_id.as_bytes() {
-        return Err(Missing(format!(
-            "the payload record {}/{} belongs to transaction {:?}, not {:?}",
-            reference.partition,
-            reference.offset,
-            String::from_utf8_lossy(&record.key),
-            reference.tx_id
-        )));
+/// The envelope `reference` names in `record` (the record at its partition and offset): as
+/// [`records::payload_envelope`], decoding a batch record once for all its references.
+fn check(reference: &PayloadReference, record: &mut Record) -> Result<Bytes, Missing> {
+    let at = |why: String| Missing(format!("payload record {}/{}: {why}", reference.partition, reference.offset));
+    if reference.index.is_none() {
+        return records::payload_envelope(&record.key, record.value.clone(), reference).map_err(at);
     }
-    Ok(record.value.clone())
+    let value = record.value.clone();
+    match record.batch.get_or_insert_with(|| records::decode_payload_batch(value).map(Arc::from)) {
+        Ok(batch) => records::batch_entry(batch, reference).map_err(at),
+        Err(why) => Err(at(why.clone())),
+    }
 }
 
 fn prune(inner: &mut Inner, now: Instant) {

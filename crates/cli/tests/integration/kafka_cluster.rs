@@ -359,6 +359,7 @@ fn regular_with(reference: Option<PayloadReference>, payload: Bytes) -> Vec<u8> 
             class: 1,
             original_offset: 0,
             reference,
+            references: Vec::new(),
         })),
     }
     .encode_to_vec()
@@ -411,16 +412,43 @@ fn kafka_orderers_write_the_same_blocks_once_per_transaction_across_a_config_upd
         KafkaMessage { r#type: None }.encode_to_vec(),
         // A payload record that is never written (partition 0, far beyond its end).
         regular_with(
-            Some(PayloadReference { tx_id: "never-written".into(), size: 10, partition: 0, offset: 1 << 40 }),
+            Some(PayloadReference {
+                tx_id: "never-written".into(),
+                size: 10,
+                partition: 0,
+                offset: 1 << 40,
+                index: None,
+            }),
             Bytes::new(),
         ),
         // Another transaction's payload record (offset 0 of partition 0 holds some other transaction).
         regular_with(
-            Some(PayloadReference { tx_id: "not-this-one".into(), size: 10, partition: 0, offset: 0 }),
+            Some(PayloadReference { tx_id: "not-this-one".into(), size: 10, partition: 0, offset: 0, index: None }),
             Bytes::new(),
         ),
         // A partition the payload topic does not have.
-        regular_with(Some(PayloadReference { tx_id: "x".into(), size: 10, partition: 999, offset: 0 }), Bytes::new()),
+        regular_with(
+            Some(PayloadReference { tx_id: "x".into(), size: 10, partition: 999, offset: 0, index: None }),
+            Bytes::new(),
+        ),
+        // Several references in one record, to batch entries of other transactions and past a batch's end.
+        KafkaMessage {
+            r#type: Some(Type::Regular(KafkaMessageRegular {
+                class: 1,
+                references: vec![
+                    PayloadReference {
+                        tx_id: "not-this-one".into(),
+                        size: 10,
+                        partition: 0,
+                        offset: 0,
+                        index: Some(0),
+                    },
+                    PayloadReference { tx_id: "x".into(), size: 10, partition: 0, offset: 0, index: Some(1 << 20) },
+                ],
+                ..Default::default()
+            })),
+        }
+        .encode_to_vec(),
         // An envelope that does not decode.
         regular_with(None, Bytes::from_static(b"\x0a\xff\xff")),
         // A time-to-cut far ahead.

@@ -35,7 +35,8 @@ pub struct RecentBlocks {
 
 #[derive(Debug, Default)]
 struct Recent {
-    blocks: VecDeque<(u64, Bytes)>,
+    /// Block number, marshaled block, and its transaction IDs (to drop them from `txids` when it leaves).
+    blocks: VecDeque<(u64, Bytes, Vec<String>)>,
     /// Transaction ID → (block, index); the first transaction of an ID, as Fabric's index keeps.
     txids: HashMap<String, (u64, u32)>,
 }
@@ -58,15 +59,20 @@ impl RecentBlocks {
         };
         {
             let mut r = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            for (i, id) in ids.into_iter().enumerate() {
+            for (i, id) in ids.iter().enumerate() {
                 if !id.is_empty() {
-                    r.txids.entry(id).or_insert((number, i as u32));
+                    r.txids.entry(id.clone()).or_insert((number, i as u32));
                 }
             }
-            r.blocks.push_back((number, block));
+            r.blocks.push_back((number, block, ids));
             while r.blocks.len() > RECENT_BLOCKS {
-                if let Some((old, _)) = r.blocks.pop_front() {
-                    r.txids.retain(|_, (n, _)| *n != old);
+                if let Some((old, _, old_ids)) = r.blocks.pop_front() {
+                    // Only the IDs of the block leaving are looked at, not the whole index.
+                    for id in old_ids {
+                        if r.txids.get(&id).is_some_and(|(n, _)| *n == old) {
+                            r.txids.remove(&id);
+                        }
+                    }
                 }
             }
         }
@@ -75,7 +81,7 @@ impl RecentBlocks {
 
     fn block(&self, number: u64) -> Option<Bytes> {
         let r = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        r.blocks.iter().find(|(n, _)| *n == number).map(|(_, b)| b.clone())
+        r.blocks.iter().find(|(n, _, _)| *n == number).map(|(_, b, _)| b.clone())
     }
 
     fn tx_location(&self, txid: &str) -> Option<(u64, u32)> {
@@ -84,7 +90,7 @@ impl RecentBlocks {
 
     /// The oldest block number in the window, `None` while it is empty.
     fn oldest(&self) -> Option<u64> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner).blocks.front().map(|(n, _)| *n)
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner).blocks.front().map(|(n, _, _)| *n)
     }
 }
 

@@ -815,9 +815,16 @@ pub(crate) async fn run(
             }
         })
     };
-    // A WAL of the next height means this node was deciding it when it stopped: resume at once.
-    if let Err(e) = start_height(&mut state, &mut host, true).await {
+    // A WAL of the next height means this node was deciding it when it stopped: resume at once. Replaying it can
+    // break an engine invariant as much as live messages can, so a panic here is contained the same way.
+    let resumed = match AssertUnwindSafe(start_height(&mut state, &mut host, true)).catch_unwind().await {
+        Ok(result) => result,
+        Err(panic) => sit_out(&mut state, &mut host, panic_message(&panic)).await,
+    };
+    if let Err(e) = resumed {
+        tracing::error!(%channel, reason = %e, "BFT chain stopped");
         support.set_errored(e);
+        ticker.abort();
         return;
     }
     loop {

@@ -427,12 +427,15 @@ fn four_bft_orderers_survive_a_killed_proposer_a_cut_off_consenter_and_bad_input
     });
     let height_while_dead = orderer_height(&fabric, &live);
 
-    // Restarted from its ledger and WAL, it takes requests again and pulls the blocks it missed.
+    // Restarted from its ledger and WAL, it takes requests again and pulls the blocks it missed. Its engine fails
+    // on the first input it is fed (replaying its WAL, if it has one): it sits that height out and goes on.
+    nodes[victim].faults = Some("bft-engine-panic=1*panic(an engine invariant broke on restart)->off".to_owned());
     nodes[victim].start();
     let restarted = nodes[victim].grpc.clone();
     broadcast_as(&fabric, &restarted, 2, "Admin", 100);
     let log = std::fs::read_to_string(&nodes[victim].log).unwrap();
     assert!(log.contains("BFT consenter caught up"), "the restarted consenter did not catch up:\n{log}");
+    assert!(log.contains("sitting this height out"), "the restarted consenter's engine did not fail:\n{log}");
 
     // Another consenter cut off (SIGSTOP) while the others order, then back: it catches up too.
     let cut_off = (victim + 2) % 4;

@@ -132,9 +132,14 @@ pub(crate) struct Checked {
 
 /// Verifies that `raw` is the block that extends `tip`: it decodes, its number is `tip.height`, its previous_hash is
 /// the last header hash (empty for block 0), and its data_hash matches the envelopes
-/// (Fabric: `blockfile_mgr.go` `addBlock` and `protoutil.ComputeBlockDataHash`). The txids are extracted only
-/// `with_txids`.
-pub(crate) fn check_next(raw: &Bytes, tip: &Tip, with_txids: bool) -> Result<Checked, StoreError> {
+/// (Fabric: `blockfile_mgr.go` `addBlock` and `protoutil.ComputeBlockDataHash`; the data hash only `with_data_hash`).
+/// The txids are extracted only `with_txids`.
+pub(crate) fn check_next(
+    raw: &Bytes,
+    tip: &Tip,
+    with_txids: bool,
+    with_data_hash: bool,
+) -> Result<Checked, StoreError> {
     if raw.len() as u64 > ferrofabric_protoutil::MAX_RECORD {
         return Err(StoreError::InvalidBlock(format!(
             "{} bytes exceeds the {} byte record limit",
@@ -158,13 +163,15 @@ pub(crate) fn check_next(raw: &Bytes, tip: &Tip, with_txids: bool) -> Result<Che
             got: hex::encode(&header.previous_hash),
         });
     }
-    let computed = arena.computed_data_hash();
-    if header.data_hash.as_ref() != computed {
-        return Err(StoreError::DataHashMismatch {
-            number: header.number,
-            header: hex::encode(&header.data_hash),
-            computed: hex::encode(computed),
-        });
+    if with_data_hash {
+        let computed = arena.computed_data_hash();
+        if header.data_hash.as_ref() != computed {
+            return Err(StoreError::DataHashMismatch {
+                number: header.number,
+                header: hex::encode(&header.data_hash),
+                computed: hex::encode(computed),
+            });
+        }
     }
     let txids = if with_txids { arena.txs().iter().map(txid_of).collect() } else { Vec::new() };
     Ok(Checked { number: header.number, header_hash: block_header_hash(header), txids })

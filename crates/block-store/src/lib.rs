@@ -15,7 +15,8 @@
 //!
 //! # Append
 //! [`BlockStore::append`] accepts only the next block: its number must equal the height, its `previous_hash` must
-//! equal the hash of the last header (empty for block 0) and its `data_hash` must match the envelopes; otherwise it
+//! equal the hash of the last header (empty for block 0) and its `data_hash` must match the envelopes (unless
+//! [`StoreOptions::verify_data_hash`] is off, for writers that checked it themselves); otherwise it
 //! returns an error and writes nothing. Then, in this order: the record is written to the current block file
 //! (`fsync`ed under [`SyncPolicy::EveryBlock`]), the block's index entries and the new tip are applied as one
 //! atomic sled batch (flushed under [`SyncPolicy::EveryBlock`]), and finally the in-memory tip and the height
@@ -52,7 +53,7 @@
 //! # Differences from Fabric
 //! Length prefixes are 8-byte little-endian instead of varints, only the block-number and txid indexes exist (no
 //! block-hash or (block, tx) index, no stored validation codes), transactions whose txid cannot be extracted are not
-//! indexed (Fabric indexes them under the empty txid), the data hash is checked on append, and there is no snapshot
+//! indexed (Fabric indexes them under the empty txid), the data hash is checked on append by default, and there is no snapshot
 //! bootstrap, rollback or reset.
 
 mod error;
@@ -98,11 +99,23 @@ pub struct StoreOptions {
     /// ledger indexes block numbers only (Fabric's `fileledger` asks `blkstorage` for `IndexableAttrBlockNum`
     /// alone): turning this off spares it a key-value write per transaction.
     pub index_txids: bool,
+    /// Check on [`BlockStore::append`] that `data_hash` matches the envelopes. A writer that assembled the block
+    /// itself or has already checked it (the orderer; the committer, whose validator checks every block first) turns
+    /// this off and spares a second SHA-256 over the whole block: Fabric's `blockfile_mgr.go` `addBlock` checks only
+    /// the number and the previous hash. Recovery on [`BlockStore::open`] checks the data hash of every record it
+    /// scans either way, since that is how a corrupt record is told from a block.
+    pub verify_data_hash: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { sync: SyncPolicy::EveryBlock, max_file_size: 64 << 20, cache_blocks: 32, index_txids: true }
+        StoreOptions {
+            sync: SyncPolicy::EveryBlock,
+            max_file_size: 64 << 20,
+            cache_blocks: 32,
+            index_txids: true,
+            verify_data_hash: true,
+        }
     }
 }
 
@@ -253,7 +266,7 @@ impl BlockStore {
     ///
     /// Errors (nothing is written): [`StoreError::InvalidBlock`] (not a block, no header, over 1 GiB),
     /// [`StoreError::OutOfOrder`] (number ≠ height), [`StoreError::PreviousHashMismatch`],
-    /// [`StoreError::DataHashMismatch`]. Errors after writing started: [`StoreError::Io`] / [`StoreError::Index`]
+    /// [`StoreError::DataHashMismatch`] (only with [`StoreOptions::verify_data_hash`]). Errors after writing started: [`StoreError::Io`] / [`StoreError::Index`]
     /// (the record is rolled back; if even that fails, [`StoreError::Broken`] is returned by later appends until the
     /// store is reopened).
     pub fn append(&self, block_bytes: Bytes) -> Result<(), StoreError> {
@@ -262,7 +275,7 @@ impl BlockStore {
             return Err(StoreError::Broken(reason.clone()));
         }
         let tip = *read(&self.tip);
-        let checked = index::check_next(&block_bytes, &tip, self.options.index_txids)?;
+        let checked = index::check_next(&block_bytes, &tip, self.options.index_txids, self.options.verify_data_hash)?;
         let len = block_bytes.len() as u64;
         if w.end > 0 && w.end + 8 + len > self.options.max_file_size {
             self.roll(&mut w)?;
@@ -695,7 +708,7 @@ fn scan_tail(
             match rec {
                 Ok((rel, body)) => {
                     let at = offset + rel;
-                    match index::check_next(&body, tip, index_txids) {
+                    match index::check_next(&body, tip, index_txids, true) {
                         Ok(checked) => {
                             let loc = Loc { file: num, offset: at, len: body.len() as u64 };
                             *tip = index::index_block(db, &checked, &loc)?;

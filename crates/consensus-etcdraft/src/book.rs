@@ -13,7 +13,6 @@
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
 use ferrofabric_orderer::Submission;
@@ -53,7 +52,14 @@ pub(crate) struct Book {
     recent: HashSet<Key>,
     recent_order: VecDeque<Key>,
     max_recent: usize,
+    /// The keys of blocks this node made as leader, by the block's data hash, until it applies them: the leader
+    /// already knows each envelope's key, so applying its own block need not hash the envelopes again.
+    made: VecDeque<([u8; 32], Vec<Key>)>,
 }
+
+/// How many made blocks' keys are kept for their application (a leader has at most a few dozen in flight; a block
+/// it made but lost with its leadership is forgotten after this many more).
+const MAX_MADE: usize = 256;
 
 impl Book {
     /// A book holding at most `max_held` messages and remembering the last `max_recent` applied ones.
@@ -66,7 +72,23 @@ impl Book {
             recent: HashSet::new(),
             recent_order: VecDeque::new(),
             max_recent: max_recent.max(1),
+            made: VecDeque::new(),
         }
+    }
+
+    /// Remembers the keys of a block this node made, whose header carries `data_hash`.
+    pub(crate) fn made(&mut self, data_hash: [u8; 32], keys: Vec<Key>) {
+        if self.made.len() >= MAX_MADE {
+            self.made.pop_front();
+        }
+        self.made.push_back((data_hash, keys));
+    }
+
+    /// The keys remembered for the block with `data_hash` if this node made it (equal data hashes mean equal
+    /// envelopes); forgets them.
+    pub(crate) fn take_made(&mut self, data_hash: &[u8]) -> Option<Vec<Key>> {
+        let i = self.made.iter().position(|(h, _)| h.as_slice() == data_hash)?;
+        self.made.remove(i).map(|(_, keys)| keys)
     }
 
     /// Starts holding `submission` (no-op if already held, or if it was applied recently: it is in the
@@ -156,15 +178,11 @@ impl Book {
     }
 }
 
-/// The [`Key`] of every envelope of a block's data.
-pub(crate) fn block_keys(envelopes: &[Bytes]) -> Vec<Key> {
-    envelopes.iter().map(|e| key_of(e)).collect()
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
 
     fn sub(tag: &'static [u8]) -> (Key, Submission) {
         let envelope = Bytes::from_static(tag);
@@ -191,6 +209,20 @@ mod tests {
         assert!(!b.is_recent(&k1), "only the last two applied keys are remembered");
         assert!(b.is_recent(&k2) && b.is_recent(&k3));
         assert!(b.held.is_empty());
+    }
+
+    #[test]
+    fn keys_of_a_made_block_are_given_once_by_its_data_hash_and_bounded() {
+        let mut b = Book::new(10, 10);
+        let (k1, _) = sub(b"one");
+        b.made([1; 32], vec![k1]);
+        assert_eq!(b.take_made(&[2; 32]), None, "another block: its envelopes are hashed");
+        assert_eq!(b.take_made(&[1; 32]), Some(vec![k1]));
+        assert_eq!(b.take_made(&[1; 32]), None, "given once");
+        for i in 0..=MAX_MADE {
+            b.made([(i % 250) as u8; 32], Vec::new());
+        }
+        assert_eq!(b.made.len(), MAX_MADE, "a block lost with the leadership is forgotten in time");
     }
 
     #[test]

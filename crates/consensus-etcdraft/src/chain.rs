@@ -452,6 +452,9 @@ impl ChainLoop {
         let (keys, envelopes): (Vec<Key>, Vec<Bytes>) = items.into_iter().unzip();
         let block = self.shared.support.create_next_block(envelopes);
         let number = block.header.number;
+        if let Ok(data_hash) = <[u8; 32]>::try_from(block.header.data_hash.as_ref()) {
+            self.shared.lock_book().made(data_hash, keys.clone());
+        }
         let index = l.next_index;
         l.next_index += 1;
         let metadata = etcdraft::BlockMetadata { raft_index: index, ..l.metadata.clone() };

@@ -35,7 +35,7 @@ use raft::{RawNode, SnapshotStatus, StateRole};
 use raft_engine::LogBatch;
 use tokio::sync::mpsc;
 
-use super::book::block_keys;
+use super::book::key_of;
 use super::chain::Shared;
 use super::storage::WalStorage;
 use super::transport::{consensus_request, ClusterTls, LinkEvent};
@@ -628,7 +628,10 @@ async fn apply_pulled(
     if sole_config_envelope(&block).is_some() {
         shared.on_config_block(&block)?;
     }
-    let keys = block_keys(block.data.as_ref().map(|d| d.data.as_slice()).unwrap_or_default());
+    let data_hash = block.header.as_ref().map(|h| h.data_hash.as_ref()).unwrap_or_default();
+    let made = shared.lock_book().take_made(data_hash);
+    let keys = made
+        .unwrap_or_else(|| block.data.as_ref().map(|d| d.data.iter().map(|e| key_of(e)).collect()).unwrap_or_default());
     shared.lock_book().applied(keys.iter());
     let _ = events.send(Event::Applied { number });
     Ok(())

@@ -296,6 +296,11 @@ impl Registrar {
         let id = config.channel_id().to_owned();
         validate_channel_id(&id).map_err(JoinError::InvalidBlock)?;
         let number = block.header.as_ref().map(|h| h.number).unwrap_or(0);
+        let data_hash = block.header.as_ref().map(|h| h.data_hash.as_ref()).unwrap_or_default();
+        let data = block.data.as_ref().map(|d| d.data.as_slice()).unwrap_or_default();
+        if data_hash != ferrofabric_protoutil::block_data_hash(data) {
+            return Err(JoinError::InvalidBlock("the header's data hash does not match the block's data".into()));
+        }
         let consensus_type = config.orderer().map(|o| o.consensus_type().to_owned()).unwrap_or_default();
         if self.params.registry.get(&consensus_type).is_none() {
             return Err(JoinError::Failed(format!(

@@ -165,6 +165,8 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
             sync: if tuning.sync_every_block { SyncPolicy::EveryBlock } else { SyncPolicy::None },
             // Fabric's orderer ledger indexes block numbers only.
             index_txids: false,
+            // The orderer assembles its blocks (or checked them: BFT proposals, pulled blocks, join blocks).
+            verify_data_hash: false,
             ..StoreOptions::default()
         },
         node_certificate,

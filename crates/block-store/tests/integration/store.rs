@@ -173,6 +173,26 @@ fn wrong_previous_hash_is_refused_and_nothing_is_written() {
 }
 
 #[test]
+fn data_hash_is_left_to_a_writer_that_turned_its_check_off() {
+    let blocks = orderer_blocks();
+    let tmp = tempfile::tempdir().unwrap();
+    let store =
+        BlockStore::open(tmp.path(), StoreOptions { verify_data_hash: false, ..StoreOptions::default() }).unwrap();
+    store.append(blocks[0].clone()).unwrap();
+    let tampered = edit(&blocks[1], |b| {
+        let d = &mut b.data.as_mut().unwrap().data;
+        let mut env = d[0].to_vec();
+        env.push(0);
+        d[0] = env.into();
+    });
+    store.append(tampered.clone()).unwrap();
+    assert_eq!(store.block(1).unwrap(), Some(tampered), "stored as given");
+    // The chain itself is still checked.
+    let err = store.append(blocks[1].clone()).unwrap_err();
+    assert!(matches!(err, StoreError::OutOfOrder { expected: 2, got: 1 }), "{err}");
+}
+
+#[test]
 fn wrong_data_hash_and_undecodable_bytes_are_refused() {
     let blocks = orderer_blocks();
     let tmp = tempfile::tempdir().unwrap();

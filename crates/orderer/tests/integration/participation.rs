@@ -9,6 +9,7 @@ use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::fabric_fixture;
+use prost::Message;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn join_fixture_genesis_then_deliver_block_0_byte_identical() {
@@ -98,6 +99,12 @@ async fn participation_api_errors_and_removal() {
     let r = join(admin, &records[1]).await;
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["error"], "invalid join block: block is not a config block");
+    // The genesis block with a header whose data hash is not its data's.
+    let mut tampered = ferrofabric_protos::common::Block::decode(bytes::Bytes::from(genesis.clone())).unwrap();
+    tampered.header.as_mut().unwrap().data_hash = bytes::Bytes::from_static(&[7; 32]);
+    let r = join(admin, &tampered.encode_to_vec()).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"], "invalid join block: the header's data hash does not match the block's data");
     // Not multipart.
     let r =
         http(admin, "POST", "/participation/v1/channels", &[("Content-Type", "application/json".into())], b"{}").await;

@@ -938,6 +938,11 @@ fn feed(state: &mut State<BftContext>, host: &mut Host, input: Input<BftContext>
     // Fault injection (`bft-engine-panic`, inert unless `FERROFABRIC_FAILPOINTS` configures it): the engine breaks
     // one of its invariants, as it panics, to show the chain sits the height out instead of stopping.
     let _ = fail::eval("bft-engine-panic", |_| ());
+    if let Input::Vote(v) = &input {
+        if is_repeat(state, &v.message) {
+            return;
+        }
+    }
     let result: Result<(), malachitebft_core_consensus::Error<BftContext>> = malachitebft_core_consensus::process!(
         input: input,
         state: state,
@@ -947,6 +952,21 @@ fn feed(state: &mut State<BftContext>, host: &mut Host, input: Input<BftContext>
     if let Err(e) = result {
         tracing::debug!(channel = %host.channel, error = %e, "BFT input not applied");
     }
+}
+
+/// Whether the engine already holds `vote`'s voter's vote of that kind and round, for the same value, at the running
+/// height. ECDSA signatures are randomised, so the same vote can reach the engine twice with different signatures:
+/// this node's own vote, signed again while its WAL is replayed, beside the copy in the WAL; or a restarted
+/// consenter's vote, signed again, beside the copy it sent before. The engine's vote keeper keeps both, and a commit
+/// certificate built from them counts one voter twice, which the engine asserts against. Kept out here instead.
+fn is_repeat(state: &State<BftContext>, vote: &BftVote) -> bool {
+    state.driver.height() == vote.height
+        && state
+            .driver
+            .votes()
+            .per_round(vote.round)
+            .and_then(|r| r.get_vote(vote.kind, &vote.voter))
+            .is_some_and(|held| held.message.value == vote.value)
 }
 
 /// Feeds the pending inputs, appends decided blocks, and starts the next height when requests wait.
@@ -1330,6 +1350,44 @@ mod tests {
         assert_eq!(pool.batch(10, 1 << 20), vec![a.clone(), c.clone()]);
         assert!(pool.add(b), "a pruned request was not ordered: it may come again");
         assert_eq!(pool.len(), 3);
+    }
+
+    #[test]
+    fn a_vote_signed_again_for_the_same_value_is_a_repeat_and_another_value_is_not() {
+        use crate::context::{Consenter, ConsenterKey};
+        use malachitebft_core_driver::Input as DriverInput;
+        // Any valid point serves as key: the keeper compares voters by id. This one is P-256's generator.
+        let g = hex::decode(
+            "046b17d1f2e12c4247f8bce6e563a440f277037d812deb33a0f4a13945d898c2964fe342e2fe1a7f9b8ee7eb4a7c0f9e162bce33576b315ececbb6406837bf51f5",
+        )
+        .unwrap();
+        let key = ConsenterKey(Arc::new(ferrofabric_msp::PublicKey::from_sec1(&g).unwrap()));
+        let set = Consenters::new((1..=4).map(|i| Consenter { id: ConsenterId(i), key: key.clone() }).collect());
+        let params = Params {
+            initial_height: BlockNumber(5),
+            initial_validator_set: set,
+            address: ConsenterId(1),
+            threshold_params: ThresholdParams::default(),
+            value_payload: ValuePayload::ProposalOnly,
+        };
+        let mut state = State::new(BftContext, params, 4);
+        state.driver.process(DriverInput::NewRound(BlockNumber(5), Round::new(0), ConsenterId(2))).unwrap();
+        let value = NilOrVal::Val(BatchId([7; 32]));
+        let vote = |voter: u32, value: NilOrVal<BatchId>, height: u64| BftVote {
+            height: BlockNumber(height),
+            round: Round::new(0),
+            kind: VoteType::Prevote,
+            value,
+            voter: ConsenterId(voter),
+            extension: None,
+        };
+        let first = SignedMessage::new(vote(3, value, 5), Bytes::from_static(b"first signature"));
+        assert!(!is_repeat(&state, &first.message), "nothing held yet");
+        state.driver.process(DriverInput::Vote(first)).unwrap();
+        assert!(is_repeat(&state, &vote(3, value, 5)), "the same vote, whatever its signature");
+        assert!(!is_repeat(&state, &vote(3, NilOrVal::Nil, 5)), "another value is the engine's to judge");
+        assert!(!is_repeat(&state, &vote(4, value, 5)), "another voter");
+        assert!(!is_repeat(&state, &vote(3, value, 6)), "another height");
     }
 
     #[test]

@@ -5,8 +5,10 @@
 //                               └──────────── meta_fifo ───────┘        rdset_fifo, wrset_fifo ┘
 //
 // N transaction validators each hold one ECDSA engine (tx_verify) and M
-// (tx_vscc). block_verify holds one more. Statistics leave as per-cycle
-// counts for reg_map.
+// (tx_vscc). block_verify holds one more. The endorsement-policy table
+// (policy_table, written by the protocol processor's POLICY_SYNC sections) is
+// read by every policy evaluator. Statistics leave as per-cycle counts for
+// reg_map.
 module block_processor
   import bmac_pkg::*;
 #(
@@ -38,6 +40,11 @@ module block_processor
     output logic       res_valid,
     input  logic       res_ready,
     output res_rec_t   res,
+    // Policy-table writes from the protocol processor.
+    input  logic       pol_we,
+    input  logic       pol_flush,
+    input  logic [7:0] pol_id,
+    input  logic [8*POL_BYTES-1:0] pol_prog,
     // Statistics (per cycle).
     output logic [7:0] stat_ecdsa_starts,
     output logic [7:0] stat_ends_skipped,
@@ -46,10 +53,15 @@ module block_processor
 );
   localparam int RB = 1 << $clog2(4 * N);
 
+  logic [POL_IDS*POL_W-1:0] policies;
+  policy_table u_policies (
+      .clk, .rst_n, .we(pol_we), .flush(pol_flush), .id(pol_id), .prog(pol_prog), .policies
+  );
+
   // ------------------------------------------------------------ block path
   logic bv_in_valid, bv_in_ready, bv_ok_in, bv_valid, bv_ready, bv_ok, blk_start;
   block_verify #(.ORGS(ORGS), .WORD(WORD)) u_block_verify (
-      .clk, .rst_n, .in_valid(blk_valid), .in_ready(blk_ready), .in_rec(blk_rec),
+      .clk, .rst_n, .in_valid(blk_valid), .in_ready(blk_ready), .in_rec(blk_rec), .policies,
       .out_valid(bv_in_valid), .out_ready(bv_in_ready), .out_ok(bv_ok_in), .ecdsa_start(blk_start)
   );
   /* verilator lint_off PINCONNECTEMPTY */
@@ -85,7 +97,7 @@ module block_processor
 
   for (genvar i = 0; i < N; i++) begin : g_val
     tx_validator #(.M(M), .ORGS(ORGS), .WORD(WORD)) u_val (
-        .clk, .rst_n, .in_valid(job_valid[i]), .in_ready(job_ready[i]), .in_job(job),
+        .clk, .rst_n, .in_valid(job_valid[i]), .in_ready(job_ready[i]), .in_job(job), .policies,
         .out_valid(vres_valid[i]), .out_ready(vres_ready[i]), .out(vres[i]),
         .ecdsa_starts(vstarts[i]), .skip_valid(vskip_valid[i]), .skip_count(vskip[i])
     );

@@ -1,7 +1,7 @@
 // Block signature check (hw/DESIGN.md section 1): one ECDSA engine verifies the
-// orderer's signature over value || signature_header || DER(header). A
-// circuit of ends_policy_evaluator then checks the signer's org and roles
-// against BlockValidation. A signer missing from the cache, or a DER that does
+// orderer's signature over value || signature_header || DER(header). The
+// policy table's BlockValidation program (ends_policy_evaluator) then checks
+// the signer's org and roles. A signer missing from the cache, or a DER that does
 // not parse, fails without running the engine. Verdicts leave in block order
 // through a one-entry output register.
 module block_verify
@@ -15,6 +15,7 @@ module block_verify
     input  logic       in_valid,
     output logic       in_ready,
     input  block_rec_t in_rec,
+    input  logic [POL_IDS*POL_W-1:0] policies,   // the policy table
     output logic       out_valid,
     input  logic       out_ready,
     output logic       out_ok,
@@ -33,7 +34,7 @@ module block_verify
     sat = '0;
     for (int o = 0; o < ORGS; o++) if (rec.org == 8'(o)) sat[5*o +: 5] = {1'b1, rec.roles};
   end
-  ends_policy_evaluator #(.ORGS(ORGS)) u_policy (.policy_id(rec.policy_id), .sat, .satisfied);
+  ends_policy_evaluator #(.ORGS(ORGS)) u_policy (.policy_id(rec.policy_id), .policies, .sat, .satisfied);
 
   assign in_ready    = st == S_IDLE;
   assign ecdsa_start = in_valid && in_ready && in_rec.has_key && in_rec.der_ok;

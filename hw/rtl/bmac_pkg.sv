@@ -8,6 +8,16 @@ package bmac_pkg;
   localparam int MAX_ENDS = 4;             // endorsements per transaction
   localparam int SLOTS    = 1 + MAX_ENDS;  // signature slots: creator + endorsements
 
+  // Endorsement-policy table (hw/DESIGN.md section 5), filled at run time by POLICY_SYNC sections. An
+  // entry is a program of POL_GATES threshold gates over POL_LEAVES leaves (org, role bit); the root is
+  // the last gate. Its wire form is POL_BYTES bytes: per leaf {org, role bit}, then per gate
+  // {threshold, leaf mask, gate mask}. Stored as {valid, wire bytes}, byte 0 in the top bits.
+  localparam int POL_IDS    = 32;                          // table entries; id 0 means "no policy"
+  localparam int POL_LEAVES = 8;
+  localparam int POL_GATES  = 8;
+  localparam int POL_BYTES  = 2 * POL_LEAVES + 3 * POL_GATES;
+  localparam int POL_W      = 1 + 8 * POL_BYTES;
+
   // Range-query probe requirements (PROBE annotation flags).
   localparam logic [1:0] PROBE_UNTOUCHED = 2'd1;
   localparam logic [1:0] PROBE_DELETED   = 2'd2;

@@ -49,6 +49,9 @@ module bmac_top
   rd_rec_t    pr;
   wr_rec_t    pw;
   logic       blk_start, proto_error;
+  logic       pol_we, pol_flush;
+  logic [7:0] pol_id;
+  logic [8*POL_BYTES-1:0] pol_prog;
 
   pp_lanes #(.LANES(PP_LANES), .ID_SLOTS(ID_SLOTS), .ID_BYTES(ID_BYTES)) u_pp (
       .clk, .rst_n, .s_axis_tdata, .s_axis_tkeep, .s_axis_tlast, .s_axis_tvalid, .s_axis_tready,
@@ -57,7 +60,7 @@ module bmac_top
       .end_valid(pe_valid), .end_ready(pe_ready), .end_out(pe),
       .rd_valid(pr_valid), .rd_ready(pr_ready), .rd(pr),
       .wr_valid(pw_valid), .wr_ready(pw_ready), .wr(pw),
-      .blk_start, .proto_error
+      .blk_start, .proto_error, .pol_we, .pol_flush, .pol_id, .pol_prog
   );
 
   // The five FIFOs between the processors. rdset/wrset hold a transaction's whole read/write set (48
@@ -104,6 +107,7 @@ module bmac_top
       .rd_valid(qr_valid), .rd_ready(qr_ready), .rd(qr),
       .wr_valid(qw_valid), .wr_ready(qw_ready), .wr(qw),
       .res_valid, .res_ready, .res,
+      .pol_we, .pol_flush, .pol_id, .pol_prog,
       .stat_ecdsa_starts, .stat_ends_skipped, .stat_mvcc_fail, .kv_overflow
   );
 

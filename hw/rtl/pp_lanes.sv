@@ -9,7 +9,8 @@
 // index) and picks the lane(s):
 //   - ID_SYNC and HEADER go to every lane, since each lane keeps its own
 //     identity cache and header bytes;
-//   - METADATA and STATE_SYNC go to lane 0;
+//   - METADATA, STATE_SYNC and POLICY_SYNC go to lane 0 (the policy table
+//     is written from lane 0 only);
 //   - TX section i goes to lane i mod LANES;
 //   - anything else goes to lane 0, which drops it.
 // Each lane has an input FIFO, so the router can move on to the next frame
@@ -52,7 +53,12 @@ module pp_lanes
     input  logic        wr_ready,
     output wr_rec_t     wr,
     output logic        blk_start,
-    output logic        proto_error
+    output logic        proto_error,
+    // Policy-table writes (POLICY_SYNC sections), from lane 0.
+    output logic        pol_we,
+    output logic        pol_flush,
+    output logic [7:0]  pol_id,
+    output logic [8*POL_BYTES-1:0] pol_prog
 );
   localparam int LW = (LANES > 1) ? $clog2(LANES) : 1;
 
@@ -109,6 +115,7 @@ module pp_lanes
           route_mask[0] = 1'b1;
           route_token = 1'b1;
         end
+        8'd5: route_mask[0] = 1'b1;                         // POLICY_SYNC: no records
         default: route_mask[0] = 1'b1;                      // the lane drops it
       endcase
     end
@@ -191,7 +198,9 @@ module pp_lanes
   end_rec_t         l_end [LANES];
   rd_rec_t          l_rd  [LANES];
   wr_rec_t          l_wr  [LANES];
-  logic [LANES-1:0] l_blk_start, l_err;
+  logic [LANES-1:0] l_blk_start, l_err, l_pol_we, l_pol_flush;
+  logic [7:0]             l_pol_id   [LANES];
+  logic [8*POL_BYTES-1:0] l_pol_prog [LANES];
   logic [LANES-1:0] t_valid, t_pop;
   logic [7:0]       t_rd   [LANES];
   logic [7:0]       t_wr   [LANES];
@@ -232,7 +241,8 @@ module pp_lanes
         .wr_valid(pw_valid), .wr_ready(wq_in_ready), .wr(pw),
         .blk_start(l_blk_start[l]), .proto_error(l_err[l]),
         .sec_valid(s_valid), .sec_ready(s_ready), .sec_rd(s_rd), .sec_wr(s_wr), .sec_ends(s_ends),
-        .sec_tx(s_tx), .sec_blk(s_blk)
+        .sec_tx(s_tx), .sec_blk(s_blk),
+        .pol_we(l_pol_we[l]), .pol_flush(l_pol_flush[l]), .pol_id(l_pol_id[l]), .pol_prog(l_pol_prog[l])
     );
 
     /* verilator lint_off PINCONNECTEMPTY */
@@ -256,11 +266,20 @@ module pp_lanes
         .out_valid(t_valid[l]), .out_ready(t_pop[l]), .out_data({t_rd[l], t_wr[l], t_ends[l], t_tx[l], t_blk[l]}),
         .count());
     /* verilator lint_on PINCONNECTEMPTY */
+
+    // POLICY_SYNC goes to lane 0 only: the other lanes never write the policy table.
+    if (l != 0) begin : g_no_pol
+      wire unused_pol = ^{l_pol_we[l], l_pol_flush[l], l_pol_id[l], l_pol_prog[l]};
+    end
   end
 
   assign blk_start   = l_blk_start[0];   // every lane sees each HEADER; lane 0 reports it
   wire unused = ^l_blk_start;
   assign proto_error = |l_err;
+  assign pol_we      = l_pol_we[0];
+  assign pol_flush   = l_pol_flush[0];
+  assign pol_id      = l_pol_id[0];
+  assign pol_prog    = l_pol_prog[0];
 
   // ------------------------------------------------------------------ merger
   logic [7:0] m_rd, m_wr;      // records of the current section forwarded so far

@@ -18,6 +18,10 @@
 // are filled by ID_SYNC sections. A 64K-entry map takes an identity id to its
 // slot. Flushing bumps an epoch, so stale map entries stop matching.
 //
+// Policy table: a POLICY_SYNC section (exactly POL_BYTES payload bytes, no
+// annotations) leaves through the `pol_*` strobe when it completes; the block
+// processor's policy_table stores it under the section index.
+//
 // A section that breaks the protocol (bad version, an unknown identity, a
 // region outside the payload, a truncated frame) is dropped and raises
 // `proto_error`. Records of that section may already have left, so the host
@@ -66,7 +70,13 @@ module protocol_processor
     output logic [7:0]  sec_wr,
     output logic [2:0]  sec_ends,
     output logic        sec_tx,
-    output logic        sec_blk
+    output logic        sec_blk,
+    // A POLICY_SYNC section completed (one-cycle strobe): entry `pol_id` gets `pol_prog`, after clearing the
+    // table when `pol_flush` is set.
+    output logic        pol_we,
+    output logic        pol_flush,
+    output logic [7:0]  pol_id,
+    output logic [8*POL_BYTES-1:0] pol_prog
 );
   localparam int SW  = $clog2(ID_SLOTS);
   localparam int IBW = $clog2(ID_BYTES);
@@ -74,7 +84,8 @@ module protocol_processor
   localparam int HDR_LEN = 66;   // Ethernet + IPv4 + UDP + L7 header + section info
 
   // Section types and annotation kinds (hw/DESIGN.md section 2).
-  localparam logic [7:0] T_ID_SYNC = 8'd0, T_HEADER = 8'd1, T_TX = 8'd2, T_METADATA = 8'd3, T_STATE_SYNC = 8'd4;
+  localparam logic [7:0] T_ID_SYNC = 8'd0, T_HEADER = 8'd1, T_TX = 8'd2, T_METADATA = 8'd3, T_STATE_SYNC = 8'd4,
+                         T_POLICY_SYNC = 8'd5;
   localparam logic [3:0] K_LOC = 4'd1, K_HASH = 4'd2, K_SIG = 4'd3, K_RD_KEY = 4'd4, K_RD_VER = 4'd5,
                          K_WR_KEY = 4'd6, K_PROBE = 4'd7, K_SYNC_KEY = 4'd8, K_SYNC_VER = 4'd9;
 
@@ -183,6 +194,12 @@ module protocol_processor
   logic [511:0] ids_key;
   logic [SW-1:0] ids_slot;
   assign ids_slot = f_info[56 +: SW];
+
+  // POLICY_SYNC: the program bytes, byte 0 in the top bits; the flush flag is info byte 0, bit 0.
+  logic [8*POL_BYTES-1:0] pol_buf;
+  assign pol_prog  = pol_buf;
+  assign pol_id    = f_index[7:0];
+  assign pol_flush = f_info[56];
 
   // ---------------------------------------------------------- DataInserter
   typedef enum logic [1:0] {I_RUN, I_MAP, I_INS, I_DONE} ins_state_t;
@@ -457,6 +474,8 @@ module protocol_processor
       soft_rst    <= 1'b0;
       blk_start   <= 1'b0;
       proto_error <= 1'b0;
+      pol_we      <= 1'b0;
+      pol_buf     <= '0;
       for (int s = 0; s < SLOTS; s++) begin
         sg_slot[s] <= '0;
         sg_id[s]   <= '0;
@@ -468,6 +487,7 @@ module protocol_processor
       soft_rst    <= 1'b0;
       blk_start   <= 1'b0;
       proto_error <= 1'b0;
+      pol_we      <= 1'b0;
       id_addr     <= id_addr_next;
       if (settle != 2'd0) settle <= settle - 2'd1;
 
@@ -548,7 +568,7 @@ module protocol_processor
             abyte      <= '0;
             acnt_ann   <= f_nann;
             ids_i      <= '0;
-            if (!hdr_ok || f_type > T_STATE_SYNC) begin
+            if (!hdr_ok || f_type > T_POLICY_SYNC) begin
               hdr_ok <= 1'b1;
               st     <= P_DROP;
               if (hdr_ok) proto_error <= 1'b1;   // a BMac datagram with an unknown section type
@@ -556,6 +576,12 @@ module protocol_processor
               st <= (f_psize == 16'd0) ? P_FIN : P_IDS;
               // Flush (info byte 1, bit 0; the info's last byte arrives in this cycle): stale ids stop matching.
               if (f_info[40]) epoch <= epoch + 8'd1;
+            end else if (f_type == T_POLICY_SYNC) begin
+              if (f_psize == 16'(POL_BYTES) && f_nann == 8'd0 && !b_last) st <= P_IDS;
+              else begin
+                proto_error <= 1'b1;   // a policy program has exactly POL_BYTES bytes
+                st          <= b_last ? P_HDR : P_DROP;
+              end
             end else begin
               st <= (f_nann != 8'd0) ? P_ANN : P_PAY;
             end
@@ -641,9 +667,11 @@ module protocol_processor
           endcase
         end
 
+        // The payload of an ID_SYNC (key, then identity bytes) or a POLICY_SYNC (program bytes).
         P_IDS: if (b_valid) begin
           ids_i <= ids_i + 16'd1;
-          if (ids_i < 16'd64) ids_key <= {ids_key[503:0], b_data};
+          if (f_type == T_POLICY_SYNC) pol_buf <= {pol_buf[8*POL_BYTES-9:0], b_data};
+          else if (ids_i < 16'd64) ids_key <= {ids_key[503:0], b_data};
           if (ids_i + 16'd1 == f_psize) begin
             frame_done <= b_last;
             st         <= b_last ? P_FIN : P_TAIL;
@@ -658,6 +686,9 @@ module protocol_processor
         P_FIN: begin
           if (f_type == T_ID_SYNC) begin
             st <= P_HDR;
+          end else if (f_type == T_POLICY_SYNC) begin
+            pol_we <= 1'b1;
+            st     <= P_HDR;
           end else if (!work_left) begin
             if (regions_left) begin
               // A region beyond the payload: the section cannot be complete.
@@ -725,7 +756,7 @@ module protocol_processor
   // Memories (no reset): header bytes, the identity cache.
   always_ff @(posedge clk) begin
     if (tk_take && f_type == T_HEADER && 32'(tk_pos) < HDR_MAX) hdr_buf[tk_pos[$clog2(HDR_MAX)-1:0]] <= tk_byte;
-    if (st == P_IDS && b_valid && ids_i >= 16'd64 && 32'(ids_i) - 64 < ID_BYTES)
+    if (st == P_IDS && f_type == T_ID_SYNC && b_valid && ids_i >= 16'd64 && 32'(ids_i) - 64 < ID_BYTES)
       id_mem[{ids_slot, IBW'(ids_i - 16'd64)}] <= b_data;
     if (st == P_FIN && f_type == T_ID_SYNC) begin
       id_key[ids_slot] <= ids_key;

@@ -13,6 +13,7 @@ module tx_validator
     input  logic    in_valid,
     output logic    in_ready,
     input  tx_job_t in_job,
+    input  logic [POL_IDS*POL_W-1:0] policies,   // the policy table
     output logic    out_valid,
     input  logic    out_ready,
     output tx_res_t out,
@@ -33,7 +34,7 @@ module tx_validator
   );
 
   tx_vscc #(.M(M), .ORGS(ORGS), .WORD(WORD)) u_vscc (
-      .clk, .rst_n, .in_valid(mid_valid), .in_ready(mid_ready), .in_job(mid_job), .in_code(mid_code),
+      .clk, .rst_n, .in_valid(mid_valid), .in_ready(mid_ready), .in_job(mid_job), .in_code(mid_code), .policies,
       .out_valid, .out_ready, .out, .ecdsa_starts(s_starts), .skip_valid, .skip_count
   );
 

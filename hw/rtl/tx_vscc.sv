@@ -20,6 +20,7 @@ module tx_vscc
     input  tx_job_t    in_job,        // the creator part was used by tx_verify
     /* verilator lint_on UNUSEDSIGNAL */
     input  logic [7:0] in_code,
+    input  logic [POL_IDS*POL_W-1:0] policies,   // the policy table
     output logic       out_valid,
     input  logic       out_ready,
     output tx_res_t    out,
@@ -49,7 +50,7 @@ module tx_vscc
       .eng_start, .eng_sig, .eng_busy, .eng_done, .eng_valid, .kill
   );
 
-  ends_policy_evaluator #(.ORGS(ORGS)) u_policy (.policy_id, .sat, .satisfied);
+  ends_policy_evaluator #(.ORGS(ORGS)) u_policy (.policy_id, .policies, .sat, .satisfied);
 
   for (genvar k = 0; k < M; k++) begin : g_eng
     // A cancelled engine is reset for one cycle (kill is a register output).

@@ -8,7 +8,7 @@ import hashlib
 import struct
 
 UDP_PORT = 7063
-T_ID_SYNC, T_HEADER, T_TX, T_METADATA, T_STATE_SYNC = range(5)
+T_ID_SYNC, T_HEADER, T_TX, T_METADATA, T_STATE_SYNC, T_POLICY_SYNC = range(6)
 K_LOC, K_HASH, K_SIG, K_RD_KEY, K_RD_VER, K_WR_KEY, K_PROBE, K_SYNC_KEY, K_SYNC_VER = range(1, 10)
 
 

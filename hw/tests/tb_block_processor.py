@@ -1,13 +1,14 @@
 """cocotb tests of hw/rtl/block_processor.sv: block_verify, tx_scheduler, tx_validators (tx_verify, tx_vscc,
-ends_scheduler, the generated policy circuit), tx_collector and tx_mvcc_commit together, with real P-256
-signatures. Policy ids are those of hw/gen/policies.txt: 1 = OutOf(2,1.peer,2.peer), 2 = 0.member,
-5 = OutOf(1,1.peer,2.peer)."""
+ends_scheduler, the policy table and its evaluators), tx_collector and tx_mvcc_commit together, with real P-256
+signatures. The test first loads the policy table through the POLICY_SYNC write port: 1 = OutOf(2,1.peer,2.peer),
+2 = 0.member, 5 = OutOf(1,1.peer,2.peer)."""
 
 import cocotb
-from cocotb.triggers import ClockCycles, Edge, with_timeout
+from cocotb.triggers import ClockCycles, Edge, RisingEdge, with_timeout
 
 import axis_util as ax
 from bmac_regs import CODE_BAD_CREATOR_SIGNATURE, CODE_ENDORSEMENT_POLICY_FAILURE, CODE_MVCC_READ_CONFLICT, CODE_VALID
+from bmac_policy import out_of
 from bmac_types import BLOCK_REC, END_REC, RD_REC, RES_REC, TX_REC, WR_REC
 from sigs import Key
 
@@ -48,7 +49,20 @@ def both(blk, idx, c1=False, c2=False):
 @cocotb.test()
 async def blocks_with_every_verdict(dut):
     """Creator, endorsement, policy, early-stop, pass-through, MVCC and bad-block verdicts in two blocks."""
+    dut.pol_we.value = 0
+    dut.pol_flush.value = 0
     await ax.reset(dut)
+    any_peer = out_of(1, [(1, "peer"), (2, "peer")])
+    # Id 7 is loaded, then cleared by the flush that comes with id 9: a transaction that uses it fails its policy.
+    loads = [(7, any_peer, 0), (9, out_of(1, [(1, "client")]), 1), (AND_PEERS, out_of(2, [(1, "peer"), (2, "peer")]), 0),
+             (ORDERER_MEMBER, out_of(1, [(0, "member")]), 0), (ANY_PEER, any_peer, 0)]
+    for pid, prog, flush in loads:
+        dut.pol_we.value = 1
+        dut.pol_flush.value = flush
+        dut.pol_id.value = pid
+        dut.pol_prog.value = int.from_bytes(prog, "big")
+        await RisingEdge(dut.clk)
+    dut.pol_we.value = 0
     K1, K2 = 0x1111, 0x2222
     b10 = [
         tx(10, 0, both(10, 0), writes=[wr(K1)]),                                   # VALID
@@ -64,7 +78,8 @@ async def blocks_with_every_verdict(dut):
     ]
     b11 = [
         tx(11, 0, both(11, 0), writes=[wr(K2)]),                                   # VALID, block invalid
-        tx(11, 1, both(11, 1), reads=[rd(K2)], last=True),                        # VALID: K2 was not written
+        tx(11, 1, both(11, 1), policy=7),                                          # EPF: id 7 was flushed
+        tx(11, 2, both(11, 2), reads=[rd(K2)], last=True),                        # VALID: K2 was not written
     ]
     blocks = [
         dict(blk=10, policy_id=ORDERER_MEMBER, has_key=1, der_ok=1, org=0, roles=ORDERER, sig=ORD.job(b"block 10")),
@@ -81,7 +96,7 @@ async def blocks_with_every_verdict(dut):
     codes = [CODE_VALID, CODE_BAD_CREATOR_SIGNATURE, 3, CODE_ENDORSEMENT_POLICY_FAILURE, CODE_VALID, CODE_VALID, 8,
              CODE_ENDORSEMENT_POLICY_FAILURE, CODE_ENDORSEMENT_POLICY_FAILURE, CODE_MVCC_READ_CONFLICT]
     expect = [(10, i, c, int(i == 9), 1) for i, c in enumerate(codes)]
-    expect += [(11, 0, CODE_VALID, 0, 0), (11, 1, CODE_VALID, 1, 0)]
+    expect += [(11, 0, CODE_VALID, 0, 0), (11, 1, CODE_ENDORSEMENT_POLICY_FAILURE, 0, 0), (11, 2, CODE_VALID, 1, 0)]
 
     async def feed(valid, ready, data, values):
         for v in values:

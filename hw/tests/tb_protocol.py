@@ -12,6 +12,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 
 import axis_util as ax
 import bmac_wire as bw
+from bmac_policy import out_of
 from bmac_types import BLOCK_REC, END_REC, RD_REC, TX_REC, WR_REC
 
 ID_A, ID_B, ID_O = 0x0121, 0x0210, 0x0040
@@ -69,6 +70,9 @@ async def sections_to_records(dut):
     await ax.reset(dut)
     frames, exp = [], {"blk": [], "tx": [], "end": [], "rd": [], "wr": []}
     frames += [id_sync(ID_A, flush=True), id_sync(ID_B), id_sync(ID_O)]
+    # A policy program for table entry 3, with the flush flag: it leaves through the pol_* write port.
+    prog = out_of(2, [(1, "peer"), (2, "peer")])
+    frames.append(bw.frame(bw.T_POLICY_SYNC, 3, 0, 0, [1], [], prog))
     frames.append(bw.frame(bw.T_TX, 0, 7, 0, [], [], b"x" * 10, port=9999))  # not ours: dropped
 
     hdr = bytes(range(70))
@@ -180,6 +184,16 @@ async def sections_to_records(dut):
                                  dut.spos.value)
 
     cocotb.start_soon(watch_errors())
+    pol_writes = []
+
+    async def watch_policy_writes():
+        while True:
+            await RisingEdge(dut.clk)
+            await ReadOnly()
+            if int(dut.pol_we.value):
+                pol_writes.append((int(dut.pol_id.value), int(dut.pol_flush.value), int(dut.pol_prog.value)))
+
+    cocotb.start_soon(watch_policy_writes())
     try:
         await with_timeout(send_frames(dut, frames), 2_000_000, "ns")
     except Exception:
@@ -211,3 +225,4 @@ async def sections_to_records(dut):
                 else:
                     assert g[field] == want, f"{k}[{i}].{field}: {g[field]} != {want}"
     assert len(starts) == 1, "one HEADER section"
+    assert pol_writes == [(3, 1, int.from_bytes(prog, "big"))], f"policy-table writes: {pol_writes}"

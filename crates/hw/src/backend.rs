@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use ferrofabric_validator::{TxValidationCode, Validator, ValidatorError, ValidatorOptions};
 
-use crate::policy::PolicyTable;
 use crate::regs;
 use crate::session::{HostSession, Route};
 use crate::sim::{Port, Sim, SimError};
@@ -286,16 +285,12 @@ pub struct VerilatorProcessor {
 }
 
 impl VerilatorProcessor {
-    /// Joins the channel from its genesis block with an N×M card. The card's policy circuit is the committed
-    /// one (`hw/gen/policies.txt`).
+    /// Joins the channel from its genesis block with an N×M card, just reset; the host loads the card's policy
+    /// table as blocks need it.
     ///
     /// Errors: the genesis block is unusable, or the model is not built.
     pub fn new(genesis: Bytes, n: u32, m: u32) -> Result<Self, ProcessError> {
-        Ok(VerilatorProcessor {
-            host: HostSession::new(genesis, PolicyTable::builtin())?,
-            card: Card::new(n, m)?,
-            config: (n, m),
-        })
+        Ok(VerilatorProcessor { host: HostSession::new(genesis)?, card: Card::new(n, m)?, config: (n, m) })
     }
 
     /// The card (statistics, cycle counter).

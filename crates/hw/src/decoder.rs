@@ -184,6 +184,13 @@ impl Decoder {
                 self.header = Some(s.payload.clone());
                 Ok(None)
             }
+            // The policy table is the block processor's; the protocol processor only checks the framing.
+            SectionType::PolicySync => {
+                if s.payload.len() != crate::wire::POLICY_BYTES || !s.annotations.is_empty() {
+                    return Err(derr("bad POLICY_SYNC"));
+                }
+                Ok(None)
+            }
             SectionType::Tx | SectionType::Metadata | SectionType::StateSync => self.decode_body(s).map(Some),
         }
     }

@@ -1,5 +1,5 @@
 //! What the BMac host computes before a block goes to the hardware (hw/DESIGN.md §1): the cheap checks Fabric
-//! runs before and between the signature checks (`pre_code`, `post_code`), the endorsement-policy circuit of
+//! runs before and between the signature checks (`pre_code`, `post_code`), the endorsement-policy id of
 //! each transaction, in-block duplicate-txid tags, range queries turned into probes (§2.6), and whether the
 //! block can take the hardware path at all.
 //!
@@ -38,8 +38,6 @@ pub(crate) struct HostContext<'a> {
     pub view: &'a StateView<'a>,
     /// Every txid of the ledger's earlier blocks (valid or not), as Fabric's ledger index has them.
     pub txids: &'a HashSet<String>,
-    /// The compiled policy circuits.
-    pub policies: &'a PolicyTable,
     /// The channel's MSP IDs (org numbering).
     pub mspids: &'a [String],
     /// The channel's config tree (`Config.channel_group`), for channel policy references.
@@ -71,7 +69,7 @@ pub struct TxPlan {
     pub pre_code: u8,
     /// Code of the checks after the creator signature and before VSCC.
     pub post_code: u8,
-    /// Policy circuit of the invoked chaincode (0 when no VSCC runs).
+    /// Policy-table id of the invoked chaincode's endorsement policy (0 when no VSCC runs).
     pub policy_id: u8,
     /// In-block duplicate-txid tag (0 = unique).
     pub dup_tag: u16,
@@ -102,10 +100,11 @@ fn code(c: Code) -> u8 {
 }
 
 /// Plans a block (see the module docs). Never fails: anything unexpected makes the block host-path.
-pub(crate) fn plan_block(ctx: &HostContext<'_>, arena: &BlockArena) -> BlockPlan {
+/// Each chaincode's endorsement policy is loaded into `policies` (the card's table) on first use.
+pub(crate) fn plan_block(ctx: &HostContext<'_>, policies: &mut PolicyTable, arena: &BlockArena) -> BlockPlan {
     let mut txs = Vec::with_capacity(arena.txs().len());
     for tx in arena.txs() {
-        match plan_tx(ctx, tx) {
+        match plan_tx(ctx, policies, tx) {
             Ok(p) => txs.push(p),
             Err(reason) => return BlockPlan::Host(reason),
         }
@@ -117,7 +116,7 @@ pub(crate) fn plan_block(ctx: &HostContext<'_>, arena: &BlockArena) -> BlockPlan
 }
 
 /// A transaction's plan, or `Err(reason)` when it makes the block host-path.
-fn plan_tx(ctx: &HostContext<'_>, tx: &TxArena) -> Result<TxPlan, String> {
+fn plan_tx(ctx: &HostContext<'_>, policies: &mut PolicyTable, tx: &TxArena) -> Result<TxPlan, String> {
     let mut p = TxPlan::default();
     let htype = match pre_checks(ctx, tx) {
         Ok(htype) => htype,
@@ -164,7 +163,7 @@ fn plan_tx(ctx: &HostContext<'_>, tx: &TxArena) -> Result<TxPlan, String> {
     let def = definition(ctx, &cc)?.ok_or("definition vanished")?;
     let expr =
         resolve_application_policy(ctx.root, &def.policy, ctx.mspids).map_err(|e| format!("chaincode {cc}: {e}"))?;
-    p.policy_id = ctx.policies.id_of(&expr).ok_or_else(|| format!("chaincode {cc}: policy {expr} not compiled"))?;
+    p.policy_id = policies.load(&expr).map_err(|e| format!("chaincode {cc}: policy {expr}: {e}"))?;
     Ok(p)
 }
 

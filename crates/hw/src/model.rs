@@ -14,14 +14,16 @@ use p256::EncodedPoint;
 use sha2::{Digest, Sha256};
 
 use crate::decoder::{DecodeError, DecodedSection, Decoder};
-use crate::policy::PolicyTable;
+use crate::policy::PolicyProgram;
 // The Fabric TxValidationCode values the hardware produces itself (hw/gen/regmap.toml).
 use crate::regs::{
     CODE_BAD_CREATOR_SIGNATURE as BAD_CREATOR_SIGNATURE, CODE_DUPLICATE_TXID as DUPLICATE_TXID,
     CODE_ENDORSEMENT_POLICY_FAILURE as ENDORSEMENT_POLICY_FAILURE, CODE_MVCC_READ_CONFLICT as MVCC_READ_CONFLICT,
     CODE_PHANTOM_READ_CONFLICT as PHANTOM_READ_CONFLICT, CODE_VALID as VALID,
 };
-use crate::wire::{Section, SectionType, PROBE_DELETED, PROBE_NOT_PUT, PROBE_UNTOUCHED};
+use crate::wire::{
+    Section, SectionType, POLICY_BYTES, POLICY_FLUSH, POLICY_IDS, PROBE_DELETED, PROBE_NOT_PUT, PROBE_UNTOUCHED,
+};
 
 /// P-256 group order n, big-endian.
 const N: [u8; 32] = [
@@ -123,9 +125,16 @@ pub struct ModelBlock {
 /// The block-processor model.
 pub struct Model {
     dec: Decoder,
-    policies: PolicyTable,
+    /// The policy table (`policy_table`): entry `id` once a `POLICY_SYNC` filled it.
+    policies: Vec<Option<PolicyProgram>>,
     kv: HashMap<(u8, [u8; 32]), KvEntry>,
     current: Option<Building>,
+}
+
+impl Default for Model {
+    fn default() -> Self {
+        Model::new()
+    }
 }
 
 struct Building {
@@ -141,9 +150,15 @@ fn key_of(ns: u8, key: &[u8]) -> (u8, [u8; 32]) {
 }
 
 impl Model {
-    /// A model whose policy circuit is `policies`.
-    pub fn new(policies: PolicyTable) -> Self {
-        Model { dec: Decoder::new(), policies, kv: HashMap::new(), current: None }
+    /// A model after reset: empty identity cache, policy table and KV store.
+    pub fn new() -> Self {
+        Model { dec: Decoder::new(), policies: vec![None; POLICY_IDS], kv: HashMap::new(), current: None }
+    }
+
+    /// Policy `id` on the per-org bits `sat`, as `ends_policy_evaluator` runs it: an empty entry (or id 0) is never
+    /// satisfied.
+    fn evaluate(&self, id: u8, sat: &[u8]) -> bool {
+        self.policies.get(usize::from(id)).and_then(Option::as_ref).is_some_and(|p| p.evaluate(sat))
     }
 
     /// Verifies slot `slot` of a decoded section: signer cached, signature parsed, ECDSA.
@@ -170,7 +185,20 @@ impl Model {
                 ecdsa_runs: 0,
             });
         }
-        let Some(d) = self.dec.decode(s)? else { return Ok(None) };
+        let Some(d) = self.dec.decode(s)? else {
+            if s.header.section_type == SectionType::PolicySync {
+                if s.info[0] & POLICY_FLUSH != 0 {
+                    self.policies.iter_mut().for_each(|p| *p = None);
+                }
+                let id = usize::from(s.header.index);
+                if (1..POLICY_IDS).contains(&id) {
+                    let mut program = [0u8; POLICY_BYTES];
+                    program.copy_from_slice(&s.payload);
+                    self.policies[id] = Some(PolicyProgram(program));
+                }
+            }
+            return Ok(None);
+        };
         match d.section_type {
             SectionType::StateSync => {
                 for w in &d.writes {
@@ -184,7 +212,7 @@ impl Model {
                 let ok = self.verify_slot(&d, 0, &mut runs).is_some_and(|(org, roles)| {
                     let mut sat = vec![0u8; usize::from(org) + 1];
                     sat[usize::from(org)] = 0x10 | roles;
-                    self.policies.evaluate(d.info[0], &sat)
+                    self.evaluate(d.info[0], &sat)
                 });
                 let b = self.current.as_mut().ok_or_else(|| DecodeError("METADATA before HEADER".into()))?;
                 b.block_valid = Some(ok);
@@ -206,7 +234,7 @@ impl Model {
                     ecdsa_runs: b.ecdsa_runs,
                 }))
             }
-            SectionType::Header | SectionType::IdSync => Ok(None),
+            SectionType::Header | SectionType::IdSync | SectionType::PolicySync => Ok(None),
         }
     }
 
@@ -223,7 +251,7 @@ impl Model {
         } else if info.policy_id != 0 {
             // ends_scheduler: verify in order, stop as soon as the policy holds.
             let mut sat = vec![0u8; 256];
-            let mut ok = self.policies.evaluate(info.policy_id, &sat);
+            let mut ok = self.evaluate(info.policy_id, &sat);
             for slot in 1..d.slots.len() {
                 if ok {
                     break;
@@ -234,7 +262,7 @@ impl Model {
                 if let Some((org, roles)) = self.verify_slot(d, slot, &mut runs) {
                     sat[usize::from(org)] |= 0x10 | roles;
                 }
-                ok = self.policies.evaluate(info.policy_id, &sat);
+                ok = self.evaluate(info.policy_id, &sat);
             }
             if !ok {
                 code = ENDORSEMENT_POLICY_FAILURE;

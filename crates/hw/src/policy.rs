@@ -1,8 +1,8 @@
-//! Endorsement policies as circuits (hw/DESIGN.md §5).
+//! Endorsement policies as programs of the card's policy table, loaded at run time (hw/DESIGN.md §5).
 //!
 //! A Fabric policy (a cauthdsl signature policy, `common/cauthdsl/cauthdsl.go`, or an ImplicitMeta policy over
 //! the config tree, `common/policies/implicitmeta.go`) is reduced to a threshold tree over leaves (org, role).
-//! The orgs are numbered by the rank of their MSP ID among the channel's MSP IDs. The circuit's inputs are, per
+//! The orgs are numbered by the rank of their MSP ID among the channel's MSP IDs. The card's inputs are, per
 //! org, five bits: member, admin, orderer, peer, client. Each bit is the OR over the endorsements of that org
 //! whose signatures verified.
 //!
@@ -12,7 +12,9 @@
 //! share orgs.
 
 use std::collections::BTreeSet;
-use std::fmt::{self, Write as _};
+use std::fmt;
+
+use bytes::Bytes;
 
 use ferrofabric_protos::common::{
     implicit_meta_policy, msp_principal::Classification, msp_role::MspRoleType, policy::PolicyType, signature_policy,
@@ -21,7 +23,9 @@ use ferrofabric_protos::common::{
 use ferrofabric_protos::peer::{application_policy, ApplicationPolicy};
 use prost::Message;
 
-/// An MSP role as the circuit sees it; the discriminant is the bit index within an org's 5-bit group.
+use crate::wire::{L7Header, Section, SectionType, ORGS, POLICY_BYTES, POLICY_GATES, POLICY_IDS, POLICY_LEAVES};
+
+/// An MSP role as the card sees it; the discriminant is the bit index within an org's 5-bit group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Role {
     /// Any valid identity of the org.
@@ -106,9 +110,9 @@ impl fmt::Display for Expr {
     }
 }
 
-/// Why a policy cannot become a circuit (its chaincode's blocks go host-path).
+/// Why a policy cannot be loaded into the card (its chaincode's blocks go host-path).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("policy not compilable to a circuit: {0}")]
+#[error("{0}")]
 pub struct PolicyCompileError(pub String);
 
 fn err(s: impl Into<String>) -> PolicyCompileError {
@@ -147,11 +151,12 @@ pub(crate) fn org_index(mspids: &[String], mspid: &str) -> Option<u8> {
     sorted.iter().position(|m| *m == mspid).and_then(|p| u8::try_from(p).ok())
 }
 
-/// Normalises a cauthdsl signature policy. `mspids` are the channel's MSP IDs.
+/// Normalises a cauthdsl signature policy (a chaincode's endorsement policy, Fabric's `SignaturePolicyEnvelope`).
+/// `mspids` are the channel's MSP IDs, which number the orgs.
 ///
 /// Errors: a non-ROLE principal, an unknown MSP, an out-of-range `SignedBy` index, two leaves of the same org
-/// (Fabric's one-signature-per-principal rule could then differ from the circuit), or a tree deeper than 16.
-pub(crate) fn normalize_signature_policy(
+/// (Fabric's one-signature-per-principal rule could then differ from the card), or a tree deeper than 16.
+pub fn normalize_signature_policy(
     env: &SignaturePolicyEnvelope,
     mspids: &[String],
 ) -> Result<Expr, PolicyCompileError> {
@@ -314,178 +319,201 @@ fn parse_at(s: &str) -> Result<(Expr, &str), PolicyCompileError> {
     Ok((Expr::Leaf { org, role }, rest))
 }
 
-/// The compiled policies: id `i + 1` is `policies[i]` (id 0 means "no policy").
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// A policy program as the card's policy table holds it (hw/DESIGN.md §5): `POLICY_LEAVES` leaves (org, role bit)
+/// and `POLICY_GATES` threshold gates, the root being the last gate. This is the `POLICY_SYNC` payload.
+///
+/// Layout, `POLICY_BYTES` bytes: leaf k at bytes `2k` (org) and `2k + 1` (role bit, [`Role`]'s discriminant); gate g
+/// at bytes `2 * POLICY_LEAVES + 3g`: threshold, leaf mask (bit k = leaf k), gate mask (bit j = gate j, only j < g
+/// counts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PolicyProgram(pub [u8; POLICY_BYTES]);
+
+impl PolicyProgram {
+    /// Compiles a normalised policy. Leaves of the same (org, role) share a slot, and a constant or a single leaf
+    /// becomes one gate.
+    ///
+    /// Errors: more than `POLICY_LEAVES` distinct leaves or `POLICY_GATES` gates, an org at or beyond the card's
+    /// `ORGS`, or a threshold above 255.
+    pub fn compile(e: &Expr) -> Result<PolicyProgram, PolicyCompileError> {
+        #[derive(Clone, Copy)]
+        enum Node {
+            Leaf(usize),
+            Gate(usize),
+        }
+        struct Build {
+            leaves: Vec<(u8, Role)>,
+            gates: Vec<[u8; 3]>,
+        }
+        impl Build {
+            fn gate(&mut self, n: usize, children: &[Node]) -> Result<Node, PolicyCompileError> {
+                let n = u8::try_from(n).map_err(|_| err(format!("threshold {n} above 255")))?;
+                let (mut lm, mut gm) = (0u8, 0u8);
+                for c in children {
+                    match *c {
+                        Node::Leaf(k) => lm |= 1 << k,
+                        Node::Gate(j) => gm |= 1 << j,
+                    }
+                }
+                if self.gates.len() >= POLICY_GATES {
+                    return Err(err(format!("more than {POLICY_GATES} gates")));
+                }
+                self.gates.push([n, lm, gm]);
+                Ok(Node::Gate(self.gates.len() - 1))
+            }
+            fn node(&mut self, e: &Expr) -> Result<Node, PolicyCompileError> {
+                match e {
+                    Expr::Const(true) => self.gate(0, &[]),
+                    Expr::Const(false) => self.gate(1, &[]),
+                    Expr::Leaf { org, role } => {
+                        if usize::from(*org) >= ORGS {
+                            return Err(err(format!("org {org} beyond the card's {ORGS} orgs")));
+                        }
+                        if let Some(k) = self.leaves.iter().position(|l| *l == (*org, *role)) {
+                            return Ok(Node::Leaf(k));
+                        }
+                        if self.leaves.len() >= POLICY_LEAVES {
+                            return Err(err(format!("more than {POLICY_LEAVES} distinct principals")));
+                        }
+                        self.leaves.push((*org, *role));
+                        Ok(Node::Leaf(self.leaves.len() - 1))
+                    }
+                    Expr::OutOf { n, items } => {
+                        let children = items.iter().map(|i| self.node(i)).collect::<Result<Vec<_>, _>>()?;
+                        // A child may repeat (the same leaf twice): each occurrence counts in Fabric's threshold
+                        // only if distinct signatures satisfy it, which per-org bits cannot tell.
+                        let mut seen = BTreeSet::new();
+                        for c in &children {
+                            let key = match c {
+                                Node::Leaf(k) => (0, *k),
+                                Node::Gate(j) => (1, *j),
+                            };
+                            if !seen.insert(key) {
+                                return Err(err("a principal repeated under one threshold"));
+                            }
+                        }
+                        self.gate(*n, &children)
+                    }
+                }
+            }
+        }
+        let mut b = Build { leaves: Vec::new(), gates: Vec::new() };
+        if let Node::Leaf(k) = b.node(e)? {
+            b.gate(1, &[Node::Leaf(k)])?;
+        }
+        // The root was built last; it moves to the last slot, and the slots between stay unused gates (threshold 0,
+        // no inputs), which nothing reads.
+        let mut bytes = [0u8; POLICY_BYTES];
+        for (k, (org, role)) in b.leaves.iter().enumerate() {
+            bytes[2 * k] = *org;
+            bytes[2 * k + 1] = *role as u8;
+        }
+        let root = b.gates.len() - 1;
+        for (g, gate) in b.gates.iter().enumerate() {
+            let slot = if g == root { POLICY_GATES - 1 } else { g };
+            bytes[2 * POLICY_LEAVES + 3 * slot..][..3].copy_from_slice(gate);
+        }
+        Ok(PolicyProgram(bytes))
+    }
+
+    /// Runs the program on the per-org bits `sat[org]` (bit order of [`Role`]), exactly as the RTL's
+    /// `ends_policy_evaluator` does: leaves of orgs beyond `sat` or `ORGS`, or with a role bit above 4, read as 0.
+    pub fn evaluate(&self, sat: &[u8]) -> bool {
+        let b = &self.0;
+        let mut leaf = 0u8;
+        for k in 0..POLICY_LEAVES {
+            let (org, bit) = (usize::from(b[2 * k]), b[2 * k + 1]);
+            let on = org < ORGS && bit < 5 && sat.get(org).is_some_and(|s| s >> bit & 1 == 1);
+            leaf |= u8::from(on) << k;
+        }
+        let mut gate = 0u8;
+        for g in 0..POLICY_GATES {
+            let [n, lm, gm] =
+                [b[2 * POLICY_LEAVES + 3 * g], b[2 * POLICY_LEAVES + 3 * g + 1], b[2 * POLICY_LEAVES + 3 * g + 2]];
+            let below = if g == 0 { 0 } else { gm & (u8::MAX >> (8 - g)) };
+            let count = (lm & leaf).count_ones() + (below & gate).count_ones();
+            gate |= u8::from(count >= u32::from(n)) << g;
+        }
+        gate >> (POLICY_GATES - 1) & 1 == 1
+    }
+}
+
+/// The host's copy of the card's policy table: policy id `i + 1` is `policies[i]` (id 0 means "no policy"). Policies
+/// are loaded on first use, when a block needs them; each load queues a `POLICY_SYNC` section that goes out before
+/// the first block that uses the id. Ids are never reused while the card runs, so a block in flight never sees its
+/// program change.
+#[derive(Clone, Debug, Default)]
 pub struct PolicyTable {
-    policies: Vec<Expr>,
+    policies: Vec<(Expr, PolicyProgram)>,
+    pending: Vec<u8>,
 }
 
 impl PolicyTable {
-    /// The table of the committed circuit (`hw/gen/policies.txt`).
-    pub fn builtin() -> PolicyTable {
-        // The manifest is produced by the same code and checked by a test, so a parse failure cannot happen in a
-        // built crate; an empty table would only make every block host-path.
-        PolicyTable::from_manifest(include_str!("../../../hw/gen/policies.txt")).unwrap_or_default()
+    /// An empty table (the card's table after reset).
+    pub fn new() -> PolicyTable {
+        PolicyTable::default()
     }
 
-    /// Adds `e` unless present; returns its id.
+    /// The id of `e`, loading it if needed.
     ///
-    /// Errors: more than 255 policies.
-    pub fn insert(&mut self, e: Expr) -> Result<u8, PolicyCompileError> {
-        if let Some(id) = self.id_of(&e) {
+    /// Errors: `e` does not compile to a program ([`PolicyProgram::compile`]), or the table's `POLICY_IDS - 1` ids
+    /// are taken.
+    pub fn load(&mut self, e: &Expr) -> Result<u8, PolicyCompileError> {
+        if let Some(id) = self.id_of(e) {
             return Ok(id);
         }
-        if self.policies.len() >= 255 {
-            return Err(err("more than 255 policies"));
+        let program = PolicyProgram::compile(e)?;
+        if self.policies.len() + 1 >= POLICY_IDS {
+            return Err(err(format!("the card's policy table is full ({} policies)", POLICY_IDS - 1)));
         }
-        self.policies.push(e);
-        Ok(self.policies.len() as u8)
+        self.policies.push((e.clone(), program));
+        let id = self.policies.len() as u8;
+        self.pending.push(id);
+        Ok(id)
     }
 
-    /// The id of `e`, if compiled.
+    /// The id of `e`, if loaded.
     pub fn id_of(&self, e: &Expr) -> Option<u8> {
-        self.policies.iter().position(|p| p == e).map(|i| (i + 1) as u8)
+        self.policies.iter().position(|(p, _)| p == e).map(|i| (i + 1) as u8)
     }
 
     /// The policy with id `id`.
     pub fn get(&self, id: u8) -> Option<&Expr> {
-        self.policies.get(usize::from(id).checked_sub(1)?)
+        self.policies.get(usize::from(id).checked_sub(1)?).map(|(e, _)| e)
     }
 
-    /// Number of policies.
+    /// Number of loaded policies.
     pub fn len(&self) -> usize {
         self.policies.len()
     }
 
-    /// Whether the table is empty.
+    /// Whether no policy is loaded.
     pub fn is_empty(&self) -> bool {
         self.policies.is_empty()
     }
 
-    /// Evaluates policy `id` on the per-org bits `sat[org]` (bit order of [`Role`]): the software model of the
-    /// circuit. Unknown ids are not satisfied.
-    pub fn evaluate(&self, id: u8, sat: &[u8]) -> bool {
-        fn ev(e: &Expr, sat: &[u8]) -> bool {
-            match e {
-                Expr::Const(b) => *b,
-                Expr::Leaf { org, role } => sat.get(usize::from(*org)).is_some_and(|b| b >> (*role as u8) & 1 == 1),
-                Expr::OutOf { n, items } => items.iter().filter(|i| ev(i, sat)).count() >= *n,
-            }
-        }
-        self.get(id).is_some_and(|e| ev(e, sat))
+    /// The `POLICY_SYNC` sections of the policies loaded since the last call, in id order, drained.
+    pub fn take_pending_syncs(&mut self) -> Vec<Section> {
+        let pending = std::mem::take(&mut self.pending);
+        pending
+            .into_iter()
+            .filter_map(|id| {
+                let (_, program) = self.policies.get(usize::from(id) - 1)?;
+                Some(Section {
+                    header: L7Header {
+                        section_type: SectionType::PolicySync,
+                        index: u16::from(id),
+                        block: 0,
+                        flags: 0,
+                        n_ann: 0,
+                        payload_size: POLICY_BYTES as u16,
+                    },
+                    info: [0; 8],
+                    annotations: Vec::new(),
+                    payload: Bytes::copy_from_slice(&program.0),
+                })
+            })
+            .collect()
     }
-
-    /// The manifest: one line `id<TAB>expr` per policy, after a comment header.
-    pub fn to_manifest(&self) -> String {
-        let mut s = String::from("# BMac endorsement-policy circuits: id<TAB>normalised policy (hw/DESIGN.md §5).\n");
-        s.push_str("# Generated by `bmac-policy-gen` (crates/hw); do not edit.\n");
-        for (i, p) in self.policies.iter().enumerate() {
-            let _ = writeln!(s, "{}\t{p}", i + 1);
-        }
-        s
-    }
-
-    /// Parses [`PolicyTable::to_manifest`] output.
-    ///
-    /// Errors: a malformed line or ids out of sequence.
-    pub fn from_manifest(text: &str) -> Result<PolicyTable, PolicyCompileError> {
-        let mut t = PolicyTable::default();
-        for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
-            let (id, e) = line.split_once('\t').ok_or_else(|| err(format!("bad manifest line {line}")))?;
-            let id: usize = id.trim().parse().map_err(|_| err(format!("bad id in {line}")))?;
-            if id != t.policies.len() + 1 {
-                return Err(err(format!("manifest ids out of sequence at {line}")));
-            }
-            t.policies.push(parse_expr(e)?);
-        }
-        Ok(t)
-    }
-
-    /// The SystemVerilog of `ends_policy_evaluator`: a combinational `case` over the policy id.
-    pub fn to_systemverilog(&self) -> String {
-        let mut s = String::new();
-        s.push_str(
-            "// Endorsement-policy evaluator: one combinational circuit per compiled policy, selected by\n\
-             // policy_id (hw/DESIGN.md section 5). Generated by `bmac-policy-gen` (crates/hw/src/policy.rs)\n\
-             // from the channel's policies; do not edit. Inputs: per org o, sat[5*o +: 5] =\n\
-             // {member, admin, orderer, peer, client}, each the OR over verified endorsements of that org.\n\
-             // Orgs at or above ORGS read as 0. Unknown ids are never satisfied.\n",
-        );
-        s.push_str("//\n");
-        for (i, p) in self.policies.iter().enumerate() {
-            let _ = writeln!(s, "//   id {:>3}: {p}", i + 1);
-        }
-        s.push_str(
-            "module ends_policy_evaluator #(\n  parameter int ORGS = 8\n) (\n  input  logic [7:0]        policy_id,\n  input  logic [5*ORGS-1:0] sat,\n  output logic              satisfied\n);\n",
-        );
-        s.push_str(
-            "  // Reads one input bit; positions beyond the port read as 0 so that a smaller ORGS still elaborates.\n\
-             \x20 function automatic logic pbit(input logic [5*ORGS-1:0] v, input int unsigned idx);\n\
-             \x20   pbit = 1'b0;\n\
-             \x20   for (int unsigned k = 0; k < 5 * ORGS; k++) if (k == idx) pbit = v[k];\n\
-             \x20 endfunction\n\n",
-        );
-        s.push_str("  always_comb begin\n    unique case (policy_id)\n");
-        for (i, p) in self.policies.iter().enumerate() {
-            let _ = writeln!(s, "      8'd{}: satisfied = {};", i + 1, sv_expr(p));
-        }
-        s.push_str("      default: satisfied = 1'b0;\n    endcase\n  end\nendmodule\n");
-        s
-    }
-}
-
-fn sv_expr(e: &Expr) -> String {
-    match e {
-        Expr::Const(true) => "1'b1".into(),
-        Expr::Const(false) => "1'b0".into(),
-        Expr::Leaf { org, role } => format!("pbit(sat, {})", 5 * u32::from(*org) + *role as u32),
-        Expr::OutOf { n, items } if *n == 1 => {
-            format!("({})", items.iter().map(sv_expr).collect::<Vec<_>>().join(" | "))
-        }
-        Expr::OutOf { n, items } if *n == items.len() => {
-            format!("({})", items.iter().map(sv_expr).collect::<Vec<_>>().join(" & "))
-        }
-        Expr::OutOf { n, items } => {
-            let terms: Vec<String> = items.iter().map(|i| format!("{{7'd0, {}}}", sv_expr(i))).collect();
-            format!("(({}) >= 8'd{n})", terms.join(" + "))
-        }
-    }
-}
-
-/// The policies a channel's circuit is generated from, in id order: `/Channel/Application/Endorsement`,
-/// `/Channel/Application/LifecycleEndorsement`, `/Channel/Orderer/BlockValidation`, then each application org's
-/// `Endorsement` (orgs sorted by name). Policies that cannot be compiled are skipped.
-pub fn channel_policy_table(root: &ConfigGroup, mspids: &[String]) -> PolicyTable {
-    let mut paths = vec![
-        "/Channel/Application/Endorsement".to_string(),
-        "/Channel/Application/LifecycleEndorsement".to_string(),
-        "/Channel/Orderer/BlockValidation".to_string(),
-    ];
-    if let Some(app) = root.groups.get("Application") {
-        let mut orgs: Vec<&String> = app.groups.keys().collect();
-        orgs.sort();
-        paths.extend(orgs.iter().map(|o| format!("/Channel/Application/{o}/Endorsement")));
-    }
-    let mut t = PolicyTable::default();
-    for p in paths {
-        if let Ok(e) = resolve_channel_policy(root, &p, mspids) {
-            let _ = t.insert(e);
-        }
-    }
-    t
-}
-
-/// The policy table of a channel, from its genesis (config) block: [`channel_policy_table`] over the block's
-/// configuration.
-///
-/// Errors: the block is not a config block with a channel configuration.
-pub fn table_from_genesis(genesis: &[u8]) -> Result<PolicyTable, PolicyCompileError> {
-    let block = ferrofabric_protos::common::Block::decode(genesis).map_err(|e| err(format!("genesis block: {e}")))?;
-    let config = ferrofabric_channelconfig::ChannelConfig::from_config_block(&block)
-        .map_err(|e| err(format!("genesis configuration: {e}")))?;
-    let root = config.config().channel_group.clone().unwrap_or_default();
-    let mspids: Vec<String> = config.msp_manager().mspids().map(str::to_owned).collect();
-    Ok(channel_policy_table(&root, &mspids))
 }
 
 #[cfg(test)]
@@ -505,15 +533,31 @@ mod tests {
     }
 
     #[test]
-    fn software_model_of_the_circuit() {
-        let mut t = PolicyTable::default();
-        let id = t.insert(parse_expr("OutOf(2,1.peer,2.peer,3.member)").unwrap()).unwrap();
-        assert_eq!(t.insert(parse_expr("OutOf(2,1.peer,2.peer,3.member)").unwrap()).unwrap(), id);
+    fn a_program_evaluates_its_policy_and_loads_once() {
+        let e = parse_expr("OutOf(2,1.peer,2.peer,3.member)").unwrap();
+        let mut t = PolicyTable::new();
+        let id = t.load(&e).unwrap();
+        assert_eq!(t.load(&e).unwrap(), id);
+        assert_eq!(t.take_pending_syncs().len(), 1);
+        assert!(t.take_pending_syncs().is_empty(), "a loaded policy is sent once");
+        let p = PolicyProgram::compile(&e).unwrap();
         let peer = 1 << Role::Peer as u8;
         let member = 1 << Role::Member as u8;
-        assert!(t.evaluate(id, &[0, peer, 0, member]));
-        assert!(!t.evaluate(id, &[0, peer, member, 0]));
-        assert!(!t.evaluate(0, &[0xff; 4]));
-        assert_eq!(PolicyTable::from_manifest(&t.to_manifest()).unwrap(), t);
+        assert!(p.evaluate(&[0, peer, 0, member]));
+        assert!(!p.evaluate(&[0, peer, member, 0]));
+        assert!(PolicyProgram::compile(&Expr::Const(true)).unwrap().evaluate(&[]));
+        assert!(!PolicyProgram::compile(&Expr::Const(false)).unwrap().evaluate(&[0xff; 8]));
+        assert!(PolicyProgram::compile(&parse_expr("8.peer").unwrap()).is_err(), "org beyond ORGS");
+        let wide = parse_expr("OutOf(1,0.peer,1.peer,2.peer,3.peer,4.peer,5.peer,6.peer,7.peer,0.admin)").unwrap();
+        assert!(PolicyProgram::compile(&wide).is_err(), "nine leaves");
+    }
+
+    #[test]
+    fn the_table_holds_thirty_one_policies() {
+        let mut t = PolicyTable::new();
+        for n in 1..=31u8 {
+            assert_eq!(t.load(&Expr::OutOf { n: usize::from(n), items: vec![] }).unwrap(), n);
+        }
+        assert!(t.load(&Expr::Const(true)).is_err());
     }
 }

@@ -47,10 +47,10 @@ pub struct HostSession {
 }
 
 impl HostSession {
-    /// Joins the channel from its genesis block. `policies` is the table of the hardware's policy circuit.
+    /// Joins the channel from its genesis block, for a card that was just reset (empty caches and policy table).
     ///
     /// Errors: as [`Validator::new`].
-    pub fn new(genesis: Bytes, policies: PolicyTable) -> Result<Self, ValidatorError> {
+    pub fn new(genesis: Bytes) -> Result<Self, ValidatorError> {
         let arena = BlockArena::decode(genesis.clone())?;
         let validator = Validator::new(genesis, ValidatorOptions { threads: 1 })?;
         let encoder = Encoder::new(validator.channel_config().clone());
@@ -59,7 +59,7 @@ impl HostSession {
         let mut s = HostSession {
             validator,
             encoder,
-            policies,
+            policies: PolicyTable::new(),
             txids,
             last_number: 0,
             last_hash: block_header_hash(arena.header()),
@@ -69,11 +69,12 @@ impl HostSession {
         Ok(s)
     }
 
-    fn compute_block_policy(&self) -> Option<u8> {
+    /// Loads the channel's BlockValidation policy into the card's table; `None` when it cannot be loaded.
+    fn compute_block_policy(&mut self) -> Option<u8> {
         let cfg = self.validator.channel_config();
         let root = cfg.config().channel_group.as_ref()?;
         let e = resolve_channel_policy(root, "/Channel/Orderer/BlockValidation", self.encoder.mspids()).ok()?;
-        self.policies.id_of(&e)
+        self.policies.load(&e).ok()
     }
 
     /// The host's software validator (ledger and world state).
@@ -108,7 +109,7 @@ impl HostSession {
             return Route::Host("the block fails the chain checks".into());
         }
         let Some(block_policy) = self.block_policy else {
-            return Route::Host("BlockValidation policy not compiled".into());
+            return Route::Host("the BlockValidation policy does not fit the card's policy table".into());
         };
         let config = self.validator.channel_config().clone();
         let Some(root) = config.config().channel_group.as_ref() else {
@@ -117,20 +118,19 @@ impl HostSession {
         let mspids = self.encoder.mspids().to_vec();
         let plan = {
             let view = self.validator.state().view();
-            let ctx = HostContext {
-                config: &config,
-                view: &view,
-                txids: &self.txids,
-                policies: &self.policies,
-                mspids: &mspids,
-                root,
-            };
-            plan_block(&ctx, arena)
+            let ctx = HostContext { config: &config, view: &view, txids: &self.txids, mspids: &mspids, root };
+            plan_block(&ctx, &mut self.policies, arena)
         };
         match plan {
             BlockPlan::Host(reason) => Route::Host(reason),
             BlockPlan::Hardware(txs) => match self.encoder.encode_block(arena, &txs, block_policy) {
-                Ok(sections) => Route::Hardware(sections),
+                // Policies loaded for this block (or for an earlier host-path one) go first: the card's table must
+                // hold them before the block's METADATA and TX sections are validated.
+                Ok(sections) => {
+                    let mut out = self.policies.take_pending_syncs();
+                    out.extend(sections);
+                    Route::Hardware(out)
+                }
                 Err(e) => Route::Host(e.0),
             },
         }

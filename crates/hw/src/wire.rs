@@ -29,10 +29,20 @@ pub const SLOTS: usize = 1 + MAX_ENDS;
 pub const ID_BYTES: usize = 2048;
 /// Slots of the hardware identity cache (`ID_SLOTS`).
 pub const ID_SLOTS: usize = 64;
-/// Organisations the policy circuits see (`ORGS`).
+/// Organisations the policy evaluators see (`ORGS`).
 pub const ORGS: usize = 8;
 /// Most transactions per block the hardware reports (`MAX_TX`).
 pub const MAX_TX: usize = 1024;
+/// Entries of the hardware policy table (`POL_IDS`); id 0 means "no policy", so ids run from 1 to 31.
+pub const POLICY_IDS: usize = 32;
+/// Leaves (org, role) of one policy program (`POL_LEAVES`).
+pub const POLICY_LEAVES: usize = 8;
+/// Threshold gates of one policy program (`POL_GATES`); the root is the last one.
+pub const POLICY_GATES: usize = 8;
+/// Payload bytes of a `POLICY_SYNC` section (`POL_BYTES`): 2 per leaf, then 3 per gate.
+pub const POLICY_BYTES: usize = 2 * POLICY_LEAVES + 3 * POLICY_GATES;
+/// `POLICY_SYNC` info byte 0: clear the whole policy table before writing this entry.
+pub const POLICY_FLUSH: u8 = 1;
 
 /// Section types (L7 header byte 1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -47,6 +57,8 @@ pub enum SectionType {
     Metadata = 3,
     /// KV-store versions written by a host-path block.
     StateSync = 4,
+    /// Policy-table fill: one policy program under the id in the section index.
+    PolicySync = 5,
 }
 
 impl SectionType {
@@ -57,6 +69,7 @@ impl SectionType {
             2 => SectionType::Tx,
             3 => SectionType::Metadata,
             4 => SectionType::StateSync,
+            5 => SectionType::PolicySync,
             _ => return None,
         })
     }
@@ -161,7 +174,7 @@ pub struct TxInfo {
     pub pre_code: u8,
     /// Code of the checks between the creator signature and VSCC (0 = VALID).
     pub post_code: u8,
-    /// Endorsement-policy circuit (0 = none).
+    /// Endorsement-policy id in the card's policy table (0 = none).
     pub policy_id: u8,
     /// In-block duplicate-txid group (0 = unique).
     pub dup_tag: u16,

@@ -199,3 +199,82 @@ pub(crate) fn patched_genesis(net: &Network) -> Result<Bytes, TestkitError> {
     })?;
     Ok(Bytes::from(out))
 }
+
+/// The fixture's `configtx.yaml` profile `AppChannelEtcdRaft` for `net`'s peer orgs: each org with the fixture's
+/// Readers, Writers, Admins and `Endorsement: OR('<org>.peer')`, the channel's `Endorsement` and
+/// `LifecycleEndorsement` as `MAJORITY Endorsement`, one etcdraft consenter (`orderer.example.com`).
+fn configtx_yaml(net: &Network) -> String {
+    let sig = |rule: &str| format!("        Type: Signature\n        Rule: \"{rule}\"\n");
+    let meta = |rule: &str| format!("        Type: ImplicitMeta\n        Rule: \"{rule}\"\n");
+    let mut orgs = String::new();
+    let mut app_orgs = String::new();
+    for i in 0..net.peer_orgs() {
+        let (m, n) = (net.mspid(i), i + 1);
+        orgs.push_str(&format!(
+            "  - &Org{n}\n    Name: {m}\n    ID: {m}\n    MSPDir: peerOrganizations/org{n}.example.com/msp\n    Policies:\n      Readers:\n{}      Writers:\n{}      Admins:\n{}      Endorsement:\n{}",
+            sig(&format!("OR('{m}.admin', '{m}.peer', '{m}.client')")),
+            sig(&format!("OR('{m}.admin', '{m}.client')")),
+            sig(&format!("OR('{m}.admin')")),
+            sig(&format!("OR('{m}.peer')")),
+        ));
+        app_orgs.push_str(&format!("          - *Org{n}\n"));
+    }
+    let tls = "ordererOrganizations/example.com/orderers/orderer.example.com/tls/server.crt";
+    let mut y = String::new();
+    y += "Organizations:\n  - &OrdererOrg\n    Name: OrdererOrg\n    ID: OrdererMSP\n";
+    y += "    MSPDir: ordererOrganizations/example.com/msp\n    Policies:\n";
+    y += &format!("      Readers:\n{}", sig("OR('OrdererMSP.member')"));
+    y += &format!("      Writers:\n{}", sig("OR('OrdererMSP.member')"));
+    y += &format!("      Admins:\n{}", sig("OR('OrdererMSP.admin')"));
+    y += "    OrdererEndpoints:\n      - 127.0.0.1:7050\n";
+    y += &orgs;
+    y += "Profiles:\n  AppChannelEtcdRaft:\n    Policies:\n";
+    y += &format!("      Readers:\n{}      Writers:\n{}", meta("ANY Readers"), meta("ANY Writers"));
+    y += &format!("      Admins:\n{}", meta("MAJORITY Admins"));
+    y += "    Capabilities:\n      V2_0: true\n";
+    y += "    Orderer:\n      OrdererType: etcdraft\n      Addresses:\n        - 127.0.0.1:7050\n";
+    y += "      EtcdRaft:\n        Consenters:\n          - Host: 127.0.0.1\n            Port: 7050\n";
+    y += &format!("            ClientTLSCert: {tls}\n            ServerTLSCert: {tls}\n");
+    y += "      BatchTimeout: 2s\n      BatchSize:\n        MaxMessageCount: 100\n";
+    y += "        AbsoluteMaxBytes: 99 MB\n        PreferredMaxBytes: 8 MB\n";
+    // Readers, Writers and Admins of the Orderer and Application groups.
+    let group_policies = format!(
+        "        Readers:\n{}        Writers:\n{}        Admins:\n{}",
+        indent(&meta("ANY Readers")),
+        indent(&meta("ANY Writers")),
+        indent(&meta("MAJORITY Admins"))
+    );
+    y += "      Organizations:\n        - *OrdererOrg\n      Policies:\n";
+    y += &group_policies;
+    y += &format!("        BlockValidation:\n{}", indent(&meta("ANY Writers")));
+    y += "      Capabilities:\n        V2_0: true\n";
+    y += &format!("    Application:\n      Organizations:\n{app_orgs}      Policies:\n");
+    y += &group_policies;
+    y += &format!("        LifecycleEndorsement:\n{}", indent(&meta("MAJORITY Endorsement")));
+    y += &format!("        Endorsement:\n{}", indent(&meta("MAJORITY Endorsement")));
+    y += "      Capabilities:\n        V2_5: true\n";
+    y
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("  {l}\n")).collect()
+}
+
+/// Block 0 of `mychannel` for `net` from `ferrofabric-configtxgen` ([`configtx_yaml`]), over `net`'s MSP folders
+/// written to a temporary directory, at timestamp 0 with a nonce derived from the MSP IDs, so the bytes depend
+/// only on the network.
+pub(crate) fn configtxgen_genesis(net: &Network) -> Result<Bytes, TestkitError> {
+    use ferrofabric_configtxgen::{genesis_block_at, ConfigTx, NONCE_SIZE};
+    let dir = tempfile::tempdir().map_err(|source| TestkitError::Io { path: std::env::temp_dir(), source })?;
+    net.write_msp_dirs(dir.path())?;
+    let yaml = configtx_yaml(net);
+    let profile = ConfigTx::from_yaml(&yaml, dir.path())
+        .and_then(|c| c.profile("AppChannelEtcdRaft"))
+        .map_err(|e| genesis_err(format!("configtxgen profile: {e}")))?;
+    let mut nonce = [0u8; NONCE_SIZE];
+    let seed = Sha256::digest((0..=net.orderer_org()).map(|o| net.mspid(o)).collect::<Vec<_>>().join(","));
+    nonce.copy_from_slice(&seed[..NONCE_SIZE]);
+    let block = genesis_block_at(&profile, net.channel_id(), 0, nonce)
+        .map_err(|e| genesis_err(format!("configtxgen genesis: {e}")))?;
+    Ok(Bytes::from(block.encode_to_vec()))
+}

@@ -45,7 +45,7 @@ pub use lifecycle::{
     channel_policy_reference, commit_definition, define_chaincode, definition_writes, ChaincodeDefinition,
     DEFAULT_ENDORSEMENT_POLICY,
 };
-pub use network::{Network, CHANNEL_ID, ORDERER_ORG, PEER_ORGS};
+pub use network::{Network, CHANNEL_ID, MAX_PEER_ORGS, ORDERER_ORG, PEER_ORGS};
 pub use tx::{Built, TxBuilder, LIFECYCLE_NAMESPACE};
 pub use workload::{
     smallbank_key, transfer_key, transfer_ledger, SmallbankAccount, Workload, SMALLBANK_CHAINCODE, SMALLBANK_PREFIX,

@@ -14,7 +14,7 @@ use ferrofabric_protos::peer::{application_policy, ApplicationPolicy, Collection
 use prost::Message;
 
 use crate::tx::LIFECYCLE_NAMESPACE;
-use crate::{Built, Network, TestkitError, TxBuilder};
+use crate::{Built, Network, SigningIdentity, TestkitError, TxBuilder};
 
 /// Default endorsement policy reference of a definition made by the peer
 /// CLI without `--signature-policy`/`--channel-config-policy`.
@@ -106,7 +106,7 @@ pub fn definition_writes(def: &ChaincodeDefinition) -> Vec<(String, Vec<u8>)> {
 }
 
 /// A `_lifecycle` CommitChaincodeDefinition transaction for `def`: creator
-/// `Admin@org1`, endorsed by both peers (LifecycleEndorsement = MAJORITY
+/// `Admin@org1`, endorsed by every peer org's peer (LifecycleEndorsement = MAJORITY
 /// Endorsement), chaincode id `_lifecycle`/`syscc`. Read set: the
 /// definition's `Sequence` and metadata keys at `def.previous`, the approval
 /// hashed reads, and `lscc` key `<name>` (absent); write set:
@@ -130,10 +130,12 @@ pub(crate) fn commit_definition_with<'a>(
         version: def.version.clone(),
         ..Default::default()
     };
+    // Every peer org endorses, so the channel's `LifecycleEndorsement` (MAJORITY by default) holds whatever the size.
+    let peers: Vec<&SigningIdentity> = (0..net.peer_orgs()).map(|o| net.peer(o)).collect();
     let mut b = base
         .chaincode(LIFECYCLE_NAMESPACE, "syscc")
         .creator(net.admin(0))
-        .endorsers(&[net.peer(0), net.peer(1)])
+        .endorsers(&peers)
         .args([b"CommitChaincodeDefinition".to_vec(), args.encode_to_vec()])
         .read(LIFECYCLE_NAMESPACE, &format!("namespaces/fields/{name}/Sequence"), def.previous)
         .read(LIFECYCLE_NAMESPACE, &format!("namespaces/metadata/{name}"), def.previous)

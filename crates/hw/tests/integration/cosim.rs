@@ -1,8 +1,9 @@
 //! Hardware/software equivalence: the co-simulated BMac card (hw/rtl under Verilator, with the host of
 //! ferrofabric_hw::HostSession) produces the software validator's TRANSACTIONS_FILTER bit for bit. It is checked on
 //! every block of the Fabric 2.5 fixture ledger and on testkit ledgers with MVCC conflicts, phantom reads, bad
-//! creator and endorser signatures, policy failures and duplicate txids, and on a block whose orderer signature
-//! is bad.
+//! creator and endorser signatures, policy failures and duplicate txids, on generated 3- and 5-org ledgers whose
+//! endorsement policies (2-of-3, 3-of-5, nested AND/OR, MAJORITY) the host loads into the card's policy table at run
+//! time, and on a block whose orderer signature is bad.
 //!
 //! Without the Verilator backend (Verilator missing at build time), these tests report SKIPPED on stderr and pass,
 //! unless `FERROFABRIC_REQUIRE_VERILATOR=1`, which scripts/test sets once hw/run-tests has installed Verilator:
@@ -15,6 +16,7 @@ use bytes::Bytes;
 use ferrofabric_hw::{
     available_sim_configs, BlockPath, BlockProcessor, ProcessError, SoftwareProcessor, VerilatorProcessor,
 };
+use ferrofabric_protos::peer::TxValidationCode;
 use ferrofabric_testkit::BlockBuilder;
 use ferrofabric_validator::ValidatorError;
 use prost::Message;
@@ -88,6 +90,56 @@ fn fixture_ledger_matches_the_software_validator() {
     let (hw_blocks, hw_txs) = equivalent(blocks[0].clone(), &blocks[1..], cfg);
     assert_eq!(hw_blocks, 22, "blocks 7-28 take the hardware path");
     assert!(hw_txs > 700);
+}
+
+/// The codes the software gives a ledger, counted: (VALID, ENDORSEMENT_POLICY_FAILURE, other).
+fn code_counts(genesis: &Bytes, blocks: &[Bytes]) -> (usize, usize, usize) {
+    let mut sw = SoftwareProcessor::new(genesis.clone()).unwrap();
+    let mut counts = (0, 0, 0);
+    for raw in blocks {
+        for c in sw.process(raw.clone()).unwrap().codes {
+            match c {
+                TxValidationCode::Valid => counts.0 += 1,
+                TxValidationCode::EndorsementPolicyFailure => counts.1 += 1,
+                _ => counts.2 += 1,
+            }
+        }
+    }
+    counts
+}
+
+/// Runs a multi-org ledger through the card: every block after the chaincode definitions (host path: `_lifecycle`)
+/// must run on the card, with some transactions satisfying their policies and some failing them.
+fn multi_org_runs_on_the_card(peer_orgs: usize, chaincodes: &[(&str, Option<&str>)], endorsements: &[&[usize]]) {
+    let Some(cfg) = config() else { return };
+    let (blocks, per_block) = (3, 12);
+    let l = ledgers::multi_org_ledger(peer_orgs, chaincodes, endorsements, blocks, per_block);
+    let (valid, failed, other) = code_counts(&l.genesis, &l.blocks);
+    assert!(valid > 0 && failed > 0 && other == 0, "codes: {valid} valid, {failed} policy failures, {other} other");
+    let (hw_blocks, hw_txs) = equivalent(l.genesis.clone(), &l.blocks, cfg);
+    assert_eq!((hw_blocks, hw_txs), (blocks, blocks * per_block), "every chaincode block runs on the card");
+}
+
+#[test]
+fn three_org_ledger_with_two_of_three_and_majority_policies_runs_on_the_card() {
+    multi_org_runs_on_the_card(
+        3,
+        &[("twoofthree", Some("OutOf(2, 'Org1MSP.peer', 'Org2MSP.peer', 'Org3MSP.peer')")), ("majority", None)],
+        &[&[0, 1], &[2], &[1, 2], &[0], &[0, 1, 2], &[2, 0]],
+    );
+}
+
+#[test]
+fn five_org_ledger_with_three_of_five_and_nested_policies_runs_on_the_card() {
+    multi_org_runs_on_the_card(
+        5,
+        &[
+            ("threeoffive", Some("OutOf(3, 'Org1MSP.peer', 'Org2MSP.peer', 'Org3MSP.peer', 'Org4MSP.peer', 'Org5MSP.peer')")),
+            ("nested", Some("AND(OR('Org1MSP.peer', 'Org2MSP.peer'), OR('Org3MSP.peer', AND('Org4MSP.peer', 'Org5MSP.member')))")),
+            ("majority", None),
+        ],
+        &[&[0, 2, 4], &[1, 3], &[0, 3, 4], &[4], &[1, 2, 3, 4], &[0, 1], &[2, 3], &[0, 1, 2]],
+    );
 }
 
 #[test]

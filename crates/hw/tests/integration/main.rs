@@ -6,6 +6,6 @@ mod support;
 mod cli;
 mod cosim;
 mod model;
-mod policy_gen;
+mod policy_table;
 mod protocol;
 mod regmap_gen;

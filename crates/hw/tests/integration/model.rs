@@ -4,13 +4,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use crate::support::*;
-use ferrofabric_hw::{HostSession, Model, PolicyTable, Route};
+use ferrofabric_hw::{HostSession, Model, Route};
 
 #[test]
 fn model_matches_the_validator_on_the_fixture_ledger() {
     let blocks = fixture_blocks();
-    let mut host = HostSession::new(blocks[0].clone(), PolicyTable::builtin()).unwrap();
-    let mut model = Model::new(PolicyTable::builtin());
+    let mut host = HostSession::new(blocks[0].clone()).unwrap();
+    let mut model = Model::new();
     let mut hw_txs = 0;
     for raw in &blocks[1..] {
         let p = host.prepare(raw).unwrap();
@@ -41,8 +41,8 @@ fn model_matches_the_validator_on_the_fixture_ledger() {
 
 /// Runs a ledger through the host and the model, returning (hardware-path blocks, txs checked).
 fn model_vs_validator(genesis: bytes::Bytes, blocks: &[bytes::Bytes]) -> (usize, usize) {
-    let mut host = HostSession::new(genesis, PolicyTable::builtin()).unwrap();
-    let mut model = Model::new(PolicyTable::builtin());
+    let mut host = HostSession::new(genesis).unwrap();
+    let mut model = Model::new();
     let (mut hw_blocks, mut hw_txs) = (0, 0);
     for raw in blocks {
         let p = host.prepare(raw).unwrap();

@@ -8,7 +8,7 @@ use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
 use ferrofabric_hw::wire::{Section, SectionType};
-use ferrofabric_hw::{Decoder, HostSession, PolicyTable, Route};
+use ferrofabric_hw::{Decoder, HostSession, Route};
 use ferrofabric_protos::common::Metadata;
 use ferrofabric_protoutil::block_header_bytes;
 use prost::Message;
@@ -32,7 +32,7 @@ fn replay_fixture() -> Run {
     let blocks = fixture_blocks();
     let genesis = read_fixture("genesis.block");
     assert_eq!(blocks[0], genesis);
-    let mut host = HostSession::new(genesis, PolicyTable::builtin()).unwrap();
+    let mut host = HostSession::new(genesis).unwrap();
     let mut dec = Decoder::new();
     let mut run = Run {
         hardware_blocks: vec![],

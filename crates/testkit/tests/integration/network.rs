@@ -215,3 +215,24 @@ fn msp_dirs_mirror_cryptogen_layout() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_network_of_five_peer_orgs_has_them_all_in_its_channel_and_is_reproducible() {
+    let net = Network::generate_orgs(3, 5).unwrap();
+    assert_eq!((net.peer_orgs(), net.orderer_org()), (5, 5));
+    assert_eq!(net.mspid(4), "Org5MSP");
+    assert_eq!(net.mspid(net.orderer_org()), "OrdererMSP");
+    let block = Block::decode(net.genesis_block()).unwrap();
+    let config = ferrofabric_channelconfig::ChannelConfig::from_config_block(&block).unwrap();
+    let mut mspids: Vec<&str> = config.msp_manager().mspids().collect();
+    mspids.sort_unstable();
+    assert_eq!(mspids, ["OrdererMSP", "Org1MSP", "Org2MSP", "Org3MSP", "Org4MSP", "Org5MSP"]);
+    // Each org's identities validate under the channel's MSPs, with their NodeOU roles.
+    for org in 0..5 {
+        for id in [net.peer(org), net.client(org), net.admin(org)] {
+            config.msp_manager().deserialize_identity(id.serialized()).unwrap().validate().unwrap();
+        }
+    }
+    assert_eq!(Network::generate_orgs(3, 5).unwrap().genesis_block(), net.genesis_block(), "same seed, same bytes");
+    assert!(Network::generate_orgs(3, 0).is_err() && Network::generate_orgs(3, 9).is_err());
+}

@@ -23,7 +23,9 @@ use ferrofabric_protos::common::{
 use ferrofabric_protos::peer::{application_policy, ApplicationPolicy};
 use prost::Message;
 
-use crate::wire::{L7Header, Section, SectionType, ORGS, POLICY_BYTES, POLICY_GATES, POLICY_IDS, POLICY_LEAVES};
+use crate::wire::{
+    L7Header, Section, SectionType, ORGS, POLICY_BYTES, POLICY_FLUSH, POLICY_GATES, POLICY_IDS, POLICY_LEAVES,
+};
 
 /// An MSP role as the card sees it; the discriminant is the bit index within an org's 5-bit group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -439,12 +441,14 @@ impl PolicyProgram {
 
 /// The host's copy of the card's policy table: policy id `i + 1` is `policies[i]` (id 0 means "no policy"). Policies
 /// are loaded on first use, when a block needs them; each load queues a `POLICY_SYNC` section that goes out before
-/// the first block that uses the id. Ids are never reused while the card runs, so a block in flight never sees its
-/// program change.
+/// the first block that uses the id. An id is never rewritten while a block may use it: when the table is full, the
+/// host clears it ([`PolicyTable::clear`]) only while no block is in flight, and the next `POLICY_SYNC` then carries
+/// the flush flag.
 #[derive(Clone, Debug, Default)]
 pub struct PolicyTable {
     policies: Vec<(Expr, PolicyProgram)>,
     pending: Vec<u8>,
+    flush_next: bool,
 }
 
 impl PolicyTable {
@@ -462,7 +466,7 @@ impl PolicyTable {
             return Ok(id);
         }
         let program = PolicyProgram::compile(e)?;
-        if self.policies.len() + 1 >= POLICY_IDS {
+        if self.is_full() {
             return Err(err(format!("the card's policy table is full ({} policies)", POLICY_IDS - 1)));
         }
         self.policies.push((e.clone(), program));
@@ -481,6 +485,19 @@ impl PolicyTable {
         self.policies.get(usize::from(id).checked_sub(1)?).map(|(e, _)| e)
     }
 
+    /// Whether every id is taken: the next new policy cannot be loaded without [`PolicyTable::clear`].
+    pub fn is_full(&self) -> bool {
+        self.policies.len() + 1 >= POLICY_IDS
+    }
+
+    /// Forgets every policy. The next `POLICY_SYNC` carries the flush flag, so that the card clears its table too.
+    /// Only for a card with no block in flight: the ids of its blocks would otherwise change meaning.
+    pub fn clear(&mut self) {
+        self.policies.clear();
+        self.pending.clear();
+        self.flush_next = true;
+    }
+
     /// Number of loaded policies.
     pub fn len(&self) -> usize {
         self.policies.len()
@@ -491,13 +508,15 @@ impl PolicyTable {
         self.policies.is_empty()
     }
 
-    /// The `POLICY_SYNC` sections of the policies loaded since the last call, in id order, drained.
+    /// The `POLICY_SYNC` sections of the policies loaded since the last call, in id order, drained; the first one
+    /// after a [`PolicyTable::clear`] carries the flush flag.
     pub fn take_pending_syncs(&mut self) -> Vec<Section> {
         let pending = std::mem::take(&mut self.pending);
         pending
             .into_iter()
             .filter_map(|id| {
                 let (_, program) = self.policies.get(usize::from(id) - 1)?;
+                let flush = if std::mem::take(&mut self.flush_next) { POLICY_FLUSH } else { 0 };
                 Some(Section {
                     header: L7Header {
                         section_type: SectionType::PolicySync,
@@ -507,7 +526,7 @@ impl PolicyTable {
                         n_ann: 0,
                         payload_size: POLICY_BYTES as u16,
                     },
-                    info: [0; 8],
+                    info: [flush, 0, 0, 0, 0, 0, 0, 0],
                     annotations: Vec::new(),
                     payload: Bytes::copy_from_slice(&program.0),
                 })

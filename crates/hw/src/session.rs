@@ -12,7 +12,7 @@ use ferrofabric_validator::{BlockResult, Validator, ValidatorError, ValidatorOpt
 
 use crate::encoder::Encoder;
 use crate::host::{plan_block, BlockPlan, HostContext};
-use crate::policy::{resolve_channel_policy, PolicyTable};
+use crate::policy::{resolve_channel_policy, Expr as PolicyExpr, PolicyTable};
 use crate::wire::Section;
 
 /// Where a block goes.
@@ -43,7 +43,10 @@ pub struct HostSession {
     txids: HashSet<String>,
     last_number: u64,
     last_hash: [u8; 32],
-    block_policy: Option<u8>,
+    /// The channel's BlockValidation policy, normalised; `None` when it cannot run on the card.
+    block_policy: Option<PolicyExpr>,
+    /// Hardware-path blocks prepared and not yet committed: the policy table is cleared only when there are none.
+    in_flight: usize,
 }
 
 impl HostSession {
@@ -64,17 +67,17 @@ impl HostSession {
             last_number: 0,
             last_hash: block_header_hash(arena.header()),
             block_policy: None,
+            in_flight: 0,
         };
         s.block_policy = s.compute_block_policy();
         Ok(s)
     }
 
-    /// Loads the channel's BlockValidation policy into the card's table; `None` when it cannot be loaded.
-    fn compute_block_policy(&mut self) -> Option<u8> {
+    /// The channel's BlockValidation policy, normalised; `None` when it cannot be.
+    fn compute_block_policy(&self) -> Option<PolicyExpr> {
         let cfg = self.validator.channel_config();
         let root = cfg.config().channel_group.as_ref()?;
-        let e = resolve_channel_policy(root, "/Channel/Orderer/BlockValidation", self.encoder.mspids()).ok()?;
-        self.policies.load(&e).ok()
+        resolve_channel_policy(root, "/Channel/Orderer/BlockValidation", self.encoder.mspids()).ok()
     }
 
     /// The host's software validator (ledger and world state).
@@ -97,6 +100,9 @@ impl HostSession {
         let number = arena.number();
         let tx_count = arena.txs().len();
         let route = self.route(&arena);
+        if matches!(route, Route::Hardware(_)) {
+            self.in_flight += 1;
+        }
         Ok(Prepared { number, tx_count, route })
     }
 
@@ -108,8 +114,24 @@ impl HostSession {
         {
             return Route::Host("the block fails the chain checks".into());
         }
-        let Some(block_policy) = self.block_policy else {
-            return Route::Host("the BlockValidation policy does not fit the card's policy table".into());
+        let Some(block_expr) = self.block_policy.clone() else {
+            return Route::Host("the BlockValidation policy cannot run on the card".into());
+        };
+        match self.plan_and_encode(arena, &block_expr) {
+            // A full policy table is cleared when no block is in flight, and the block planned again: its policies
+            // are then the first of the new table.
+            Route::Host(_) if self.policies.is_full() && self.in_flight == 0 => {
+                self.policies.clear();
+                self.plan_and_encode(arena, &block_expr)
+            }
+            route => route,
+        }
+    }
+
+    fn plan_and_encode(&mut self, arena: &BlockArena, block_expr: &PolicyExpr) -> Route {
+        let block_policy = match self.policies.load(block_expr) {
+            Ok(id) => id,
+            Err(e) => return Route::Host(format!("BlockValidation policy {block_expr}: {e}")),
         };
         let config = self.validator.channel_config().clone();
         let Some(root) = config.config().channel_group.as_ref() else {
@@ -142,6 +164,9 @@ impl HostSession {
     /// Errors: the software refuses the block ([`ValidatorError`]).
     pub fn commit(&mut self, raw: Bytes, host_path: bool) -> Result<(BlockResult, Vec<Section>), ValidatorError> {
         let arena = BlockArena::decode(raw.clone())?;
+        if !host_path {
+            self.in_flight = self.in_flight.saturating_sub(1);
+        }
         let result = self.validator.commit_block(raw)?;
         add_txids(&mut self.txids, &arena);
         self.last_number = result.number;

@@ -27,7 +27,7 @@ module block_verify
   logic       ok;
   logic       eng_busy, eng_done, eng_valid;
 
-  // The signer's bits, as the policy circuit sees a verified signature.
+  // The signer's bits, as the policy evaluator sees a verified signature.
   logic [5*ORGS-1:0] sat;
   logic              satisfied;
   always_comb begin

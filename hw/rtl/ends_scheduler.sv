@@ -4,11 +4,11 @@
 // ECDSA engines that is free. Endorsements whose signer is not in the
 // identity cache, or whose DER did not parse, are skipped: such an
 // endorsement satisfies no principal. Each verified endorsement sets its
-// org's bits {member, roles}. The policy circuit (ends_policy_evaluator,
+// org's bits {member, roles}. The policy evaluator (ends_policy_evaluator,
 // outside) is asked every cycle. When it is satisfied, the scheduler stops:
 // no further endorsement is started and the engines still running are
 // cancelled through `kill` (a one-cycle reset). When every endorsement has
-// been tried and the circuit is still not satisfied, the policy fails.
+// been tried and the policy is still not satisfied, it fails.
 module ends_scheduler
   import bmac_pkg::*;
 #(

@@ -1,6 +1,6 @@
 // VSCC stage of a tx_validator (hw/DESIGN.md section 5): M ECDSA engines, the
 // ends_scheduler that feeds them and stops as soon as the policy holds, and
-// the endorsement-policy circuit selected by the transaction's policy id.
+// the evaluator of the endorsement-policy program selected by the transaction's policy id.
 //
 // A transaction arrives with the code left by tx_verify. If that code is not
 // VALID, or the transaction has no policy (policy_id 0), it passes through

@@ -23,6 +23,9 @@ pub(crate) struct CommitterArgs {
     /// Overrides `Orderers` (repeat for several).
     #[arg(long = "orderer", value_name = "ADDR")]
     pub orderers: Vec<String>,
+    /// Overrides `Accelerator`: `sim:NxM` validates blocks on the co-simulated BMac card (e.g. `sim:8x2`).
+    #[arg(long, value_name = "SPEC")]
+    pub accelerator: Option<String>,
 }
 
 impl CommitterArgs {
@@ -42,6 +45,9 @@ impl CommitterArgs {
         }
         if !self.orderers.is_empty() {
             c.orderers = self.orderers.clone();
+        }
+        if let Some(a) = &self.accelerator {
+            c.accelerator = Some(a.clone());
         }
         Ok(c)
     }

@@ -87,6 +87,42 @@ pub struct CommitterConfig {
     pub time_window: String,
     /// Orderer connection behaviour.
     pub delivery: DeliveryConfig,
+    /// A BMac block processor that validates blocks for this committer (hw/DESIGN.md): `sim:NxM`, the RTL
+    /// co-simulated under Verilator with N transaction validators of M endorsement engines (a configuration built
+    /// into this binary, `FERROFABRIC_HW_CONFIGS`); `alveo:DEVICE`, an Alveo card (not in this build). Unset: the
+    /// software validator.
+    pub accelerator: Option<String>,
+}
+
+/// The block processor that [`CommitterConfig::accelerator`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accelerator {
+    /// The co-simulated card with `n` validators of `m` endorsement engines.
+    Sim {
+        /// Transaction validators.
+        n: u32,
+        /// Endorsement engines per validator.
+        m: u32,
+    },
+}
+
+impl Accelerator {
+    /// Parses `sim:NxM` (e.g. `sim:8x2`).
+    ///
+    /// Errors: another form, or `alveo:DEVICE` (no Alveo backend in this build).
+    pub fn parse(spec: &str) -> anyhow::Result<Accelerator> {
+        if let Some(cfg) = spec.strip_prefix("sim:") {
+            let parsed = cfg.split_once('x').and_then(|(n, m)| Some((n.parse().ok()?, m.parse().ok()?)));
+            return match parsed {
+                Some((n, m)) if n > 0 && m > 0 => Ok(Accelerator::Sim { n, m }),
+                _ => bail!("Accelerator {spec:?}: expected sim:NxM, e.g. sim:8x2"),
+            };
+        }
+        if spec.starts_with("alveo:") {
+            bail!("Accelerator {spec:?}: this build has no Alveo backend (use sim:NxM)");
+        }
+        bail!("Accelerator {spec:?}: expected sim:NxM or alveo:DEVICE")
+    }
 }
 
 impl Default for CommitterConfig {
@@ -107,6 +143,7 @@ impl Default for CommitterConfig {
             sync_every_block: false,
             time_window: "15m".into(),
             delivery: DeliveryConfig::default(),
+            accelerator: None,
         }
     }
 }
@@ -162,6 +199,9 @@ impl CommitterConfig {
             parse_addr(&self.operations_listen_address)?;
         }
         parse_duration(&self.time_window)?;
+        if let Some(spec) = &self.accelerator {
+            Accelerator::parse(spec)?;
+        }
         self.delivery.validate()
     }
 }

@@ -8,7 +8,10 @@
 //!   COMMIT_HASH exactly as a Fabric peer stores them ([`with_peer_metadata`], [`stored_peer_metadata`]), and served
 //!   by [`ferrofabric_deliver::PeerDeliverService`]. See [`RunningCommitter`] for threads and durability.
 //! * [`CommitterConfig`]: the YAML file, which `ferrofabric committer --config FILE` (the CLI crate) loads before
-//!   calling [`start`].
+//!   calling [`start`]. With `Accelerator: sim:NxM` ([`Accelerator`]) the blocks are validated by the BMac card
+//!   (co-simulated) and its host ([`ferrofabric_hw::VerilatorProcessor::commit`]) instead of the software validator:
+//!   the card checks signatures, endorsement policies and MVCC; the host commits and keeps the ledger; a card that
+//!   fails is switched off and the host validates in software from then on.
 //! * [`Checkpoint`]: the state checkpoint file; the commit pipeline's Prometheus metrics are served with `/healthz`
 //!   by [`ferrofabric_comm::operations_router`].
 //!
@@ -33,7 +36,7 @@ mod metrics;
 mod pipeline;
 
 pub use checkpoint::{Checkpoint, CheckpointError};
-pub use config::{CommitterConfig, PipelineConfig};
+pub use config::{Accelerator, CommitterConfig, PipelineConfig};
 pub use pipeline::{
     open_store, recover, start, stored_peer_metadata, with_peer_metadata, Recovery, RunningCommitter,
     Status as CommitterStatus,

@@ -129,3 +129,40 @@ mod tests {
         assert!(text.contains("ledger_blockchain_height{channel=\"mychannel\"} 5"), "{text}");
     }
 }
+
+/// Metrics of the BMac card, when the committer has one (`Accelerator`).
+#[derive(Clone, Debug)]
+pub(crate) struct CardMetrics {
+    on: IntGauge,
+    blocks: IntCounterVec,
+}
+
+impl CardMetrics {
+    /// Creates the card's metrics of channel `channel` and registers them with `registry`.
+    ///
+    /// Errors: a metric of the same name is already registered.
+    pub(crate) fn register(registry: &Registry, channel: &str) -> prometheus::Result<CardMetrics> {
+        let on = IntGauge::with_opts(
+            Opts::new("committer_accelerator_card_on", "1 while the BMac card validates, 0 once it was switched off.")
+                .const_label("channel", channel),
+        )?;
+        let blocks = IntCounterVec::new(
+            Opts::new(
+                "committer_accelerator_blocks_total",
+                "Blocks committed with the card, by path: hardware (validated by the card) or host (in software).",
+            )
+            .const_label("channel", channel),
+            &["path"],
+        )?;
+        registry.register(Box::new(on.clone()))?;
+        registry.register(Box::new(blocks.clone()))?;
+        on.set(1);
+        Ok(CardMetrics { on, blocks })
+    }
+
+    /// Records a committed block: whether the card validated it, and whether the card is still on.
+    pub(crate) fn block(&self, on_card: bool, card_on: bool) {
+        self.blocks.with_label_values(&[if on_card { "hardware" } else { "host" }]).inc();
+        self.on.set(i64::from(card_on));
+    }
+}

@@ -23,10 +23,11 @@ use tokio::task::JoinHandle;
 
 use ferrofabric_comm::{parse_addr, parse_duration, ClientTls, DeliverApi, Health, Shutdown, ShutdownTrigger};
 use ferrofabric_deliver::{block_number, DeliverLedger, DeliverMetrics, Fetched, Follower, PeerDeliverService};
+use ferrofabric_hw::{BlockPath, VerilatorProcessor};
 
 use crate::checkpoint::{Checkpoint, StateMirror};
-use crate::config::CommitterConfig;
-use crate::metrics::{CommitMetrics, ThroughputMeter};
+use crate::config::{Accelerator, CommitterConfig};
+use crate::metrics::{CardMetrics, CommitMetrics, ThroughputMeter};
 
 /// The orderer's block with the peer's metadata added (Fabric: the validator's `TRANSACTIONS_FILTER`, then
 /// `kvledger.addBlockCommitHash`): the metadata list is padded to five entries, entry 2 becomes the validation codes
@@ -212,6 +213,28 @@ pub fn recover(
         elapsed: started.elapsed(),
     };
     Ok((validator, recovery))
+}
+
+/// The BMac card and its host, brought to the stored chain's height: block 0 joins the channel, and every stored
+/// block after it is committed again through the card (so that the card's KV store and identity cache hold the
+/// ledger's state) and must give its stored TRANSACTIONS_FILTER and COMMIT_HASH.
+///
+/// Errors: the configuration is not built into this binary, a stored block is unreadable or refused, or its
+/// re-validation disagrees with what is stored.
+fn start_card(store: &BlockStore, accelerator: Accelerator) -> anyhow::Result<VerilatorProcessor> {
+    let Accelerator::Sim { n, m } = accelerator;
+    let block0 = store.block(0)?.ok_or_else(|| anyhow!("block 0 vanished from the store"))?;
+    let mut card = VerilatorProcessor::new(block0, n, m).map_err(|e| anyhow!("starting the {n}x{m} BMac card: {e}"))?;
+    for stored in store.blocks(1..store.height()) {
+        let stored = stored.context("reading a stored block")?;
+        let c =
+            card.commit(stored.clone()).map_err(|e| anyhow!("a stored block is refused by the card's host: {e}"))?;
+        let (filter, hash) = stored_peer_metadata(&stored)?;
+        if filter.as_deref() != Some(c.result.transactions_filter().as_slice()) || hash != c.result.commit_hash {
+            bail!("block {}: the card's result differs from the stored block", c.result.number);
+        }
+    }
+    Ok(card)
 }
 
 /// A validator at the checkpoint's block, from the checkpoint's state and the stored blocks up to it (their txids and
@@ -443,84 +466,169 @@ fn is_fatal(e: &ValidatorError) -> bool {
     matches!(e, ValidatorError::Config(_) | ValidatorError::Execution { .. })
 }
 
+/// What validates the blocks: the pipelined software validator, or the BMac card with its host
+/// ([`CommitterConfig::accelerator`]). The card is started on the validator thread, which alone drives it (the
+/// co-simulated model is bound to one thread); it must reach the recovered ledger's height and commit hash.
+enum Engine {
+    Software(Validator),
+    Card {
+        accelerator: Accelerator,
+        store: Arc<BlockStore>,
+        last_block: u64,
+        commit_hash: Option<[u8; 32]>,
+        metrics: CardMetrics,
+    },
+}
+
 /// The validator thread.
 struct ValidateStage {
-    validator: Validator,
+    engine: Engine,
     blocks: mpsc::Receiver<Fetched>,
     restart: mpsc::Sender<u64>,
     jobs: std::sync::mpsc::SyncSender<StoreJob>,
     checkpoint_interval: u64,
 }
 
+/// Queues a validated block for the store thread and, every `checkpoint_interval` blocks, a checkpoint after it.
+/// Returns false when the store thread is gone.
+fn queue_block(
+    jobs: &std::sync::mpsc::SyncSender<StoreJob>,
+    fetched: Fetched,
+    r: BlockResult,
+    checkpoint_interval: u64,
+) -> bool {
+    let filter = r.transactions_filter();
+    let (number, commit_hash) = (r.number, r.commit_hash);
+    let job = StoreJob::Block { fetched, filter, commit_hash, config_updated: r.config_updated, updates: r.updates };
+    if jobs.send(job).is_err() {
+        return false;
+    }
+    number % checkpoint_interval != 0 || jobs.send(StoreJob::Checkpoint { number, commit_hash }).is_ok()
+}
+
 impl ValidateStage {
     fn run(self) -> anyhow::Result<()> {
-        let ValidateStage { mut validator, mut blocks, restart, jobs, checkpoint_interval } = self;
-        let mut store_gone = false;
-        loop {
-            let pending: Arc<Mutex<VecDeque<Fetched>>> = Arc::default();
-            let mut feed = Feed {
-                rx: &mut blocks,
-                next: validator.last_block_number() + 1,
-                pending: pending.clone(),
-                started: false,
-                closed: false,
-            };
-            let mut refused: Option<ValidatorError> = None;
-            validator.commit_blocks(std::iter::from_fn(|| feed.next()), |result: Result<BlockResult, _>| {
-                let r = match result {
-                    Ok(r) => r,
-                    Err(e) => {
-                        refused = Some(e);
-                        return false;
-                    }
-                };
-                let Some(fetched) = lock(&pending).pop_front().filter(|f| f.number == r.number) else {
-                    refused = Some(ValidatorError::Execution {
-                        number: r.number,
-                        reason: "internal: validated block has no received bytes".into(),
-                    });
-                    return false;
-                };
-                let filter = r.transactions_filter();
-                let (number, commit_hash) = (r.number, r.commit_hash);
-                let job = StoreJob::Block {
-                    fetched,
-                    filter,
-                    commit_hash,
-                    config_updated: r.config_updated,
-                    updates: r.updates,
-                };
-                if jobs.send(job).is_err() {
-                    store_gone = true;
-                    return false;
+        let ValidateStage { engine, blocks, restart, jobs, checkpoint_interval } = self;
+        match engine {
+            Engine::Software(validator) => run_software(validator, blocks, restart, jobs, checkpoint_interval),
+            Engine::Card { accelerator, store, last_block, commit_hash, metrics } => {
+                let card = start_card(&store, accelerator)?;
+                if card.last_block_number() != last_block || card.commit_hash() != commit_hash {
+                    bail!("the card's host did not reach the recovered ledger's height and commit hash");
                 }
-                if number % checkpoint_interval == 0 {
-                    let job = StoreJob::Checkpoint { number, commit_hash };
-                    if jobs.send(job).is_err() {
-                        store_gone = true;
-                        return false;
-                    }
-                }
-                true
-            });
-            let closed = feed.closed;
-            if store_gone {
-                bail!("the block store thread stopped");
+                run_card(card, &metrics, blocks, restart, jobs, checkpoint_interval)
             }
-            match refused {
-                None if !closed => {}
-                None => {
-                    // The follower closed the channel: shutting down. Leave a checkpoint of the final state.
-                    let number = validator.last_block_number();
-                    let _ = jobs.send(StoreJob::Checkpoint { number, commit_hash: validator.commit_hash() });
+        }
+    }
+}
+
+/// Validates with the card, one block at a time (the card has its own pipeline inside). A refused block is fetched
+/// again from another orderer, as with the software validator; a card failure is logged once, and the card's host
+/// then validates in software.
+fn run_card(
+    mut card: VerilatorProcessor,
+    metrics: &CardMetrics,
+    mut blocks: mpsc::Receiver<Fetched>,
+    restart: mpsc::Sender<u64>,
+    jobs: std::sync::mpsc::SyncSender<StoreJob>,
+    checkpoint_interval: u64,
+) -> anyhow::Result<()> {
+    loop {
+        let Some(fetched) = blocks.blocking_recv() else {
+            // The follower closed the channel: shutting down. Leave a checkpoint of the final state.
+            let number = card.last_block_number();
+            let _ = jobs.send(StoreJob::Checkpoint { number, commit_hash: card.commit_hash() });
+            return Ok(());
+        };
+        let next = card.last_block_number() + 1;
+        if fetched.number != next {
+            continue; // left over from an abandoned stream
+        }
+        let was_on = card.card_off().is_none();
+        let committed = card.commit(fetched.bytes.clone());
+        if let (true, Some(why)) = (was_on, card.card_off()) {
+            tracing::error!(
+                block = next,
+                reason = why,
+                "the BMac card failed; its host validates in software from now on"
+            );
+        }
+        match committed {
+            Ok(c) => {
+                tracing::debug!(block = next, path = ?c.path, cycles = ?c.cycles, "validated");
+                metrics.block(c.path == BlockPath::Hardware, card.card_off().is_none());
+                if !queue_block(&jobs, fetched, c.result, checkpoint_interval) {
+                    bail!("the block store thread stopped");
+                }
+            }
+            Err(e) if is_fatal(&e) => return Err(anyhow!("cannot commit: {e}")),
+            Err(e) => {
+                tracing::warn!(error = %e, "block refused; fetching it from another orderer");
+                if restart.blocking_send(next).is_err() {
                     return Ok(());
                 }
-                Some(e) if is_fatal(&e) => return Err(anyhow!("cannot commit: {e}")),
-                Some(e) => {
-                    tracing::warn!(error = %e, "block refused; fetching it from another orderer");
-                    if restart.blocking_send(validator.last_block_number() + 1).is_err() {
-                        return Ok(());
-                    }
+            }
+        }
+    }
+}
+
+/// Validates with the pipelined software validator ([`Validator::commit_blocks`]).
+fn run_software(
+    mut validator: Validator,
+    mut blocks: mpsc::Receiver<Fetched>,
+    restart: mpsc::Sender<u64>,
+    jobs: std::sync::mpsc::SyncSender<StoreJob>,
+    checkpoint_interval: u64,
+) -> anyhow::Result<()> {
+    let mut store_gone = false;
+    loop {
+        let pending: Arc<Mutex<VecDeque<Fetched>>> = Arc::default();
+        let mut feed = Feed {
+            rx: &mut blocks,
+            next: validator.last_block_number() + 1,
+            pending: pending.clone(),
+            started: false,
+            closed: false,
+        };
+        let mut refused: Option<ValidatorError> = None;
+        validator.commit_blocks(std::iter::from_fn(|| feed.next()), |result: Result<BlockResult, _>| {
+            let r = match result {
+                Ok(r) => r,
+                Err(e) => {
+                    refused = Some(e);
+                    return false;
+                }
+            };
+            let Some(fetched) = lock(&pending).pop_front().filter(|f| f.number == r.number) else {
+                refused = Some(ValidatorError::Execution {
+                    number: r.number,
+                    reason: "internal: validated block has no received bytes".into(),
+                });
+                return false;
+            };
+            if !queue_block(&jobs, fetched, r, checkpoint_interval) {
+                store_gone = true;
+                return false;
+            }
+            true
+        });
+        let closed = feed.closed;
+        if store_gone {
+            bail!("the block store thread stopped");
+        }
+        match refused {
+            None if !closed => {}
+            None => {
+                // The follower closed the channel: shutting down. Leave a checkpoint of the final state.
+                let number = validator.last_block_number();
+                let _ = jobs.send(StoreJob::Checkpoint { number, commit_hash: validator.commit_hash() });
+                return Ok(());
+            }
+            Some(e) if is_fatal(&e) => return Err(anyhow!("cannot commit: {e}")),
+            Some(e) => {
+                tracing::warn!(error = %e, "block refused; fetching it from another orderer");
+                if restart.blocking_send(validator.last_block_number() + 1).is_err() {
+                    return Ok(());
                 }
             }
         }
@@ -793,6 +901,19 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
     let (restart_tx, restart_rx) = mpsc::channel(4);
     let (jobs_tx, jobs_rx) = std::sync::mpsc::sync_channel(in_flight);
     let mirror = StateMirror::new(validator.state());
+    let engine = match &config.accelerator {
+        None => Engine::Software(validator),
+        Some(spec) => {
+            tracing::info!(accelerator = %spec, "blocks are validated by the BMac card");
+            Engine::Card {
+                accelerator: Accelerator::parse(spec)?,
+                store: store.clone(),
+                last_block: validator.last_block_number(),
+                commit_hash: validator.commit_hash(),
+                metrics: CardMetrics::register(&registry, &channel_id)?,
+            }
+        }
+    };
     let store_stage = StoreStage {
         store: store.clone(),
         data_dir: data_dir.clone(),
@@ -802,7 +923,7 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
         mirror,
     };
     let validate_stage = ValidateStage {
-        validator,
+        engine,
         blocks: blocks_rx,
         restart: restart_tx,
         jobs: jobs_tx,

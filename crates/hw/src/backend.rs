@@ -9,11 +9,12 @@
 use std::collections::VecDeque;
 
 use bytes::Bytes;
-use ferrofabric_validator::{TxValidationCode, Validator, ValidatorError, ValidatorOptions};
+use ferrofabric_validator::{BlockResult, TxValidationCode, Validator, ValidatorError, ValidatorOptions};
 
 use crate::regs;
 use crate::session::{HostSession, Route};
 use crate::sim::{Port, Sim, SimError};
+use crate::wire::Section;
 
 /// Which way a block went.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -282,6 +283,19 @@ pub struct VerilatorProcessor {
     host: HostSession,
     card: Card,
     config: (u32, u32),
+    /// Why the card was switched off ([`VerilatorProcessor::commit`]); `None` while it validates.
+    card_off: Option<String>,
+}
+
+/// A block committed by [`VerilatorProcessor::commit`].
+#[derive(Debug)]
+pub struct Committed {
+    /// The host ledger's result: codes, the state updates to store, the commit hash.
+    pub result: BlockResult,
+    /// Which way the block went.
+    pub path: BlockPath,
+    /// Card cycles from the block's first datagram to its result (hardware path).
+    pub cycles: Option<u64>,
 }
 
 impl VerilatorProcessor {
@@ -290,7 +304,122 @@ impl VerilatorProcessor {
     ///
     /// Errors: the genesis block is unusable, or the model is not built.
     pub fn new(genesis: Bytes, n: u32, m: u32) -> Result<Self, ProcessError> {
-        Ok(VerilatorProcessor { host: HostSession::new(genesis)?, card: Card::new(n, m)?, config: (n, m) })
+        Ok(VerilatorProcessor {
+            host: HostSession::new(genesis)?,
+            card: Card::new(n, m)?,
+            config: (n, m),
+            card_off: None,
+        })
+    }
+
+    /// Number of the last committed block.
+    pub fn last_block_number(&self) -> u64 {
+        self.host.validator().last_block_number()
+    }
+
+    /// Fabric's commit hash after the last committed block.
+    pub fn commit_hash(&self) -> Option<[u8; 32]> {
+        self.host.validator().commit_hash()
+    }
+
+    /// Why the card was switched off, if it was: the host then validates every block in software.
+    pub fn card_off(&self) -> Option<&str> {
+        self.card_off.as_deref()
+    }
+
+    /// Sends a hardware-path block's sections and reads its result, with the cycles it took. The fault point
+    /// `bmac-card-fault` (fail-rs) makes the card fail here, as a card that stops answering would.
+    fn on_card(
+        &mut self,
+        sections: &[Section],
+        number: u64,
+        tx_count: usize,
+    ) -> Result<(CardResult, u64), ProcessError> {
+        if let Some(why) = fail::eval("bmac-card-fault", |arg| arg.unwrap_or_else(|| "fault point".into())) {
+            return Err(ProcessError::Hardware(format!("the card stopped answering ({why})")));
+        }
+        let t0 = self.card.sim().cycles();
+        for s in sections {
+            let frame = s.to_frame().map_err(|e| ProcessError::Hardware(e.to_string()))?;
+            self.card.send(&frame)?;
+        }
+        let r = self.card.next_result()?;
+        if r.number != number || r.codes.len() != tx_count {
+            return Err(ProcessError::Hardware(format!(
+                "result for block {} with {} codes, expected block {number} with {tx_count}",
+                r.number,
+                r.codes.len(),
+            )));
+        }
+        let cycles = r.at_cycle - t0;
+        Ok((r, cycles))
+    }
+
+    /// Validates and commits the next block as a BMac peer does (hw/DESIGN.md §1): on the card when the block can
+    /// take the hardware path, by the host in software otherwise. The host's ledger commits every block and, for a
+    /// hardware-path block, checks that the card gave its codes and its verdict on the orderer signature.
+    ///
+    /// A card that fails (stops answering, reports an impossible result, disagrees with the host, or cannot take a
+    /// state sync) is switched off ([`VerilatorProcessor::card_off`]): that block and every later one are validated
+    /// by the host in software. No block is lost or committed twice: the host commits each block once, whatever the
+    /// card did.
+    ///
+    /// Errors: the host refuses the block (as a Fabric peer would); nothing of it is committed.
+    pub fn commit(&mut self, raw: Bytes) -> Result<Committed, ValidatorError> {
+        if let Some(why) = &self.card_off {
+            let path = BlockPath::Host(format!("the card is off: {why}"));
+            // Not host-path for the card: it is off, so no state sync is made for it.
+            let (result, _) = self.host.commit(raw, false)?;
+            return Ok(Committed { result, path, cycles: None });
+        }
+        let prepared = self.host.prepare(&raw)?;
+        let sections = match prepared.route {
+            Route::Hardware(sections) => sections,
+            Route::Host(reason) => {
+                let (result, sync) = self.host.commit(raw, true)?;
+                for s in &sync {
+                    let sent = s
+                        .to_frame()
+                        .map_err(|e| e.to_string())
+                        .and_then(|f| self.card.send(&f).map_err(|e| e.to_string()));
+                    if let Err(e) = sent {
+                        self.card_off = Some(format!("block {}: state sync: {e}", result.number));
+                        break;
+                    }
+                }
+                return Ok(Committed { result, path: BlockPath::Host(reason), cycles: None });
+            }
+        };
+        let number = prepared.number;
+        let card = self.on_card(&sections, number, prepared.tx_count);
+        let host = self.host.commit(raw, false);
+        let fault = match (&card, &host) {
+            (Err(e), _) => Some(format!("block {number}: {e}")),
+            (Ok((r, _)), Err(_)) if r.block_valid => {
+                Some(format!("block {number}: the card accepted a block the host refused"))
+            }
+            (Ok(_), Err(_)) => None,
+            (Ok((r, _)), Ok(_)) if !r.block_valid => {
+                Some(format!("block {number}: the card refused an orderer signature the host accepted"))
+            }
+            (Ok((r, _)), Ok((res, _))) if codes_of(&r.codes) != res.codes => {
+                Some(format!("block {number}: the card's codes differ from the host's"))
+            }
+            (Ok(_), Ok(_)) => None,
+        };
+        if let Some(why) = &fault {
+            self.card_off = Some(why.clone());
+        }
+        let (result, _) = host?;
+        Ok(match (fault, card) {
+            (None, Ok((_, cycles))) => Committed { result, path: BlockPath::Hardware, cycles: Some(cycles) },
+            // A card error always is a fault.
+            (why, _) => Committed {
+                result,
+                path: BlockPath::Host(format!("the card failed: {}", why.unwrap_or_default())),
+                cycles: None,
+            },
+        })
     }
 
     /// The card (statistics, cycle counter).
@@ -379,22 +508,7 @@ impl BlockProcessor for VerilatorProcessor {
         let prepared = self.host.prepare(&raw)?;
         match prepared.route {
             Route::Hardware(sections) => {
-                let t0 = self.card.sim().cycles();
-                for s in &sections {
-                    let frame = s.to_frame().map_err(|e| ProcessError::Hardware(e.to_string()))?;
-                    self.card.send(&frame)?;
-                }
-                let r = self.card.next_result()?;
-                let cycles = r.at_cycle - t0;
-                if r.number != prepared.number || r.codes.len() != prepared.tx_count {
-                    return Err(ProcessError::Hardware(format!(
-                        "result for block {} with {} codes, expected block {} with {}",
-                        r.number,
-                        r.codes.len(),
-                        prepared.number,
-                        prepared.tx_count
-                    )));
-                }
+                let (r, cycles) = self.on_card(&sections, prepared.number, prepared.tx_count)?;
                 let sw = self.host.commit(raw, false);
                 match (r.block_valid, sw) {
                     (true, Ok((res, _))) => Ok(Processed {

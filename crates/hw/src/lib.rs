@@ -40,8 +40,8 @@ mod validate;
 pub mod wire;
 
 pub use backend::{
-    BlockPath, BlockProcessor, Card, CardResult, CardStats, PipelinedRun, ProcessError, Processed, SoftwareProcessor,
-    VerilatorProcessor,
+    BlockPath, BlockProcessor, Card, CardResult, CardStats, Committed, PipelinedRun, ProcessError, Processed,
+    SoftwareProcessor, VerilatorProcessor,
 };
 pub use decoder::{
     CacheEntry, DecodeError, DecodedProbe, DecodedRead, DecodedSection, DecodedWrite, Decoder, SlotData,

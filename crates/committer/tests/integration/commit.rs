@@ -21,17 +21,6 @@ async fn committer(data: &std::path::Path, orderers: Vec<String>) -> RunningComm
     tokio::time::timeout(Duration::from_secs(120), start(committer_config(data, orderers))).await.unwrap().unwrap()
 }
 
-async fn wait_height(c: &RunningCommitter, height: u64) {
-    tokio::time::timeout(Duration::from_secs(120), c.wait_for_height(height))
-        .await
-        .unwrap_or_else(|_| panic!("height {height} not reached; status {:?}", *c.status().borrow()))
-        .unwrap();
-}
-
-fn stored_chain(c: &RunningCommitter) -> Vec<Bytes> {
-    c.store.blocks(..).map(|b| b.unwrap()).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stores_fabric_peer_bytes_and_reaches_fabric_peer_state() {
     let (orderer_blocks, peer_blocks) = fixture_ledger();

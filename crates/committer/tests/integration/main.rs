@@ -3,6 +3,7 @@
 
 mod support;
 
+mod accelerator;
 mod commit;
 mod filtered;
 mod tls;

@@ -240,3 +240,25 @@ pub(crate) fn solo_plugins() -> Plugins {
     ferrofabric_consensus_solo::register(&mut plugins.registry);
     plugins
 }
+
+/// Waits until the committer's height reaches `height` (10 minutes at most: the co-simulated card is slow).
+pub(crate) async fn wait_height(c: &ferrofabric_committer::RunningCommitter, height: u64) {
+    tokio::time::timeout(Duration::from_secs(600), c.wait_for_height(height))
+        .await
+        .unwrap_or_else(|_| panic!("height {height} not reached; status {:?}", *c.status().borrow()))
+        .unwrap();
+}
+
+/// Every block the committer stored, in order.
+pub(crate) fn stored_chain(c: &ferrofabric_committer::RunningCommitter) -> Vec<Bytes> {
+    c.store.blocks(..).map(|b| b.unwrap()).collect()
+}
+
+/// Asserts that the committer stored exactly the bytes Fabric's peer stored.
+pub(crate) fn assert_fabric_peer_bytes(c: &ferrofabric_committer::RunningCommitter, peer_blocks: &[Bytes]) {
+    let stored = stored_chain(c);
+    assert_eq!(stored.len(), peer_blocks.len(), "every block once");
+    for (n, (ours, fabric)) in stored.iter().zip(peer_blocks).enumerate() {
+        assert!(ours == fabric, "block {n} differs from the bytes Fabric's peer stored");
+    }
+}

@@ -1,0 +1,123 @@
+//! The committer with the BMac card (`Accelerator: sim:8x2`, the RTL co-simulated under Verilator): on Fabric
+//! 2.5.16's own ledger it stores the bytes Fabric's peer stored (TRANSACTIONS_FILTER and COMMIT_HASH) and serves the
+//! same peer Deliver events; a card that stops answering is switched off and the host validates in software,
+//! without losing or repeating a block; a restarted committer brings its card back to the stored height.
+//!
+//! Without the Verilator backend in this build these tests report SKIPPED and pass, unless
+//! `FERROFABRIC_REQUIRE_VERILATOR=1`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use crate::support::*;
+use bytes::Bytes;
+use ferrofabric_committer::{start, RunningCommitter};
+use ferrofabric_protos::common::Status;
+
+const CARD: &str = "sim:8x2";
+
+/// The tests of this module one at a time: the fault point is global to the process.
+static CARD_LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn card_built() -> bool {
+    if ferrofabric_hw::available_sim_configs().contains(&(8, 2)) {
+        return true;
+    }
+    assert!(
+        std::env::var("FERROFABRIC_REQUIRE_VERILATOR").as_deref() != Ok("1"),
+        "FERROFABRIC_REQUIRE_VERILATOR=1 but the 8x2 card is not built"
+    );
+    eprintln!("SKIPPED: the 8x2 BMac card is not built into this binary");
+    false
+}
+
+async fn committer_with_card(data: &std::path::Path, orderers: Vec<String>) -> RunningCommitter {
+    let config =
+        ferrofabric_committer::CommitterConfig { accelerator: Some(CARD.into()), ..committer_config(data, orderers) };
+    tokio::time::timeout(Duration::from_secs(120), start(config)).await.unwrap().unwrap()
+}
+
+/// What both tests start from: the card to themselves, an orderer serving the fixture ledger, a data directory.
+struct Setup {
+    _one: tokio::sync::MutexGuard<'static, ()>,
+    orderer: TestOrderer,
+    data: tempfile::TempDir,
+    peer_blocks: Vec<Bytes>,
+}
+
+/// `None` when the card is not built (the test is skipped).
+async fn setup() -> Option<Setup> {
+    let one = CARD_LOCK.lock().await;
+    if !card_built() {
+        return None;
+    }
+    let (orderer_blocks, peer_blocks) = fixture_ledger();
+    let orderer = TestOrderer::start(&orderer_blocks).await;
+    Some(Setup { _one: one, orderer, data: tempfile::tempdir().unwrap(), peer_blocks })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_card_commits_fabric_peer_bytes_and_serves_fabric_deliver_events() {
+    let Some(Setup { _one, mut orderer, data, peer_blocks }) = setup().await else { return };
+    let started = std::time::Instant::now();
+    let c = committer_with_card(data.path(), vec![orderer.addr.clone()]).await;
+    wait_height(&c, 29).await;
+    eprintln!("29 blocks (735 transactions) committed through the {CARD} card in {:?}", started.elapsed());
+    assert_fabric_peer_bytes(&c, &peer_blocks);
+    // Peer Deliver serves what Fabric's peer would: the blocks it stored.
+    let (served, status) = peer_deliver(&c.deliver_addr.to_string(), &user1(2), 0, 28).await;
+    assert_eq!(status, Some(Status::Success as i32));
+    assert_eq!(served, peer_blocks);
+    // Blocks 7 to 28 ran on the card; the six `_lifecycle` blocks on its host.
+    let m = metrics(&c);
+    assert_eq!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="hardware"}"#), 22.0, "{m}");
+    assert_eq!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="host"}"#), 6.0);
+    assert_eq!(sample(&m, r#"committer_accelerator_card_on{channel="mychannel"}"#), 1.0);
+    c.shutdown().await.unwrap();
+
+    // A restart replays the stored chain through a fresh card and goes on from its height.
+    let c = committer_with_card(data.path(), vec![orderer.addr.clone()]).await;
+    wait_height(&c, 29).await;
+    assert_eq!(c.status().borrow().commit_hash, stored_commit_hash(&peer_blocks[28]));
+    c.shutdown().await.unwrap();
+    orderer.stop().await;
+}
+
+/// The committer's `/metrics` text (Prometheus exposition format) from its operations endpoint.
+fn metrics(c: &RunningCommitter) -> String {
+    use std::io::{Read, Write};
+    let addr = c.operations_addr.expect("operations endpoint");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// The value of the sample whose line starts with `name` (labels included), 0 if absent.
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines().find_map(|l| l.strip_prefix(name)?.trim().parse().ok()).unwrap_or(0.0)
+}
+
+fn stored_commit_hash(block: &Bytes) -> Option<[u8; 32]> {
+    ferrofabric_committer::stored_peer_metadata(block).unwrap().1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_that_stops_answering_is_switched_off_and_no_block_is_lost() {
+    let Some(Setup { _one, mut orderer, data, peer_blocks }) = setup().await else { return };
+    // The card answers for the first 10 hardware-path blocks (blocks 7 to 16), then stops.
+    fail::cfg("bmac-card-fault", "10*off->return(no result within the deadline)").unwrap();
+    let c = committer_with_card(data.path(), vec![orderer.addr.clone()]).await;
+    wait_height(&c, 29).await;
+    fail::remove("bmac-card-fault");
+    assert_fabric_peer_bytes(&c, &peer_blocks);
+    // The card validated blocks 7 to 16; from block 17 on, its host did, and the card is reported off.
+    let m = metrics(&c);
+    assert_eq!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="hardware"}"#), 10.0, "{m}");
+    assert_eq!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="host"}"#), 18.0);
+    assert_eq!(sample(&m, r#"committer_accelerator_card_on{channel="mychannel"}"#), 0.0);
+    c.shutdown().await.unwrap();
+    orderer.stop().await;
+}

@@ -117,6 +117,13 @@ impl<'m> SignatureSet<'m> {
     /// deserialised and de-duplicated as in a signed set.
     pub fn presumed_signed(identities: Vec<Bytes>, msps: &'m MspManager) -> Self {
         let items = identities.into_iter().map(|identity| SignedData { identity, ..SignedData::default() }).collect();
+        Self::presumed_valid(items, msps)
+    }
+
+    /// A set whose signatures count as valid without being verified, because a trusted verifier already checked
+    /// them (the BMac card, whose verdicts the host commits with). Identities are still deserialised and
+    /// de-duplicated as in [`SignatureSet::new`].
+    pub fn presumed_valid(items: Vec<SignedData>, msps: &'m MspManager) -> Self {
         let set = Self::new(items, msps);
         for slot in &set.cache {
             // The set is not shared yet, so the cell is empty and this cannot fail; ignore the Result.

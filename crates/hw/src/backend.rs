@@ -327,8 +327,9 @@ impl VerilatorProcessor {
         self.card_off.as_deref()
     }
 
-    /// Sends a hardware-path block's sections and reads its result, with the cycles it took. The fault point
-    /// `bmac-card-fault` (fail-rs) makes the card fail here, as a card that stops answering would.
+    /// Sends a hardware-path block's sections and reads its result, with the cycles it took. Fault points (fail-rs)
+    /// make the card misbehave here: `bmac-card-fault` fails, as a card that stops answering would;
+    /// `bmac-card-wrong-code` reports the block's first code wrong (VALID as MVCC_READ_CONFLICT, any other as VALID).
     fn on_card(
         &mut self,
         sections: &[Section],
@@ -343,7 +344,13 @@ impl VerilatorProcessor {
             let frame = s.to_frame().map_err(|e| ProcessError::Hardware(e.to_string()))?;
             self.card.send(&frame)?;
         }
-        let r = self.card.next_result()?;
+        let mut r = self.card.next_result()?;
+        if fail::eval("bmac-card-wrong-code", |_| ()).is_some() {
+            if let Some(c) = r.codes.first_mut() {
+                let valid = TxValidationCode::Valid as i32 as u8;
+                *c = if *c == valid { TxValidationCode::MvccReadConflict as i32 as u8 } else { valid };
+            }
+        }
         if r.number != number || r.codes.len() != tx_count {
             return Err(ProcessError::Hardware(format!(
                 "result for block {} with {} codes, expected block {number} with {tx_count}",
@@ -356,8 +363,9 @@ impl VerilatorProcessor {
     }
 
     /// Validates and commits the next block as a BMac peer does (hw/DESIGN.md §1): on the card when the block can
-    /// take the hardware path, by the host in software otherwise. The host's ledger commits every block and, for a
-    /// hardware-path block, checks that the card gave its codes and its verdict on the orderer signature.
+    /// take the hardware path, by the host in software otherwise. For a hardware-path block the host commits with
+    /// the card's signature verdicts and verifies no signature itself; it runs the other checks and MVCC on its own
+    /// ledger, so a card whose codes differ from those is caught ([`HostSession::commit_attested`]).
     ///
     /// A card that fails (stops answering, reports an impossible result, disagrees with the host, or cannot take a
     /// state sync) is switched off ([`VerilatorProcessor::card_off`]): that block and every later one are validated
@@ -392,34 +400,39 @@ impl VerilatorProcessor {
         };
         let number = prepared.number;
         let card = self.on_card(&sections, number, prepared.tx_count);
-        let host = self.host.commit(raw, false);
-        let fault = match (&card, &host) {
-            (Err(e), _) => Some(format!("block {number}: {e}")),
-            (Ok((r, _)), Err(_)) if r.block_valid => {
-                Some(format!("block {number}: the card accepted a block the host refused"))
+        let attested = match &card {
+            Ok((r, _)) if r.block_valid => Some(self.host.commit_attested(raw.clone(), &codes_of(&r.codes))),
+            _ => None,
+        };
+        // Anything but an attested commit: the host validates the block in full, and decides whether the card failed.
+        let (fault, host) = match (card, attested) {
+            (Ok((_, cycles)), Some(Ok(result))) => {
+                return Ok(Committed { result, path: BlockPath::Hardware, cycles: Some(cycles) })
             }
-            (Ok(_), Err(_)) => None,
-            (Ok((r, _)), Ok(_)) if !r.block_valid => {
-                Some(format!("block {number}: the card refused an orderer signature the host accepted"))
+            (Ok(_), Some(Err(e))) => {
+                let host = self.host.commit(raw, false);
+                let why = match (&e, &host) {
+                    (ValidatorError::Disputed { .. }, _) => format!("the card's codes differ from the host's: {e}"),
+                    (_, Err(_)) => format!("block {number}: the card accepted a block the host refused"),
+                    (_, Ok(_)) => format!("block {number}: {e}"),
+                };
+                (Some(why), host)
             }
-            (Ok((r, _)), Ok((res, _))) if codes_of(&r.codes) != res.codes => {
-                Some(format!("block {number}: the card's codes differ from the host's"))
+            (Ok(_), None) => {
+                let host = self.host.commit(raw, false);
+                let why = host
+                    .is_ok()
+                    .then(|| format!("block {number}: the card refused an orderer signature the host accepted"));
+                (why, host)
             }
-            (Ok(_), Ok(_)) => None,
+            (Err(e), _) => (Some(format!("block {number}: {e}")), self.host.commit(raw, false)),
         };
         if let Some(why) = &fault {
             self.card_off = Some(why.clone());
         }
         let (result, _) = host?;
-        Ok(match (fault, card) {
-            (None, Ok((_, cycles))) => Committed { result, path: BlockPath::Hardware, cycles: Some(cycles) },
-            // A card error always is a fault.
-            (why, _) => Committed {
-                result,
-                path: BlockPath::Host(format!("the card failed: {}", why.unwrap_or_default())),
-                cycles: None,
-            },
-        })
+        let why = fault.unwrap_or_default();
+        Ok(Committed { result, path: BlockPath::Host(format!("the card failed: {why}")), cycles: None })
     }
 
     /// The card (statistics, cycle counter).

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
 use ferrofabric_protoutil::block_header_hash;
-use ferrofabric_validator::{BlockResult, Validator, ValidatorError, ValidatorOptions};
+use ferrofabric_validator::{BlockResult, TxValidationCode, Validator, ValidatorError, ValidatorOptions};
 
 use crate::encoder::Encoder;
 use crate::host::{plan_block, BlockPlan, HostContext};
@@ -168,7 +168,33 @@ impl HostSession {
             self.in_flight = self.in_flight.saturating_sub(1);
         }
         let result = self.validator.commit_block(raw)?;
-        add_txids(&mut self.txids, &arena);
+        let sync = self.committed(&arena, &result, host_path)?;
+        Ok((result, sync))
+    }
+
+    /// Commits a hardware-path block with the card's codes as BMac's host does: the card's signature verdicts are
+    /// taken, the host verifies no signature and runs the other checks and MVCC on its own ledger
+    /// ([`Validator::commit_block_attested`]). For a block whose orderer signatures the card accepted.
+    ///
+    /// Errors: the host reaches other codes ([`ValidatorError::Disputed`]) or refuses the block; then nothing is
+    /// committed and the block is still in flight: commit it with [`HostSession::commit`].
+    pub fn commit_attested(&mut self, raw: Bytes, codes: &[TxValidationCode]) -> Result<BlockResult, ValidatorError> {
+        let arena = BlockArena::decode(raw.clone())?;
+        let result = self.validator.commit_block_attested(raw, codes)?;
+        self.in_flight = self.in_flight.saturating_sub(1);
+        self.committed(&arena, &result, false)?;
+        Ok(result)
+    }
+
+    /// The host's own books after a block is committed: txids, chain position, configuration; for a host-path block
+    /// its `STATE_SYNC` sections.
+    fn committed(
+        &mut self,
+        arena: &BlockArena,
+        result: &BlockResult,
+        host_path: bool,
+    ) -> Result<Vec<Section>, ValidatorError> {
+        add_txids(&mut self.txids, arena);
         self.last_number = result.number;
         self.last_hash = block_header_hash(arena.header());
         let mut sync = Vec::new();
@@ -182,7 +208,7 @@ impl HostSession {
                 .encode_state_sync(result.number, &result.updates)
                 .map_err(|e| ValidatorError::Execution { number: result.number, reason: e.0 })?;
         }
-        Ok((result, sync))
+        Ok(sync)
     }
 }
 

@@ -2,7 +2,10 @@
 //! * `replay/fabric-2.5-smallbank-10k`: the whole replay of the real 10,735-transaction Fabric 2.5.16 smallbank ledger
 //!   (`../shared/fixtures/fabric-2.5-bench`), the side-by-side comparison with a Fabric 2.5.16 peer (2,900 tx/s here);
 //! * `block100/threads=N`: one block of 100 testkit transactions (creator + 2 endorsements under a 2-of-2 policy,
-//!   2 reads + 2 writes each), validated and committed with 1 and 2 rayon threads.
+//!   2 reads + 2 writes each), validated and committed with 1 and 2 rayon threads;
+//! * `block100-attested/threads=N`: the same block committed with a trusted verifier's codes
+//!   (`Validator::commit_block_attested`): the BMac host's work per hardware-path block, every check but the
+//!   signatures, with MVCC and the commit.
 //!
 //! Run: `cargo bench -p ferrofabric-validator --bench validate`.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
@@ -84,18 +87,27 @@ fn bench_block100(c: &mut Criterion) {
     let codes = check.commit_block(block.clone()).expect("block 3").codes;
     assert_eq!(codes, vec![TxValidationCode::Valid; BLOCK_TXS as usize]);
 
-    let mut g = c.benchmark_group("block100");
-    g.sample_size(20).measurement_time(Duration::from_secs(10)).throughput(Throughput::Elements(BLOCK_TXS));
-    for threads in [1usize, 2] {
-        g.bench_with_input(BenchmarkId::new("threads", threads), &threads, |b, &threads| {
-            b.iter_batched(
-                setup(threads),
-                |mut v| v.commit_block(block.clone()).expect("block 3").codes.len(),
-                BatchSize::LargeInput,
-            )
-        });
+    for attested in [false, true] {
+        let mut g = c.benchmark_group(if attested { "block100-attested" } else { "block100" });
+        g.sample_size(20).measurement_time(Duration::from_secs(10)).throughput(Throughput::Elements(BLOCK_TXS));
+        for threads in [1usize, 2] {
+            g.bench_with_input(BenchmarkId::new("threads", threads), &threads, |b, &threads| {
+                b.iter_batched(
+                    setup(threads),
+                    |mut v| {
+                        let r = if attested {
+                            v.commit_block_attested(block.clone(), &codes)
+                        } else {
+                            v.commit_block(block.clone())
+                        };
+                        r.expect("block 3").codes.len()
+                    },
+                    BatchSize::LargeInput,
+                )
+            });
+        }
+        g.finish();
     }
-    g.finish();
 }
 
 criterion_group!(benches, bench_replay, bench_block100);

@@ -26,6 +26,11 @@
 //!    transactions, write-set application at height (block, tx) — a valid CONFIG transaction writes its
 //!    `ConfigEnvelope` under [`CHANNEL_CONFIG_KEY`] — and the commit hash.
 //!
+//! # With a trusted signature verifier
+//! [`Validator::commit_block_attested`] runs the same pipeline with the signature verdicts of a verifier the caller
+//! trusts (the BMac card, `ferrofabric-hw`): no ECDSA signature is verified, every other check and MVCC are, and the
+//! block commits only if the codes reached are the verifier's.
+//!
 //! # Not supported (yet)
 //! * Private data: only the hashed read/write sets are validated and kept (as Fabric's hashed state is); the private
 //!   data store, its dissemination and private-data purges are not kept.
@@ -104,6 +109,16 @@ pub enum ValidatorError {
     /// The genesis/config block does not hold a usable channel configuration.
     #[error("channel configuration: {0}")]
     Config(#[from] ferrofabric_channelconfig::PolicyError),
+    /// The codes a trusted signature verifier attested ([`Validator::commit_block_attested`]) differ from the ones
+    /// this validator reaches with its verdicts: the verifier is wrong or the two ledgers diverged. Nothing is
+    /// committed; validating the block with [`Validator::commit_block`] decides it.
+    #[error("block {number}: attested codes disputed: {reason}")]
+    Disputed {
+        /// The block's number.
+        number: u64,
+        /// The first transaction whose codes differ.
+        reason: String,
+    },
     /// Validation could not run to completion (Fabric's "VSCC execution failure"): e.g. an unsupported validation
     /// plugin or an unreadable chaincode definition. Fabric stops committing in this case too.
     #[error("block {number}: validation could not complete: {reason}")]
@@ -297,8 +312,31 @@ impl Validator {
     /// Errors ([`ValidatorError`]) refuse the whole block; an invalid *transaction* is not an error but a code.
     pub fn commit_block(&mut self, raw: Bytes) -> Result<BlockResult, ValidatorError> {
         let config = self.config.clone();
-        let prepared = self.pool.install(|| prepare(&config, raw));
-        self.finish_block(prepared)
+        let prepared = self.pool.install(|| prepare(&config, raw, Signatures::Verify));
+        self.finish_block(prepared, Signatures::Verify)
+    }
+
+    /// Commits the next block with the signature verdicts of a trusted verifier (BMac's split, hw/DESIGN.md §1: the
+    /// card verifies every ECDSA signature, the host commits). `attested` is the verifier's TRANSACTIONS_FILTER, one
+    /// code per transaction, given only for a block whose orderer signatures the verifier accepted.
+    ///
+    /// No signature is verified here. Every other check runs as in [`Validator::commit_block`], with each signature
+    /// taken as valid except where `attested` says otherwise: a transaction attested BAD_CREATOR_SIGNATURE has a bad
+    /// creator signature, one attested ENDORSEMENT_POLICY_FAILURE endorsements that satisfy nothing. MVCC then runs
+    /// on this validator's own state, and the block is committed only if the codes reached equal `attested`: a
+    /// verifier that is wrong about anything but the signatures themselves is caught.
+    ///
+    /// Errors: [`ValidatorError::Disputed`] when the codes differ (nothing committed), otherwise as
+    /// [`Validator::commit_block`].
+    pub fn commit_block_attested(
+        &mut self,
+        raw: Bytes,
+        attested: &[TxValidationCode],
+    ) -> Result<BlockResult, ValidatorError> {
+        let config = self.config.clone();
+        let signatures = Signatures::Attested(attested);
+        let prepared = self.pool.install(|| prepare(&config, raw, signatures));
+        self.finish_block(prepared, signatures)
     }
 
     /// Commits a stream of blocks, pipelined (FastFabric §III-D, "Opt P-II"): while block N's state-dependent checks,
@@ -317,14 +355,17 @@ impl Validator {
         let mut blocks = blocks.into_iter();
         let Some(first) = blocks.next() else { return };
         let config = self.config.clone();
-        let mut current = self.pool.install(|| prepare(&config, first));
+        let mut current = self.pool.install(|| prepare(&config, first, Signatures::Verify));
         loop {
             let config = self.config.clone();
             let next_raw = blocks.next();
             let pool = self.pool.clone();
             let (next, result) = pool.install(|| {
                 let me = &mut *self;
-                rayon::join(move || next_raw.map(|raw| prepare(&config, raw)), move || me.finish_block(current))
+                rayon::join(
+                    move || next_raw.map(|raw| prepare(&config, raw, Signatures::Verify)),
+                    move || me.finish_block(current, Signatures::Verify),
+                )
             });
             let failed = result.is_err();
             if !sink(result) || failed {
@@ -334,7 +375,7 @@ impl Validator {
                 // Prepared under a configuration that the block just committed replaced: prepare again.
                 Some(p) if !Arc::ptr_eq(&p.config, &self.config) => {
                     let config = self.config.clone();
-                    self.pool.install(|| prepare(&config, p.raw))
+                    self.pool.install(|| prepare(&config, p.raw, Signatures::Verify))
                 }
                 Some(p) => p,
                 None => return,
@@ -343,11 +384,11 @@ impl Validator {
     }
 
     /// The state-dependent stage, MVCC and commit of a prepared block.
-    fn finish_block(&mut self, prepared: Prepared) -> Result<BlockResult, ValidatorError> {
+    fn finish_block(&mut self, prepared: Prepared, signatures: Signatures<'_>) -> Result<BlockResult, ValidatorError> {
         let Prepared { raw: _, config, checked } = prepared;
-        let Checked { arena, signatures, prechecked } = checked?;
+        let Checked { arena, signatures: block_signatures, prechecked } = checked?;
         self.check_chain(&arena)?;
-        signatures?;
+        block_signatures?;
         let number = arena.number();
 
         let view = self.state.view();
@@ -357,6 +398,7 @@ impl Validator {
             txids: &self.txids,
             block_number: number,
             policies: &self.policies,
+            signatures,
         };
         let verdicts = self.pool.install(|| txcheck::finish_all(&ctx, &arena, prechecked));
         let mut verdicts = verdicts
@@ -367,6 +409,9 @@ impl Validator {
         mvcc::mark_duplicate_txids(&mut verdicts);
         let (codes, updates) = mvcc::validate_and_prepare(&view, &arena, &verdicts);
         drop(view);
+        if let Signatures::Attested(attested) = signatures {
+            check_attested(number, &codes, attested)?;
+        }
 
         // A valid CONFIG transaction replaces the configuration for the blocks that follow.
         let mut new_config = None;
@@ -408,6 +453,50 @@ impl Validator {
     }
 }
 
+/// Who verifies the ECDSA signatures of a block.
+#[derive(Clone, Copy)]
+pub(crate) enum Signatures<'a> {
+    /// This validator, as a Fabric peer does.
+    Verify,
+    /// A trusted verifier, whose codes for the block's transactions these are ([`Validator::commit_block_attested`]).
+    Attested(&'a [TxValidationCode]),
+}
+
+impl Signatures<'_> {
+    /// Whether transaction `i`'s creator signature is to be verified (`None`) or is taken as given.
+    pub(crate) fn creator(&self, i: usize) -> Option<bool> {
+        match self {
+            Signatures::Verify => None,
+            Signatures::Attested(codes) => Some(codes.get(i) != Some(&TxValidationCode::BadCreatorSignature)),
+        }
+    }
+
+    /// Whether transaction `i`'s endorsement signatures are to be verified (`None`) or are taken as all valid
+    /// (`Some(true)`) or as satisfying no policy (`Some(false)`).
+    pub(crate) fn endorsements(&self, i: usize) -> Option<bool> {
+        match self {
+            Signatures::Verify => None,
+            Signatures::Attested(codes) => Some(codes.get(i) != Some(&TxValidationCode::EndorsementPolicyFailure)),
+        }
+    }
+}
+
+/// The codes reached with attested signature verdicts must be the attested ones.
+fn check_attested(
+    number: u64,
+    codes: &[TxValidationCode],
+    attested: &[TxValidationCode],
+) -> Result<(), ValidatorError> {
+    let disputed = |reason: String| ValidatorError::Disputed { number, reason };
+    if codes.len() != attested.len() {
+        return Err(disputed(format!("{} codes attested for {} transactions", attested.len(), codes.len())));
+    }
+    match codes.iter().zip(attested).position(|(ours, theirs)| ours != theirs) {
+        Some(i) => Err(disputed(format!("transaction {i}: attested {:?}, validated {:?}", attested[i], codes[i]))),
+        None => Ok(()),
+    }
+}
+
 /// A block after the stateless stage (decoded, data hash and orderer signatures checked, transactions prechecked),
 /// waiting for the commit of its predecessor.
 struct Prepared {
@@ -425,21 +514,23 @@ struct Checked {
 
 /// The stateless stage of a block, on the current rayon pool: the block's own checks and the transactions' prechecks
 /// run side by side.
-fn prepare(config: &Arc<ChannelConfig>, raw: Bytes) -> Prepared {
+fn prepare(config: &Arc<ChannelConfig>, raw: Bytes, sigs: Signatures<'_>) -> Prepared {
     let checked = BlockArena::decode(raw.clone()).map_err(ValidatorError::from).map(|arena| {
+        let presumed = matches!(sigs, Signatures::Attested(_));
         let (signatures, prechecked) =
-            rayon::join(|| check_block(config, &arena), || txcheck::precheck_all(config, &arena));
+            rayon::join(|| check_block(config, &arena, presumed), || txcheck::precheck_all(config, &arena, sigs));
         Checked { arena, signatures, prechecked }
     });
     Prepared { raw, config: config.clone(), checked }
 }
 
 /// The block's own stateless checks: data hash and orderer signatures (Fabric's `mcs.VerifyBlock`).
-fn check_block(config: &ChannelConfig, arena: &BlockArena) -> Result<(), ValidatorError> {
+/// With `presumed`, the orderer signatures count as valid (their signers must still satisfy the policy).
+fn check_block(config: &ChannelConfig, arena: &BlockArena, presumed: bool) -> Result<(), ValidatorError> {
     if arena.header().data_hash.as_ref() != arena.computed_data_hash() {
         return Err(bad(arena.number(), "data hash does not match the block's data"));
     }
-    check_block_signatures(config, arena)
+    check_block_signatures(config, arena, presumed)
 }
 
 /// Verifies the SIGNATURES metadata against `/Channel/Orderer/BlockValidation` (Fabric's
@@ -450,7 +541,7 @@ fn check_block(config: &ChannelConfig, arena: &BlockArena) -> Result<(), Validat
 ///   (`IdentifierHeader{consenter id, nonce}`): the signer is the consenter of that id in the Orderer group's
 ///   `Orderers.consenter_mapping`, and the signature covers `metadata.value ‖ identifier_header ‖ DER(block header)`.
 ///   A signature whose id names no consenter is skipped, as Fabric skips it.
-fn check_block_signatures(config: &ChannelConfig, arena: &BlockArena) -> Result<(), ValidatorError> {
+fn check_block_signatures(config: &ChannelConfig, arena: &BlockArena, presumed: bool) -> Result<(), ValidatorError> {
     let number = arena.number();
     let sig_err = |reason: String| ValidatorError::BadSignature { number, reason };
     let raw = arena
@@ -491,7 +582,11 @@ fn check_block_signatures(config: &ChannelConfig, arena: &BlockArena) -> Result<
     let policy = config
         .policy("/Channel/Orderer/BlockValidation")
         .ok_or_else(|| sig_err("the channel has no /Channel/Orderer/BlockValidation policy".into()))?;
-    let set = SignatureSet::new(items, config.msp_manager());
+    let set = if presumed {
+        SignatureSet::presumed_valid(items, config.msp_manager())
+    } else {
+        SignatureSet::new(items, config.msp_manager())
+    };
     policy.evaluate(&set).map_err(|e| sig_err(e.to_string()))
 }
 
@@ -503,7 +598,7 @@ fn check_block_signatures(config: &ChannelConfig, arena: &BlockArena) -> Result<
 /// Errors: the bytes do not decode, or the signatures do not satisfy the policy.
 pub fn verify_block_attestation(config: &ChannelConfig, block: Bytes) -> Result<u64, ValidatorError> {
     let arena = BlockArena::decode(block)?;
-    check_block_signatures(config, &arena)?;
+    check_block_signatures(config, &arena, false)?;
     Ok(arena.number())
 }
 

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use crate::txids::TxIds;
-use crate::{lifecycle, vscc, TxValidationCode as Code};
+use crate::{lifecycle, vscc, Signatures, TxValidationCode as Code};
 
 /// What the state-dependent stage needs to know about the ledger, shared read-only by all threads.
 pub(crate) struct BlockContext<'a> {
@@ -25,6 +25,8 @@ pub(crate) struct BlockContext<'a> {
     pub txids: &'a TxIds,
     pub block_number: u64,
     pub policies: &'a vscc::PolicyCache,
+    /// Who verifies the signatures of the block's transactions.
+    pub signatures: Signatures<'a>,
 }
 
 /// The outcome of the stateless stage for one transaction: everything that depends only on the transaction's bytes
@@ -72,9 +74,21 @@ struct CreatorSignature<'a> {
 /// The stateless stage over a block, on the current rayon pool. The creator signatures are verified after the
 /// other checks, in batches ([`ferrofabric_msp::verify_batch`]); a transaction whose signature fails gets
 /// BAD_CREATOR_SIGNATURE whatever its later checks said, as Fabric, which checks the signature first, gives it.
-pub(crate) fn precheck_all(config: &ChannelConfig, arena: &BlockArena) -> Vec<Prechecked> {
+///
+/// With attested signatures ([`Signatures::Attested`]) nothing is verified: each creator signature is as attested.
+pub(crate) fn precheck_all(config: &ChannelConfig, arena: &BlockArena, sigs: Signatures<'_>) -> Vec<Prechecked> {
     let staged: Vec<(Prechecked, Option<CreatorSignature<'_>>)> =
         arena.txs().par_iter().map(|tx| precheck(config, tx)).collect();
+    if let Signatures::Attested(_) = sigs {
+        return staged
+            .into_iter()
+            .enumerate()
+            .map(|(i, (pre, sig))| match sig {
+                Some(_) if sigs.creator(i) == Some(false) => Prechecked::Final(Code::BadCreatorSignature),
+                _ => pre,
+            })
+            .collect();
+    }
     let pending: Vec<&CreatorSignature<'_>> = staged.iter().filter_map(|(_, sig)| sig.as_ref()).collect();
     let verdicts: Vec<bool> = pending
         .par_chunks(SIGNATURE_BATCH)
@@ -100,7 +114,7 @@ pub(crate) fn finish_all(
     arena: &BlockArena,
     prechecked: Vec<Prechecked>,
 ) -> Vec<Result<Verdict, String>> {
-    arena.txs().par_iter().zip(prechecked).map(|(tx, pre)| finish(ctx, tx, pre)).collect()
+    arena.txs().par_iter().zip(prechecked).enumerate().map(|(i, (tx, pre))| finish(ctx, i, tx, pre)).collect()
 }
 
 /// The stateless checks of one transaction, its creator's signature left to the caller (`Some` when every check up
@@ -142,7 +156,7 @@ fn precheck_valid(tx: &TxArena, htype: HeaderType) -> Prechecked {
     }
 }
 
-fn finish(ctx: &BlockContext<'_>, tx: &TxArena, pre: Prechecked) -> Result<Verdict, String> {
+fn finish(ctx: &BlockContext<'_>, i: usize, tx: &TxArena, pre: Prechecked) -> Result<Verdict, String> {
     match pre {
         Prechecked::Final(Code::NotValidated) => {
             Err("a config transaction that passed the header checks does not decode".to_owned())
@@ -154,7 +168,7 @@ fn finish(ctx: &BlockContext<'_>, tx: &TxArena, pre: Prechecked) -> Result<Verdi
                 return Ok(Verdict::code(Code::DuplicateTxid));
             }
             let code = match namespaces {
-                Ok(ns) => dispatch_vscc(ctx, tx, &ns)?,
+                Ok(ns) => dispatch_vscc(ctx, i, tx, &ns)?,
                 Err(code) => code,
             };
             let passed = code == Code::Valid;
@@ -337,8 +351,12 @@ pub fn check_structure(tx: &TxArena) -> Result<Vec<String>, Code> {
 
 /// The state-dependent half of the dispatcher: each namespace's chaincode definition, then VSCC.
 /// `Err`: validation could not complete (fails the block).
-fn dispatch_vscc(ctx: &BlockContext<'_>, tx: &TxArena, namespaces: &[String]) -> Result<Code, String> {
-    let sigset = vscc::endorsement_set(ctx, tx);
+fn dispatch_vscc(ctx: &BlockContext<'_>, i: usize, tx: &TxArena, namespaces: &[String]) -> Result<Code, String> {
+    // Endorsements attested to satisfy no policy are as good as none.
+    let sigset = match ctx.signatures.endorsements(i) {
+        Some(false) => None,
+        presumed => vscc::endorsement_set(ctx, tx, presumed == Some(true)),
+    };
     for ns in namespaces {
         let def = match lifecycle::definition(ctx.config, ctx.view, ns)? {
             Some(d) if !d.plugin.is_empty() && !d.policy.is_empty() => d,

@@ -42,8 +42,9 @@ pub(crate) enum VsccError {
 }
 
 /// The endorsements as a lazily verified signature set: each endorser signed `proposal_response_payload ‖ endorser`.
-/// `None`: the transaction has no endorsed action (cannot happen after the dispatcher's checks).
-pub(crate) fn endorsement_set<'a>(ctx: &BlockContext<'a>, tx: &TxArena) -> Option<SignatureSet<'a>> {
+/// `None`: the transaction has no endorsed action (cannot happen after the dispatcher's checks). With `presumed`
+/// the signatures count as valid without being verified (a trusted verifier checked them).
+pub(crate) fn endorsement_set<'a>(ctx: &BlockContext<'a>, tx: &TxArena, presumed: bool) -> Option<SignatureSet<'a>> {
     let act = tx.action().ok()?;
     let endorsed = act.payload.action.as_ref()?;
     let prp = &endorsed.proposal_response_payload;
@@ -57,7 +58,8 @@ pub(crate) fn endorsement_set<'a>(ctx: &BlockContext<'a>, tx: &TxArena) -> Optio
             SignedData { data: Bytes::from(data), identity: e.endorser.clone(), signature: e.signature.clone() }
         })
         .collect();
-    Some(SignatureSet::new(items, ctx.config.msp_manager().as_ref()))
+    let msps = ctx.config.msp_manager().as_ref();
+    Some(if presumed { SignatureSet::presumed_valid(items, msps) } else { SignatureSet::new(items, msps) })
 }
 
 /// Evaluates a marshaled `ApplicationPolicy` on a signature set (Fabric's `ApplicationPolicyEvaluator`).

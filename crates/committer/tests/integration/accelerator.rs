@@ -1,7 +1,8 @@
 //! The committer with the BMac card (`Accelerator: sim:8x2`, the RTL co-simulated under Verilator): on Fabric
 //! 2.5.16's own ledger it stores the bytes Fabric's peer stored (TRANSACTIONS_FILTER and COMMIT_HASH) and serves the
-//! same peer Deliver events; a card that stops answering is switched off and the host validates in software,
-//! without losing or repeating a block; a restarted committer brings its card back to the stored height.
+//! same peer Deliver events; a card that stops answering, or whose codes its host disputes, is switched off and the
+//! host validates in software, without losing or repeating a block; a restarted committer brings its card back to
+//! the stored height.
 //!
 //! Without the Verilator backend in this build these tests report SKIPPED and pass, unless
 //! `FERROFABRIC_REQUIRE_VERILATOR=1`.
@@ -104,20 +105,43 @@ fn stored_commit_hash(block: &Bytes) -> Option<[u8; 32]> {
     ferrofabric_committer::stored_peer_metadata(block).unwrap().1
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_card_that_stops_answering_is_switched_off_and_no_block_is_lost() {
-    let Some(Setup { _one, mut orderer, data, peer_blocks }) = setup().await else { return };
-    // The card answers for the first 10 hardware-path blocks (blocks 7 to 16), then stops.
-    fail::cfg("bmac-card-fault", "10*off->return(no result within the deadline)").unwrap();
+/// Runs the fixture ledger through a committer whose card misbehaves as fail point `point` with `actions` makes it,
+/// checks that the committer stored the bytes Fabric's peer stored, and returns its accelerator metrics: blocks
+/// validated on the card, blocks validated by the host, whether the card is still on.
+async fn with_faulty_card(point: &str, actions: &str) -> Option<(f64, f64, f64)> {
+    let Setup { _one, mut orderer, data, peer_blocks } = setup().await?;
+    fail::cfg(point, actions).unwrap();
     let c = committer_with_card(data.path(), vec![orderer.addr.clone()]).await;
     wait_height(&c, 29).await;
-    fail::remove("bmac-card-fault");
+    fail::remove(point);
     assert_fabric_peer_bytes(&c, &peer_blocks);
-    // The card validated blocks 7 to 16; from block 17 on, its host did, and the card is reported off.
     let m = metrics(&c);
-    assert_eq!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="hardware"}"#), 10.0, "{m}");
-    assert_eq!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="host"}"#), 18.0);
-    assert_eq!(sample(&m, r#"committer_accelerator_card_on{channel="mychannel"}"#), 0.0);
+    eprintln!("{m}");
+    let counts = (
+        sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="hardware"}"#),
+        sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="host"}"#),
+        sample(&m, r#"committer_accelerator_card_on{channel="mychannel"}"#),
+    );
     c.shutdown().await.unwrap();
     orderer.stop().await;
+    Some(counts)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_that_stops_answering_is_switched_off_and_no_block_is_lost() {
+    // The card answers for the first 10 hardware-path blocks (blocks 7 to 16), then stops.
+    let Some(counts) = with_faulty_card("bmac-card-fault", "10*off->return(no result within the deadline)").await
+    else {
+        return;
+    };
+    // The card validated blocks 7 to 16; from block 17 on, its host did, and the card is reported off.
+    assert_eq!(counts, (10.0, 18.0, 0.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_whose_codes_the_host_disputes_is_switched_off_and_the_host_decides() {
+    // The card gets the first code of its first block (block 7) wrong: the host, committing with the card's
+    // signature verdicts, reaches another code by its own MVCC, refuses the card's, and validates in software.
+    let Some(counts) = with_faulty_card("bmac-card-wrong-code", "1*return->off").await else { return };
+    assert_eq!(counts, (0.0, 28.0, 0.0));
 }

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod attested;
 mod bft_attestation;
 mod fabric_hang;
 mod fuzz_envelopes;

@@ -151,6 +151,15 @@ impl Harness {
         Ok(result)
     }
 
+    /// Commits a block cut by [`Harness::cut`] with a verifier's attested codes
+    /// ([`Validator::commit_block_attested`]); the chain advances only if the validator accepts it.
+    pub(crate) fn commit_raw_attested(&mut self, raw: Bytes, attested: &[Code]) -> Result<BlockResult, ValidatorError> {
+        let header = Block::decode(raw.clone()).unwrap().header.unwrap();
+        let result = self.validator.commit_block_attested(raw, attested)?;
+        self.last = header;
+        Ok(result)
+    }
+
     /// Cuts and commits the next block; the block must be accepted. Checks, for every block, that only VALID
     /// transactions changed the state: every key whose value, metadata or version changed (or that disappeared)
     /// was updated by a transaction of this block whose code is VALID.

@@ -23,7 +23,8 @@ pub(crate) struct CommitterArgs {
     /// Overrides `Orderers` (repeat for several).
     #[arg(long = "orderer", value_name = "ADDR")]
     pub orderers: Vec<String>,
-    /// Overrides `Accelerator`: `sim:NxM` validates blocks on the co-simulated BMac card (e.g. `sim:8x2`).
+    /// Overrides `Accelerator`: `sim:NxM` validates blocks on the co-simulated BMac card (e.g. `sim:8x2`),
+    /// `udp:HOST:PORT` on a card on the network (`ferrofabric hw card`).
     #[arg(long, value_name = "SPEC")]
     pub accelerator: Option<String>,
 }

@@ -1,6 +1,13 @@
-//! `ferrofabric hw validate`: the flags of [`ferrofabric_hw::validate_ledger`].
+//! `ferrofabric hw validate` (the flags of [`ferrofabric_hw::validate_ledger`]) and `ferrofabric hw card` (a
+//! co-simulated card on the network, [`ferrofabric_hw::serve_card`]).
 
+use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
 
 use ferrofabric_hw::ValidateOptions;
 
@@ -30,4 +37,53 @@ pub(crate) struct HwValidateArgs {
 pub(crate) fn run(args: HwValidateArgs) -> anyhow::Result<()> {
     let HwValidateArgs { genesis, blocks, report, config, quiet } = args;
     ferrofabric_hw::validate_ledger(&ValidateOptions { genesis, blocks, report, config, quiet })
+}
+
+/// Arguments of `ferrofabric hw card`.
+#[derive(Clone, Debug, clap::Args)]
+pub(crate) struct HwCardArgs {
+    /// Card configuration N x M: N transaction validators with M VSCC engines each (built into this binary:
+    /// `FERROFABRIC_HW_CONFIGS`).
+    #[arg(long, default_value = "8x2")]
+    pub config: String,
+    /// The UDP address the card receives its datagrams on (hw/DESIGN.md §7), e.g. `127.0.0.1:7063`.
+    #[arg(long)]
+    pub listen: SocketAddr,
+    /// Stop after this many seconds (default: run until SIGINT or SIGTERM).
+    #[arg(long)]
+    pub seconds: Option<u64>,
+}
+
+/// Runs `ferrofabric hw card`: the co-simulated card behind a UDP socket until a signal (or `--seconds`). Prints one
+/// line `hw card ready: listen=ADDR config=NxM` once it receives.
+///
+/// Errors: a bad configuration, an address that cannot be bound, the model not built, or the socket failing.
+pub(crate) fn run_card(args: HwCardArgs) -> anyhow::Result<()> {
+    let (n, m) = ferrofabric_hw::parse_card_config(&args.config)?;
+    let socket = UdpSocket::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
+    println!("hw card ready: listen={} config={n}x{m}", socket.local_addr()?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let card = {
+        let stop = stop.clone();
+        // The simulation stays on the thread that made it; the socket is read there too.
+        std::thread::Builder::new()
+            .name("bmac-card".into())
+            .spawn(move || ferrofabric_hw::serve_card(&socket, n, m, &stop))?
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let finished = {
+        let stop = stop.clone();
+        move || stop.load(Ordering::Relaxed)
+    };
+    runtime.block_on(async {
+        let limit = args.seconds.map_or(Duration::MAX, Duration::from_secs);
+        tokio::select! {
+            () = ferrofabric_comm::wait_for_signal() => {}
+            () = tokio::time::sleep(limit) => {}
+            () = async { while !finished() && !card.is_finished() { tokio::time::sleep(Duration::from_millis(100)).await } } => {}
+        }
+    });
+    stop.store(true, Ordering::Relaxed);
+    card.join().map_err(|_| anyhow!("the card thread panicked"))??;
+    Ok(())
 }

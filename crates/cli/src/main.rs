@@ -102,6 +102,9 @@ enum HwCommand {
     /// Runs a ledger through the co-simulated block processor; the report is `ledger replay`'s plus per-block
     /// `cycles` and `tx_per_s_at_250mhz`.
     Validate(hw::HwValidateArgs),
+    /// Runs the co-simulated card behind a UDP socket, as a network-attached card: the host (`committer
+    /// --accelerator udp:ADDR`) sends it each block's sections as datagrams and reads its results.
+    Card(hw::HwCardArgs),
 }
 
 #[derive(Subcommand)]
@@ -163,6 +166,7 @@ fn main() -> ExitCode {
         Command::Node(args) => ferrofabric_node::run(args),
         Command::Qioi(args) => qioi::run(args),
         Command::Hw { command: HwCommand::Validate(args) } => hw::run(args),
+        Command::Hw { command: HwCommand::Card(args) } => hw::run_card(args),
         Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric::bench_orderer(args).map(|_| ()),
         Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric::bench_e2e(args).map(|_| ()),
         Command::Bench { command: BenchCommand::Isolation(args) } => ferrofabric::bench_isolation(args).map(|_| ()),

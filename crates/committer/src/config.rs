@@ -89,8 +89,8 @@ pub struct CommitterConfig {
     pub delivery: DeliveryConfig,
     /// A BMac block processor that validates blocks for this committer (hw/DESIGN.md): `sim:NxM`, the RTL
     /// co-simulated under Verilator with N transaction validators of M endorsement engines (a configuration built
-    /// into this binary, `FERROFABRIC_HW_CONFIGS`); `alveo:DEVICE`, an Alveo card (not in this build). Unset: the
-    /// software validator.
+    /// into this binary, `FERROFABRIC_HW_CONFIGS`); `udp:HOST:PORT`, a card on the network (`ferrofabric hw card`,
+    /// hw/DESIGN.md §7); `alveo:DEVICE`, an Alveo card (not in this build). Unset: the software validator.
     pub accelerator: Option<String>,
 }
 
@@ -104,13 +104,23 @@ pub enum Accelerator {
         /// Endorsement engines per validator.
         m: u32,
     },
+    /// A card on the network at this UDP address (hw/DESIGN.md §7).
+    Udp(std::net::SocketAddr),
 }
 
 impl Accelerator {
-    /// Parses `sim:NxM` (e.g. `sim:8x2`).
+    /// Parses `sim:NxM` (e.g. `sim:8x2`) or `udp:HOST:PORT` (e.g. `udp:127.0.0.1:7063`; the host name is resolved
+    /// once, here).
     ///
-    /// Errors: another form, or `alveo:DEVICE` (no Alveo backend in this build).
+    /// Errors: another form, an address that does not resolve, or `alveo:DEVICE` (no Alveo backend in this build).
     pub fn parse(spec: &str) -> anyhow::Result<Accelerator> {
+        if let Some(addr) = spec.strip_prefix("udp:") {
+            use std::net::ToSocketAddrs;
+            let resolved = addr.to_socket_addrs().ok().and_then(|mut a| a.next());
+            return resolved.map(Accelerator::Udp).ok_or_else(|| {
+                anyhow::anyhow!("Accelerator {spec:?}: expected udp:HOST:PORT with a host that resolves")
+            });
+        }
         if let Some(cfg) = spec.strip_prefix("sim:") {
             let parsed = cfg.split_once('x').and_then(|(n, m)| Some((n.parse().ok()?, m.parse().ok()?)));
             return match parsed {
@@ -121,7 +131,7 @@ impl Accelerator {
         if spec.starts_with("alveo:") {
             bail!("Accelerator {spec:?}: this build has no Alveo backend (use sim:NxM)");
         }
-        bail!("Accelerator {spec:?}: expected sim:NxM or alveo:DEVICE")
+        bail!("Accelerator {spec:?}: expected sim:NxM, udp:HOST:PORT or alveo:DEVICE")
     }
 }
 

@@ -222,9 +222,14 @@ pub fn recover(
 /// Errors: the configuration is not built into this binary, a stored block is unreadable or refused, or its
 /// re-validation disagrees with what is stored.
 fn start_card(store: &BlockStore, accelerator: Accelerator) -> anyhow::Result<VerilatorProcessor> {
-    let Accelerator::Sim { n, m } = accelerator;
     let block0 = store.block(0)?.ok_or_else(|| anyhow!("block 0 vanished from the store"))?;
-    let mut card = VerilatorProcessor::new(block0, n, m).map_err(|e| anyhow!("starting the {n}x{m} BMac card: {e}"))?;
+    let mut card = match accelerator {
+        Accelerator::Sim { n, m } => {
+            VerilatorProcessor::new(block0, n, m).map_err(|e| anyhow!("starting the {n}x{m} BMac card: {e}"))?
+        }
+        Accelerator::Udp(addr) => VerilatorProcessor::connect(block0, addr, CARD_DEADLINE)
+            .map_err(|e| anyhow!("connecting to the BMac card at {addr}: {e}"))?,
+    };
     for stored in store.blocks(1..store.height()) {
         let stored = stored.context("reading a stored block")?;
         let c =
@@ -236,6 +241,10 @@ fn start_card(store: &BlockStore, accelerator: Accelerator) -> anyhow::Result<Ve
     }
     Ok(card)
 }
+
+/// How long the host waits for a networked card's result for one block before it validates the block itself. A
+/// co-simulated card takes seconds of wall-clock time per block; a real one, microseconds.
+const CARD_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// A validator at the checkpoint's block, from the checkpoint's state and the stored blocks up to it (their txids and
 /// last valid configuration), so that only the blocks after it are validated again. The checkpoint must match the
@@ -534,7 +543,10 @@ fn run_card(
     checkpoint_interval: u64,
 ) -> anyhow::Result<()> {
     loop {
-        let Some(fetched) = blocks.blocking_recv() else {
+        // A card may take seconds per block (a co-simulated one does): once the follower has gone (shutting down),
+        // stop between blocks rather than validate what is still queued; those blocks are fetched again on restart.
+        let next = if blocks.is_closed() { None } else { blocks.blocking_recv() };
+        let Some(fetched) = next else {
             // The follower closed the channel: shutting down. Leave a checkpoint of the final state.
             let number = card.last_block_number();
             let _ = jobs.send(StoreJob::Checkpoint { number, commit_hash: card.commit_hash() });

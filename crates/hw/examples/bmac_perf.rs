@@ -44,7 +44,7 @@ fn main() {
                 run.blocks,
                 f64::from(lat) / 250.0
             );
-            let stats = p.card().stats().unwrap();
+            let stats = p.card().expect("a card in this process").stats().unwrap();
             eprintln!("{n}x{m} size {size}: {run:?}; card {stats:?}");
         }
     }

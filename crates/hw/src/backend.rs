@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use ferrofabric_validator::{BlockResult, TxValidationCode, Validator, ValidatorError, ValidatorOptions};
 
+use crate::netcard::UdpCard;
 use crate::regs;
 use crate::session::{HostSession, Route};
 use crate::sim::{Port, Sim, SimError};
@@ -251,6 +252,27 @@ impl Card {
         }
     }
 
+    /// Runs the card until a block result is out or `cycles` have passed, and returns the oldest result read (by
+    /// this call or while [`Card::send`] waited), if any.
+    ///
+    /// Errors: [`SimError::Status`] on a sticky STATUS error (the result that came with it stays queued:
+    /// [`Card::take_result`]), [`SimError::Timeout`] on an AXI-Lite hang.
+    pub fn poll_result(&mut self, cycles: u64) -> Result<Option<CardResult>, SimError> {
+        if self.results.is_empty() {
+            match self.sim.step_until(Port::Irq, 1, cycles, "block result") {
+                Ok(_) => self.read_result()?,
+                Err(SimError::Timeout(..)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(self.results.pop_front())
+    }
+
+    /// The oldest result already read and not yet taken, without running the card.
+    pub fn take_result(&mut self) -> Option<CardResult> {
+        self.results.pop_front()
+    }
+
     /// Lets the card run for `cycles` (e.g. to let a state sync drain).
     pub fn idle(&mut self, cycles: u64) {
         self.sim.step(cycles);
@@ -278,10 +300,43 @@ fn codes_of(bytes: &[u8]) -> Vec<TxValidationCode> {
         .collect()
 }
 
-/// The BMac peer: host session + simulated card (see the module docs).
+/// How the host reaches its card.
+enum Link {
+    /// The co-simulated card in this process, fed frame by frame.
+    Local(Card),
+    /// A card on the network (hw/DESIGN.md §7), fed datagram by datagram.
+    Udp(UdpCard),
+}
+
+impl Link {
+    fn send(&mut self, s: &Section) -> Result<(), ProcessError> {
+        let wire = |e: crate::wire::WireError| ProcessError::Hardware(e.to_string());
+        match self {
+            Link::Local(card) => Ok(card.send(&s.to_frame().map_err(wire)?)?),
+            Link::Udp(card) => card.send(&s.to_l7().map_err(wire)?).map_err(|e| ProcessError::Hardware(e.to_string())),
+        }
+    }
+
+    fn next_result(&mut self) -> Result<CardResult, ProcessError> {
+        match self {
+            Link::Local(card) => Ok(card.next_result()?),
+            Link::Udp(card) => card.next_result().map_err(|e| ProcessError::Hardware(e.to_string())),
+        }
+    }
+
+    /// The simulated cycle count of a card in this process.
+    fn cycles(&mut self) -> Option<u64> {
+        match self {
+            Link::Local(card) => Some(card.sim().cycles()),
+            Link::Udp(_) => None,
+        }
+    }
+}
+
+/// The BMac peer: host session + card, simulated in this process or on the network (see the module docs).
 pub struct VerilatorProcessor {
     host: HostSession,
-    card: Card,
+    card: Link,
     config: (u32, u32),
     /// Why the card was switched off ([`VerilatorProcessor::commit`]); `None` while it validates.
     card_off: Option<String>,
@@ -306,10 +361,32 @@ impl VerilatorProcessor {
     pub fn new(genesis: Bytes, n: u32, m: u32) -> Result<Self, ProcessError> {
         Ok(VerilatorProcessor {
             host: HostSession::new(genesis)?,
-            card: Card::new(n, m)?,
+            card: Link::Local(Card::new(n, m)?),
             config: (n, m),
             card_off: None,
         })
+    }
+
+    /// Joins the channel from its genesis block with the card on the network at `card` ([`crate::serve_card`]),
+    /// which is reset; each block result must come within `deadline`.
+    ///
+    /// Errors: the genesis block is unusable, or the card does not answer.
+    pub fn connect(
+        genesis: Bytes,
+        card: std::net::SocketAddr,
+        deadline: std::time::Duration,
+    ) -> Result<Self, ProcessError> {
+        let host = HostSession::new(genesis)?;
+        let link = UdpCard::connect(card, deadline).map_err(|e| ProcessError::Hardware(e.to_string()))?;
+        Ok(VerilatorProcessor { host, config: link.config(), card: Link::Udp(link), card_off: None })
+    }
+
+    /// The link to a card on the network ([`VerilatorProcessor::connect`]), `None` for a card in this process.
+    pub fn udp_link(&mut self) -> Option<&mut UdpCard> {
+        match &mut self.card {
+            Link::Udp(link) => Some(link),
+            Link::Local(_) => None,
+        }
     }
 
     /// Number of the last committed block.
@@ -339,10 +416,9 @@ impl VerilatorProcessor {
         if let Some(why) = fail::eval("bmac-card-fault", |arg| arg.unwrap_or_else(|| "fault point".into())) {
             return Err(ProcessError::Hardware(format!("the card stopped answering ({why})")));
         }
-        let t0 = self.card.sim().cycles();
+        let t0 = self.card.cycles();
         for s in sections {
-            let frame = s.to_frame().map_err(|e| ProcessError::Hardware(e.to_string()))?;
-            self.card.send(&frame)?;
+            self.card.send(s)?;
         }
         let mut r = self.card.next_result()?;
         if fail::eval("bmac-card-wrong-code", |_| ()).is_some() {
@@ -358,7 +434,8 @@ impl VerilatorProcessor {
                 r.codes.len(),
             )));
         }
-        let cycles = r.at_cycle - t0;
+        // A card on the network counts its own cycles: its LATENCY register (HEADER to result) stands for them.
+        let cycles = t0.map_or(u64::from(r.latency), |t0| r.at_cycle - t0);
         Ok((r, cycles))
     }
 
@@ -386,11 +463,7 @@ impl VerilatorProcessor {
             Route::Host(reason) => {
                 let (result, sync) = self.host.commit(raw, true)?;
                 for s in &sync {
-                    let sent = s
-                        .to_frame()
-                        .map_err(|e| e.to_string())
-                        .and_then(|f| self.card.send(&f).map_err(|e| e.to_string()));
-                    if let Err(e) = sent {
+                    if let Err(e) = self.card.send(s) {
                         self.card_off = Some(format!("block {}: state sync: {e}", result.number));
                         break;
                     }
@@ -435,9 +508,12 @@ impl VerilatorProcessor {
         Ok(Committed { result, path: BlockPath::Host(format!("the card failed: {why}")), cycles: None })
     }
 
-    /// The card (statistics, cycle counter).
-    pub fn card(&mut self) -> &mut Card {
-        &mut self.card
+    /// The card in this process (statistics, cycle counter); `None` for a card on the network.
+    pub fn card(&mut self) -> Option<&mut Card> {
+        match &mut self.card {
+            Link::Local(card) => Some(card),
+            Link::Udp(_) => None,
+        }
     }
 
     /// The host session.
@@ -484,15 +560,18 @@ impl VerilatorProcessor {
                 .collect::<Result<Vec<_>, _>>()?;
             work.push((p.number, res.transactions_filter(), frames));
         }
-        let t0 = self.card.sim().cycles();
+        let Link::Local(card) = &mut self.card else {
+            return Err(ProcessError::Hardware("a pipelined run needs the card in this process".into()));
+        };
+        let t0 = card.sim().cycles();
         for (_, _, frames) in &work {
             for f in frames {
-                self.card.send(f)?;
+                card.send(f)?;
             }
         }
         let mut results = Vec::with_capacity(work.len());
         for _ in 0..work.len() {
-            results.push(self.card.next_result()?);
+            results.push(card.next_result()?);
         }
         for ((number, codes, _), r) in work.iter().zip(&results) {
             if r.number != *number || r.codes != *codes || !r.block_valid {
@@ -545,8 +624,7 @@ impl BlockProcessor for VerilatorProcessor {
             Route::Host(reason) => {
                 let (res, sync) = self.host.commit(raw, true)?;
                 for s in &sync {
-                    let frame = s.to_frame().map_err(|e| ProcessError::Hardware(e.to_string()))?;
-                    self.card.send(&frame)?;
+                    self.card.send(s)?;
                 }
                 Ok(Processed {
                     number: res.number,

@@ -153,7 +153,7 @@ pub fn run(args: &ValidateOptions) -> Result<()> {
         }
     }
     let seconds = started.elapsed().as_secs_f64();
-    let card = proc.card();
+    let card = proc.card().ok_or_else(|| anyhow!("the card is not in this process"))?;
     let stats = card.stats().unwrap_or_default();
     let report = Report {
         blocks: reports,

@@ -248,40 +248,60 @@ fn ipv4_checksum(h: &[u8]) -> u16 {
     !(sum as u16)
 }
 
+/// The Ethernet frame (without FCS) of a datagram whose UDP payload is `l7`: what the card's MAC hands its protocol
+/// processor when the datagram arrives over a real network (§2.1).
+///
+/// Errors: [`WireError::TooLarge`] when the frame exceeds [`MAX_FRAME`].
+pub fn frame_of_l7(l7: &[u8]) -> Result<Vec<u8>, WireError> {
+    let total = ETH_IP_UDP_LEN + l7.len();
+    if total > MAX_FRAME {
+        return Err(WireError::TooLarge(total));
+    }
+    let mut f = Vec::with_capacity(total);
+    f.extend_from_slice(&DST_MAC);
+    f.extend_from_slice(&SRC_MAC);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let ip_len = (total - 14) as u16;
+    let mut ip = [0u8; 20];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
+    ip[6] = 0x40; // don't fragment
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&SRC_IP);
+    ip[16..20].copy_from_slice(&DST_IP);
+    let csum = ipv4_checksum(&ip);
+    ip[10..12].copy_from_slice(&csum.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&UDP_PORT.to_be_bytes());
+    f.extend_from_slice(&UDP_PORT.to_be_bytes());
+    f.extend_from_slice(&((l7.len() + 8) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(l7);
+    Ok(f)
+}
+
 impl Section {
     /// The complete Ethernet frame (without FCS).
     ///
     /// Errors: [`WireError::TooLarge`] when the frame exceeds [`MAX_FRAME`], [`WireError::BadField`] when there
     /// are more than [`MAX_ANN`] annotations.
     pub fn to_frame(&self) -> Result<Vec<u8>, WireError> {
+        frame_of_l7(&self.to_l7()?)
+    }
+
+    /// The UDP payload of the section's datagram: L7 header, info, annotations, payload (§2.2–2.5).
+    ///
+    /// Errors: as [`Section::to_frame`].
+    pub fn to_l7(&self) -> Result<Vec<u8>, WireError> {
         if self.annotations.len() > MAX_ANN {
             return Err(WireError::BadField("too many annotations"));
         }
         let l7 = L7_LEN + INFO_LEN + ANN_LEN * self.annotations.len() + self.payload.len();
-        let total = ETH_IP_UDP_LEN + l7;
-        if total > MAX_FRAME || self.payload.len() > usize::from(u16::MAX) {
-            return Err(WireError::TooLarge(total));
+        if ETH_IP_UDP_LEN + l7 > MAX_FRAME || self.payload.len() > usize::from(u16::MAX) {
+            return Err(WireError::TooLarge(ETH_IP_UDP_LEN + l7));
         }
-        let mut f = Vec::with_capacity(total);
-        f.extend_from_slice(&DST_MAC);
-        f.extend_from_slice(&SRC_MAC);
-        f.extend_from_slice(&[0x08, 0x00]);
-        let ip_len = (total - 14) as u16;
-        let mut ip = [0u8; 20];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&ip_len.to_be_bytes());
-        ip[6] = 0x40; // don't fragment
-        ip[8] = 64;
-        ip[9] = 17;
-        ip[12..16].copy_from_slice(&SRC_IP);
-        ip[16..20].copy_from_slice(&DST_IP);
-        let csum = ipv4_checksum(&ip);
-        ip[10..12].copy_from_slice(&csum.to_be_bytes());
-        f.extend_from_slice(&ip);
-        f.extend_from_slice(&UDP_PORT.to_be_bytes());
-        f.extend_from_slice(&UDP_PORT.to_be_bytes());
-        f.extend_from_slice(&((l7 + 8) as u16).to_be_bytes());
-        f.extend_from_slice(&[0, 0]);
+        let mut f = Vec::with_capacity(l7);
         let h = &self.header;
         f.push(VERSION);
         f.push(h.section_type as u8);

@@ -23,6 +23,7 @@ mod fabric_bft;
 mod fabric_orderer;
 mod fabric_peers;
 mod fixture_replay;
+mod hw_card;
 mod isolation;
 mod kafka_cluster;
 mod sdk;

@@ -2,7 +2,7 @@
 //! 2.5.16's own ledger it stores the bytes Fabric's peer stored (TRANSACTIONS_FILTER and COMMIT_HASH) and serves the
 //! same peer Deliver events; a card that stops answering, or whose codes its host disputes, is switched off and the
 //! host validates in software, without losing or repeating a block; a restarted committer brings its card back to
-//! the stored height.
+//! the stored height; the same card on the network (`udp:ADDR`, hw/DESIGN.md §7) serves the committer as well.
 //!
 //! Without the Verilator backend in this build these tests report SKIPPED and pass, unless
 //! `FERROFABRIC_REQUIRE_VERILATOR=1`.
@@ -144,4 +144,35 @@ async fn a_card_whose_codes_the_host_disputes_is_switched_off_and_the_host_decid
     // signature verdicts, reaches another code by its own MVCC, refuses the card's, and validates in software.
     let Some(counts) = with_faulty_card("bmac-card-wrong-code", "1*return->off").await else { return };
     assert_eq!(counts, (0.0, 28.0, 0.0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_on_the_network_commits_fabric_peer_bytes() {
+    let Some(Setup { _one, mut orderer, data, peer_blocks }) = setup().await else { return };
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = socket.local_addr().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let card = {
+        let stop = stop.clone();
+        std::thread::spawn(move || ferrofabric_hw::serve_card(&socket, 8, 2, &stop))
+    };
+    let config = ferrofabric_committer::CommitterConfig {
+        accelerator: Some(format!("udp:{addr}")),
+        ..committer_config(data.path(), vec![orderer.addr.clone()])
+    };
+    let c = tokio::time::timeout(Duration::from_secs(120), start(config)).await.unwrap().unwrap();
+    // Blocks 7 and 8 are the first two on the card.
+    let started = std::time::Instant::now();
+    wait_height(&c, 9).await;
+    eprintln!("height 9 in {:?}", started.elapsed());
+    let m = metrics(&c);
+    let stored = stored_chain(&c);
+    c.shutdown().await.unwrap();
+    assert!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="hardware"}"#) >= 2.0, "{m}");
+    assert_eq!(sample(&m, r#"committer_accelerator_card_on{channel="mychannel"}"#), 1.0);
+    assert!(stored.len() >= 9, "{} blocks stored", stored.len());
+    assert!(stored.iter().zip(&peer_blocks).all(|(ours, fabric)| ours == fabric), "stored bytes differ from Fabric's");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    card.join().unwrap().unwrap();
+    orderer.stop().await;
 }

@@ -6,6 +6,7 @@ mod support;
 mod cli;
 mod cosim;
 mod model;
+mod netcard;
 mod policy_table;
 mod protocol;
 mod regmap_gen;

@@ -5,6 +5,7 @@
 pub(crate) mod ledgers;
 
 use bytes::Bytes;
+use ferrofabric_hw::available_sim_configs;
 use ferrofabric_testkit::fabric_fixture;
 
 pub(crate) fn read_fixture(name: &str) -> Bytes {
@@ -14,4 +15,28 @@ pub(crate) fn read_fixture(name: &str) -> Bytes {
 /// The fixture ledger's blocks (block 0 included).
 pub(crate) fn fixture_blocks() -> Vec<Bytes> {
     ferrofabric_protoutil::records(read_fixture("orderer-blocks.bin")).map(|r| r.unwrap().1).collect()
+}
+
+/// Whether the Verilator backend must be there (`FERROFABRIC_REQUIRE_VERILATOR=1`).
+pub(crate) fn required() -> bool {
+    std::env::var("FERROFABRIC_REQUIRE_VERILATOR").is_ok_and(|v| v == "1")
+}
+
+/// The configuration to test: `FERROFABRIC_HW_TEST_CONFIG` (e.g. `8x2`) or the first one built.
+pub(crate) fn config() -> Option<(u32, u32)> {
+    let built = available_sim_configs();
+    if let Ok(want) = std::env::var("FERROFABRIC_HW_TEST_CONFIG") {
+        let (n, m) = want.split_once('x').expect("FERROFABRIC_HW_TEST_CONFIG is NxM");
+        let c = (n.parse().unwrap(), m.parse().unwrap());
+        assert!(built.contains(&c), "configuration {want} is not built: {built:?}");
+        return Some(c);
+    }
+    match built.first() {
+        Some(c) => Some(*c),
+        None => {
+            assert!(!required(), "FERROFABRIC_REQUIRE_VERILATOR=1 but the Verilator backend was not built");
+            eprintln!("SKIPPED: the Verilator backend of ferrofabric-hw is not built (no verilator at build time)");
+            None
+        }
+    }
 }

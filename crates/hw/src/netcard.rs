@@ -1,0 +1,516 @@
+//! The card on the network, as BMac is (hw/DESIGN.md §7): the host sends each section as one UDP datagram to the
+//! card's address and the card answers with each block's result.
+//!
+//! UDP may lose, duplicate and reorder datagrams; the card's protocol processor must see each section once and in
+//! order. So every data datagram carries a sequence number. The card's receive buffer ([`serve`]) hands sections to
+//! the protocol processor strictly in sequence order, holds early ones (up to [`REORDER_WINDOW`]) and asks for the
+//! missing ones with a NACK; the host ([`UdpCard`]) keeps what it sent until a block result shows the card has it,
+//! retransmits on a NACK, and polls while it waits, which also finds lost tails and lost results. A block whose
+//! result does not come within the host's deadline is the host's to validate (the committer switches the card off).
+//!
+//! Datagrams (all integers big-endian; the first byte says which):
+//!
+//! | host → card | bytes after the kind byte |
+//! | --- | --- |
+//! | `DATA` 0xD0 | seq u32, then the section's L7 bytes (§2.2–2.5) |
+//! | `POLL` 0xD1 | block u64 (the result awaited), last seq sent u32 |
+//! | `REG_READ` 0xD2 | register address u16 (§4) |
+//! | `HELLO` 0xD3 | — (resets the card: empty caches, KV store and policy table; sequence from 0) |
+//!
+//! | card → host | bytes after the kind byte |
+//! | --- | --- |
+//! | `NACK` 0xE0 | first missing seq u32, count u16 |
+//! | `RESULT` 0xE1 | block u64, block valid u8, LATENCY u32, cycle u64, tx count u16, one code byte per tx |
+//! | `REG_VALUE` 0xE2 | address u16, value u32 |
+//! | `HELLO_ACK` 0xE3 | N u8, M u8 |
+//! | `FAULT` 0xE4 | a UTF-8 message: the card failed (simulation timeout, sticky STATUS error) |
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::backend::{Card, CardResult};
+use crate::sim::SimError;
+use crate::wire::{frame_of_l7, SectionType, L7_LEN};
+
+const DATA: u8 = 0xD0;
+const POLL: u8 = 0xD1;
+const REG_READ: u8 = 0xD2;
+const HELLO: u8 = 0xD3;
+const NACK: u8 = 0xE0;
+const RESULT: u8 = 0xE1;
+const REG_VALUE: u8 = 0xE2;
+const HELLO_ACK: u8 = 0xE3;
+const FAULT: u8 = 0xE4;
+
+/// Datagrams past the next expected one that the card's receive buffer holds; later ones are dropped (and asked
+/// for again once the gap closes).
+pub const REORDER_WINDOW: u32 = 8192;
+
+/// Most datagrams one NACK asks for.
+const NACK_MAX: u32 = 256;
+
+/// How often the card repeats a NACK for a gap that has not closed.
+const RETRY: Duration = Duration::from_millis(20);
+
+/// How often the host polls the card while it waits for a block result.
+const POLL_EVERY: Duration = Duration::from_millis(100);
+
+/// Block results the card keeps to send again when the host polls for one it lost.
+const RESULTS_KEPT: usize = 256;
+
+/// Cycles the card runs between two looks at its socket while it has work (a few milliseconds of simulation).
+const BURST: u64 = 2_000;
+
+/// Why the networked card or the link to it failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NetCardError {
+    /// The socket failed.
+    #[error("card link: {0}")]
+    Io(#[from] std::io::Error),
+    /// The card (its simulation) failed.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// No answer within the deadline.
+    #[error("card link: no {0} within {1:?}")]
+    Timeout(&'static str, Duration),
+    /// The card reported a failure, or sent something the protocol does not allow.
+    #[error("card: {0}")]
+    Card(String),
+}
+
+/// Runs an N×M co-simulated card behind `socket` until `stop` is set (checked at least every 20 ms): the card side
+/// of the module docs' protocol. A `HELLO` resets the card; results go to the address of the last `HELLO`.
+///
+/// Errors: the model is not built, or the socket fails. A card failure is reported to the host as `FAULT` and the
+/// card waits for the next `HELLO`.
+pub fn serve(socket: &UdpSocket, n: u32, m: u32, stop: &AtomicBool) -> Result<(), NetCardError> {
+    let mut s = Server { card: Card::new(n, m)?, n, m, rx: Receive::default(), peer: None, results: VecDeque::new() };
+    let mut buf = vec![0u8; 65_536];
+    while !stop.load(Ordering::Relaxed) {
+        let busy = s.rx.fed_blocks > s.rx.results_out && !s.rx.failed;
+        // Idle, wait for a datagram; busy, take only what has arrived. Either way, take everything that is there
+        // before the card runs again, so that nothing queues up behind a burst of cycles.
+        socket.set_nonblocking(busy)?;
+        socket.set_read_timeout(Some(RETRY))?;
+        loop {
+            match socket.recv_from(&mut buf) {
+                Ok((len, from)) => s.datagram(socket, &buf[..len], from)?,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    s.rx.renack(socket, s.peer)?;
+                    break;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e.into()),
+            }
+            socket.set_nonblocking(true)?;
+        }
+        if busy {
+            let polled = s.card.poll_result(BURST);
+            s.publish(socket, polled)?;
+        }
+    }
+    Ok(())
+}
+
+/// The card side: the simulated card, its receive buffer, the results it keeps.
+struct Server {
+    card: Card,
+    n: u32,
+    m: u32,
+    rx: Receive,
+    peer: Option<SocketAddr>,
+    results: VecDeque<(u64, Vec<u8>)>,
+}
+
+/// The receive buffer: sections go to the protocol processor in sequence order.
+#[derive(Default)]
+struct Receive {
+    next: u32,
+    early: BTreeMap<u32, Vec<u8>>,
+    /// When the gap at `next` was last NACKed.
+    nacked: Option<(u32, Instant)>,
+    fed_blocks: u64,
+    results_out: u64,
+    /// The card failed: nothing more is fed until a `HELLO`.
+    failed: bool,
+}
+
+impl Receive {
+    /// NACKs the gap at `next` if datagrams past it are held and it was not asked for within [`RETRY`].
+    fn renack(&mut self, socket: &UdpSocket, peer: Option<SocketAddr>) -> std::io::Result<()> {
+        match peer {
+            Some(peer) if !self.early.is_empty() => self.nack(socket, peer, u32::MAX),
+            _ => Ok(()),
+        }
+    }
+
+    /// NACKs the datagrams missing from `next` on: up to the first one held, and below `end` (the sender's next
+    /// sequence number, when it said so), at most [`NACK_MAX`]; at most once per [`RETRY`] for the same gap.
+    fn nack(&mut self, socket: &UdpSocket, peer: SocketAddr, end: u32) -> std::io::Result<()> {
+        if matches!(self.nacked, Some((at, t)) if at == self.next && t.elapsed() < RETRY) {
+            return Ok(());
+        }
+        self.nacked = Some((self.next, Instant::now()));
+        let upto = self.early.keys().next().map_or(end, |&held| held.min(end));
+        let count = upto.saturating_sub(self.next).clamp(1, NACK_MAX) as u16;
+        let mut d = vec![NACK];
+        d.extend_from_slice(&self.next.to_be_bytes());
+        d.extend_from_slice(&count.to_be_bytes());
+        socket.send_to(&d, peer).map(drop)
+    }
+}
+
+impl Server {
+    fn datagram(&mut self, socket: &UdpSocket, d: &[u8], from: SocketAddr) -> Result<(), NetCardError> {
+        match (d.first().copied(), d.len()) {
+            (Some(HELLO), _) => {
+                self.card = Card::new(self.n, self.m)?;
+                self.rx = Receive::default();
+                self.results.clear();
+                self.peer = Some(from);
+                socket.send_to(&[HELLO_ACK, self.n as u8, self.m as u8], from)?;
+            }
+            (Some(DATA), len) if len > 5 => {
+                let seq = u32::from_be_bytes([d[1], d[2], d[3], d[4]]);
+                if self.rx.failed || seq < self.rx.next {
+                    return Ok(()); // a duplicate, or a card waiting for its reset
+                }
+                if seq > self.rx.next {
+                    if seq - self.rx.next < REORDER_WINDOW {
+                        self.rx.early.insert(seq, d[5..].to_vec());
+                    }
+                    if let Some(peer) = self.peer {
+                        self.rx.nack(socket, peer, u32::MAX)?;
+                    }
+                    return Ok(());
+                }
+                let mut l7 = d[5..].to_vec();
+                loop {
+                    let fed = self.feed(&l7);
+                    self.publish(socket, fed.map(|()| None))?;
+                    if self.rx.failed {
+                        return Ok(());
+                    }
+                    self.rx.next += 1;
+                    match self.rx.early.remove(&self.rx.next) {
+                        Some(next) => l7 = next,
+                        None => break,
+                    }
+                }
+            }
+            (Some(POLL), 13) => {
+                let block = u64::from_be_bytes([d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]]);
+                let last = u32::from_be_bytes([d[9], d[10], d[11], d[12]]);
+                if let Some((_, r)) = self.results.iter().find(|(b, _)| *b == block) {
+                    socket.send_to(r, from)?;
+                } else if self.rx.next <= last {
+                    self.rx.nack(socket, from, last.saturating_add(1))?;
+                }
+            }
+            (Some(REG_READ), 3) => {
+                let addr = u16::from_be_bytes([d[1], d[2]]);
+                let value = self.card.sim().read_reg(addr);
+                let reply = match value {
+                    Ok(v) => [&[REG_VALUE][..], &addr.to_be_bytes(), &v.to_be_bytes()].concat(),
+                    Err(e) => [&[FAULT][..], e.to_string().as_bytes()].concat(),
+                };
+                socket.send_to(&reply, from)?;
+            }
+            _ => tracing::debug!(%from, len = d.len(), "not a card datagram; dropped"),
+        }
+        Ok(())
+    }
+
+    /// Hands one section to the protocol processor.
+    fn feed(&mut self, l7: &[u8]) -> Result<(), SimError> {
+        let Ok(frame) = frame_of_l7(l7) else {
+            // Too large for the card's MAC: dropped there, as a real card would; the protocol processor never sees
+            // it, so its block never completes and the host's deadline applies.
+            tracing::warn!(len = l7.len(), "datagram larger than a frame; dropped");
+            return Ok(());
+        };
+        if l7.len() >= L7_LEN && l7[1] == SectionType::Metadata as u8 {
+            self.rx.fed_blocks += 1;
+        }
+        self.card.send(&frame)
+    }
+
+    /// Sends every result the card's driver has read (and `polled`) to the host; a failure as `FAULT`.
+    fn publish(
+        &mut self,
+        socket: &UdpSocket,
+        polled: Result<Option<CardResult>, SimError>,
+    ) -> Result<(), NetCardError> {
+        let failure = polled.as_ref().err().map(ToString::to_string);
+        let mut out: Vec<CardResult> = std::iter::from_fn(|| self.card.take_result()).collect();
+        out.extend(polled.ok().flatten());
+        for r in out {
+            let d = encode_result(&r);
+            if let Some(peer) = self.peer {
+                socket.send_to(&d, peer)?;
+            }
+            self.rx.results_out += 1;
+            self.results.push_back((r.number, d));
+            if self.results.len() > RESULTS_KEPT {
+                self.results.pop_front();
+            }
+        }
+        if let (Some(why), Some(peer)) = (failure, self.peer) {
+            tracing::error!(reason = %why, "the card failed; waiting for a HELLO");
+            self.rx.failed = true;
+            socket.send_to(&[&[FAULT][..], why.as_bytes()].concat(), peer)?;
+        }
+        Ok(())
+    }
+}
+
+fn encode_result(r: &CardResult) -> Vec<u8> {
+    let mut d = Vec::with_capacity(24 + r.codes.len());
+    d.push(RESULT);
+    d.extend_from_slice(&r.number.to_be_bytes());
+    d.push(u8::from(r.block_valid));
+    d.extend_from_slice(&r.latency.to_be_bytes());
+    d.extend_from_slice(&r.at_cycle.to_be_bytes());
+    d.extend_from_slice(&(r.codes.len() as u16).to_be_bytes());
+    d.extend_from_slice(&r.codes);
+    d
+}
+
+fn decode_result(d: &[u8]) -> Option<CardResult> {
+    let fixed = d.get(..24)?;
+    let n = usize::from(u16::from_be_bytes([fixed[22], fixed[23]]));
+    let codes = d.get(24..24 + n)?.to_vec();
+    Some(CardResult {
+        number: u64::from_be_bytes(fixed[1..9].try_into().ok()?),
+        block_valid: fixed[9] != 0,
+        latency: u32::from_be_bytes(fixed[10..14].try_into().ok()?),
+        at_cycle: u64::from_be_bytes(fixed[14..22].try_into().ok()?),
+        codes,
+    })
+}
+
+/// A deliberately bad link, for tests and drills on loopback: the first transmission of every `drop_every`-th data
+/// datagram is lost, and every `swap_every`-th one is sent after the one that follows it (0: never).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Impairment {
+    /// Drop the first transmission of data datagrams whose seq % `drop_every` == `drop_every` - 1.
+    pub drop_every: u32,
+    /// Hold back data datagrams whose seq % `swap_every` == 0 until the next one is sent.
+    pub swap_every: u32,
+}
+
+/// What the link did so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Data datagrams sent the first time.
+    pub datagrams: u64,
+    /// Of those, dropped by the [`Impairment`].
+    pub dropped: u64,
+    /// Data datagrams sent again on a NACK.
+    pub retransmitted: u64,
+    /// NACKs received.
+    pub nacks: u64,
+    /// Polls sent while waiting for a result.
+    pub polls: u64,
+}
+
+/// The host's end of the link to a card on the network (the module docs' protocol).
+pub struct UdpCard {
+    socket: UdpSocket,
+    config: (u32, u32),
+    seq: u32,
+    /// Data datagrams not yet known to have reached the card, by seq.
+    unacked: BTreeMap<u32, Vec<u8>>,
+    /// Blocks whose METADATA was sent, with that datagram's seq: their results, in order.
+    awaiting: VecDeque<(u64, u32)>,
+    results: VecDeque<CardResult>,
+    deadline: Duration,
+    impairment: Impairment,
+    held: Option<Vec<u8>>,
+    stats: LinkStats,
+}
+
+impl UdpCard {
+    /// Connects to the card at `card` and resets it (`HELLO`); a block result must then come within `deadline` of
+    /// the wait for it.
+    ///
+    /// Errors: the socket fails, or the card does not answer within 5 s.
+    pub fn connect(card: SocketAddr, deadline: Duration) -> Result<UdpCard, NetCardError> {
+        let local: SocketAddr =
+            if card.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+        let socket = UdpSocket::bind(local)?;
+        socket.connect(card)?;
+        socket.set_read_timeout(Some(Duration::from_millis(250)))?;
+        let mut buf = [0u8; 64];
+        for _ in 0..20 {
+            socket.send(&[HELLO])?;
+            match socket.recv(&mut buf) {
+                Ok(3) if buf[0] == HELLO_ACK => {
+                    return Ok(UdpCard {
+                        socket,
+                        config: (u32::from(buf[1]), u32::from(buf[2])),
+                        seq: 0,
+                        unacked: BTreeMap::new(),
+                        awaiting: VecDeque::new(),
+                        results: VecDeque::new(),
+                        deadline,
+                        impairment: Impairment::default(),
+                        held: None,
+                        stats: LinkStats::default(),
+                    })
+                }
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+                // Nothing listens there yet (ICMP port unreachable): try again.
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => std::thread::sleep(Duration::from_millis(250)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(NetCardError::Timeout("HELLO_ACK", Duration::from_secs(5)))
+    }
+
+    /// The card's N×M.
+    pub fn config(&self) -> (u32, u32) {
+        self.config
+    }
+
+    /// How long [`UdpCard::next_result`] waits for a block result from now on.
+    pub fn set_deadline(&mut self, deadline: Duration) {
+        self.deadline = deadline;
+    }
+
+    /// Makes the link lose and reorder datagrams from now on.
+    pub fn set_impairment(&mut self, impairment: Impairment) {
+        self.impairment = impairment;
+    }
+
+    /// What the link did so far.
+    pub fn stats(&self) -> LinkStats {
+        self.stats
+    }
+
+    /// Sends one section (its L7 bytes, [`crate::wire::Section::to_l7`]).
+    ///
+    /// Errors: the socket fails.
+    pub fn send(&mut self, l7: &[u8]) -> Result<(), NetCardError> {
+        let seq = self.seq;
+        self.seq = self.seq.wrapping_add(1);
+        let mut d = Vec::with_capacity(5 + l7.len());
+        d.push(DATA);
+        d.extend_from_slice(&seq.to_be_bytes());
+        d.extend_from_slice(l7);
+        if l7.len() >= L7_LEN && l7[1] == SectionType::Metadata as u8 {
+            let block = u64::from_be_bytes(l7[4..12].try_into().unwrap_or_default());
+            self.awaiting.push_back((block, seq));
+        }
+        self.unacked.insert(seq, d.clone());
+        self.stats.datagrams += 1;
+        let Impairment { drop_every, swap_every } = self.impairment;
+        if drop_every > 0 && seq % drop_every == drop_every - 1 {
+            self.stats.dropped += 1;
+            return Ok(());
+        }
+        if swap_every > 0 && seq.is_multiple_of(swap_every) && self.held.is_none() {
+            self.held = Some(d);
+            return Ok(());
+        }
+        self.socket.send(&d)?;
+        self.flush_held()
+    }
+
+    fn flush_held(&mut self) -> Result<(), NetCardError> {
+        if let Some(d) = self.held.take() {
+            self.socket.send(&d)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the result of the oldest block sent and not yet answered, retransmitting what the card asks for.
+    ///
+    /// Errors: no block is awaited, the card failed (`FAULT`), or no result came within the deadline.
+    pub fn next_result(&mut self) -> Result<CardResult, NetCardError> {
+        self.flush_held()?;
+        let &(block, meta_seq) =
+            self.awaiting.front().ok_or_else(|| NetCardError::Card("no block result is awaited".into()))?;
+        let started = Instant::now();
+        let mut polled = Instant::now();
+        self.socket.set_read_timeout(Some(RETRY))?;
+        let mut buf = vec![0u8; 65_536];
+        loop {
+            if let Some(r) = self.results.pop_front() {
+                self.awaiting.pop_front();
+                // The card feeds in sequence order: everything up to the block's METADATA has reached it.
+                self.unacked = self.unacked.split_off(&meta_seq.wrapping_add(1));
+                return Ok(r);
+            }
+            if started.elapsed() > self.deadline {
+                return Err(NetCardError::Timeout("block result", self.deadline));
+            }
+            match self.socket.recv(&mut buf) {
+                Ok(len) => self.answer(&buf[..len], block)?,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+                Err(e) => return Err(e.into()),
+            }
+            if polled.elapsed() >= POLL_EVERY {
+                polled = Instant::now();
+                self.stats.polls += 1;
+                let mut d = vec![POLL];
+                d.extend_from_slice(&block.to_be_bytes());
+                d.extend_from_slice(&self.seq.wrapping_sub(1).to_be_bytes());
+                self.socket.send(&d)?;
+            }
+        }
+    }
+
+    /// Handles one datagram from the card while waiting for `block`'s result.
+    fn answer(&mut self, d: &[u8], block: u64) -> Result<(), NetCardError> {
+        match d.first().copied() {
+            Some(RESULT) => match decode_result(d) {
+                Some(r) if r.number == block && self.results.is_empty() => self.results.push_back(r),
+                Some(_) => {} // a result sent again that was already taken
+                None => return Err(NetCardError::Card("malformed RESULT".into())),
+            },
+            Some(NACK) if d.len() == 7 => {
+                self.stats.nacks += 1;
+                let from = u32::from_be_bytes([d[1], d[2], d[3], d[4]]);
+                let count = u32::from(u16::from_be_bytes([d[5], d[6]]));
+                for seq in (0..count).map(|i| from.wrapping_add(i)) {
+                    if let Some(again) = self.unacked.get(&seq) {
+                        self.socket.send(again)?;
+                        self.stats.retransmitted += 1;
+                    }
+                }
+            }
+            Some(FAULT) => return Err(NetCardError::Card(String::from_utf8_lossy(&d[1..]).into_owned())),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Reads one of the card's registers (§4).
+    ///
+    /// Errors: the card failed, or did not answer within the deadline.
+    pub fn read_reg(&mut self, addr: u16) -> Result<u32, NetCardError> {
+        self.socket.set_read_timeout(Some(RETRY))?;
+        let started = Instant::now();
+        let mut buf = vec![0u8; 65_536];
+        while started.elapsed() < self.deadline {
+            self.socket.send(&[&[REG_READ][..], &addr.to_be_bytes()].concat())?;
+            match self.socket.recv(&mut buf) {
+                Ok(7) if buf[0] == REG_VALUE && buf[1..3] == addr.to_be_bytes() => {
+                    return Ok(u32::from_be_bytes([buf[3], buf[4], buf[5], buf[6]]))
+                }
+                Ok(len) if buf[0] == FAULT => {
+                    return Err(NetCardError::Card(String::from_utf8_lossy(&buf[1..len]).into_owned()))
+                }
+                Ok(_) => {}
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(NetCardError::Timeout("register value", self.deadline))
+    }
+}

@@ -1,0 +1,57 @@
+//! The card on the network (hw/DESIGN.md §7): the co-simulated card behind a real UDP socket on loopback, fed by the
+//! host over a link that loses and reorders datagrams, gives every block the software validator's codes and commit
+//! hash; a card that stops answering leaves its block to the host, which commits it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::*;
+use ferrofabric_hw::{serve_card, BlockPath, BlockProcessor, Impairment, SoftwareProcessor, VerilatorProcessor};
+
+#[test]
+fn a_card_behind_udp_gives_the_software_codes_through_lost_and_reordered_datagrams() {
+    let Some((n, m)) = config() else { return };
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = socket.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = {
+        let stop = stop.clone();
+        std::thread::spawn(move || serve_card(&socket, n, m, &stop))
+    };
+
+    let blocks = fixture_blocks();
+    let mut sw = SoftwareProcessor::new(blocks[0].clone()).unwrap();
+    let mut hw = VerilatorProcessor::connect(blocks[0].clone(), addr, Duration::from_secs(600)).unwrap();
+    assert_eq!(hw.name(), format!("verilator {n}x{m}"));
+    // Every 5th datagram lost the first time, every 3rd sent after the one behind it.
+    hw.udp_link().unwrap().set_impairment(Impairment { drop_every: 5, swap_every: 3 });
+    let mut on_card = 0;
+    // Blocks 1-6 are `_lifecycle` blocks (host path, their writes synced to the card), 7-12 run on the card.
+    for raw in &blocks[1..=12] {
+        let want = sw.process(raw.clone()).unwrap();
+        let got = hw.commit(raw.clone()).unwrap();
+        assert_eq!(hw.card_off(), None, "block {}", want.number);
+        assert_eq!((&got.result.codes, got.result.commit_hash), (&want.codes, want.commit_hash), "{}", want.number);
+        on_card += usize::from(got.path == BlockPath::Hardware);
+    }
+    assert_eq!(on_card, 6);
+    let link = hw.udp_link().unwrap().stats();
+    eprintln!("link: {link:?}");
+    assert!(link.dropped > 0 && link.nacks > 0, "{link:?}");
+    assert!(link.retransmitted >= link.dropped, "every lost datagram was sent again: {link:?}");
+
+    // The card goes away: the next block gets no result (the link reports the card unreachable, or the deadline
+    // passes), and the host commits it.
+    stop.store(true, Ordering::Relaxed);
+    server.join().unwrap().unwrap();
+    hw.udp_link().unwrap().set_deadline(Duration::from_secs(1));
+    let want = sw.process(blocks[13].clone()).unwrap();
+    let got = hw.commit(blocks[13].clone()).unwrap();
+    assert!(hw.card_off().is_some_and(|why| why.contains("card link")), "{:?}", hw.card_off());
+    assert!(matches!(got.path, BlockPath::Host(_)));
+    assert_eq!((&got.result.codes, got.result.commit_hash), (&want.codes, want.commit_hash));
+}

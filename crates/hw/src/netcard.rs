@@ -98,11 +98,11 @@ pub fn serve(socket: &UdpSocket, n: u32, m: u32, stop: &AtomicBool) -> Result<()
         loop {
             match socket.recv_from(&mut buf) {
                 Ok((len, from)) => s.datagram(socket, &buf[..len], from)?,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if nothing_arrived(&e) => {
                     s.rx.renack(socket, s.peer)?;
                     break;
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(e.into()),
             }
             socket.set_nonblocking(true)?;
@@ -267,6 +267,12 @@ impl Server {
     }
 }
 
+/// Whether a receive ended without a datagram: its timeout passed, the socket had nothing (non-blocking), or a
+/// signal interrupted the wait. The caller just looks again.
+fn nothing_arrived(e: &std::io::Error) -> bool {
+    matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted)
+}
+
 fn encode_result(r: &CardResult) -> Vec<u8> {
     let mut d = Vec::with_capacity(24 + r.codes.len());
     d.push(RESULT);
@@ -363,7 +369,7 @@ impl UdpCard {
                     })
                 }
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+                Err(e) if nothing_arrived(&e) => {}
                 // Nothing listens there yet (ICMP port unreachable): try again.
                 Err(e) if e.kind() == ErrorKind::ConnectionRefused => std::thread::sleep(Duration::from_millis(250)),
                 Err(e) => return Err(e.into()),
@@ -451,7 +457,7 @@ impl UdpCard {
             }
             match self.socket.recv(&mut buf) {
                 Ok(len) => self.answer(&buf[..len], block)?,
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+                Err(e) if nothing_arrived(&e) => {}
                 Err(e) => return Err(e.into()),
             }
             if polled.elapsed() >= POLL_EVERY {
@@ -507,7 +513,7 @@ impl UdpCard {
                     return Err(NetCardError::Card(String::from_utf8_lossy(&buf[1..len]).into_owned()))
                 }
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+                Err(e) if nothing_arrived(&e) => {}
                 Err(e) => return Err(e.into()),
             }
         }

@@ -10,7 +10,6 @@
 // read by every policy evaluator. Statistics leave as per-cycle counts for
 // reg_map.
 module block_processor
-  import bmac_pkg::*;
 #(
     parameter int N          = 4,
     parameter int M          = 2,
@@ -24,27 +23,27 @@ module block_processor
     input  logic       rst_n,
     input  logic       blk_valid,
     output logic       blk_ready,
-    input  block_rec_t blk_rec,
+    input  bmac_pkg::block_rec_t blk_rec,
     input  logic       tx_valid,
     output logic       tx_ready,
-    input  tx_rec_t    tx,
+    input  bmac_pkg::tx_rec_t tx,
     input  logic       end_valid,
     output logic       end_ready,
-    input  end_rec_t   end_in,
+    input  bmac_pkg::end_rec_t end_in,
     input  logic       rd_valid,
     output logic       rd_ready,
-    input  rd_rec_t    rd,
+    input  bmac_pkg::rd_rec_t rd,
     input  logic       wr_valid,
     output logic       wr_ready,
-    input  wr_rec_t    wr,
+    input  bmac_pkg::wr_rec_t wr,
     output logic       res_valid,
     input  logic       res_ready,
-    output res_rec_t   res,
+    output bmac_pkg::res_rec_t res,
     // Policy-table writes from the protocol processor.
     input  logic       pol_we,
     input  logic       pol_flush,
     input  logic [7:0] pol_id,
-    input  logic [8*POL_BYTES-1:0] pol_prog,
+    input  logic [8*bmac_pkg::POL_BYTES-1:0] pol_prog,
     // Statistics (per cycle).
     output logic [7:0] stat_ecdsa_starts,
     output logic [7:0] stat_ends_skipped,
@@ -53,7 +52,7 @@ module block_processor
 );
   localparam int RB = 1 << $clog2(4 * N);
 
-  logic [POL_IDS*POL_W-1:0] policies;
+  logic [bmac_pkg::POL_IDS*bmac_pkg::POL_W-1:0] policies;
   policy_table u_policies (
       .clk, .rst_n, .we(pol_we), .flush(pol_flush), .id(pol_id), .prog(pol_prog), .policies
   );
@@ -73,9 +72,9 @@ module block_processor
 
   // ------------------------------------------------------ transaction path
   logic [N-1:0] job_valid, job_ready;
-  tx_job_t      job;
+  bmac_pkg::tx_job_t job;
   logic         sm_valid, sm_ready, mq_valid, mq_ready;
-  tx_meta_t     sm_meta, mq_meta;
+  bmac_pkg::tx_meta_t sm_meta, mq_meta;
   logic [15:0]  released;
 
   tx_scheduler #(.N(N), .RB(RB)) u_sched (
@@ -84,14 +83,14 @@ module block_processor
   );
 
   /* verilator lint_off PINCONNECTEMPTY */
-  sync_fifo #(.W($bits(tx_meta_t)), .DEPTH(RB)) u_meta (
+  sync_fifo #(.W($bits(sm_meta)), .DEPTH(RB)) u_meta (
       .clk, .rst_n, .in_valid(sm_valid), .in_ready(sm_ready), .in_data(sm_meta),
       .out_valid(mq_valid), .out_ready(mq_ready), .out_data(mq_meta), .count()
   );
   /* verilator lint_on PINCONNECTEMPTY */
 
   logic [N-1:0]    vres_valid, vres_ready, vskip_valid;
-  tx_res_t [N-1:0] vres;
+  bmac_pkg::tx_res_t [N-1:0] vres;
   logic [$clog2(M+2)-1:0] vstarts [N];
   logic [2:0]      vskip [N];
 
@@ -104,7 +103,7 @@ module block_processor
   end
 
   logic       c_valid, c_ready;
-  tx_meta_t   c_meta;
+  bmac_pkg::tx_meta_t c_meta;
   logic [7:0] c_code;
   tx_collector #(.N(N), .RB(RB)) u_collect (
       .clk, .rst_n, .res_valid(vres_valid), .res_ready(vres_ready), .res(vres),

@@ -5,7 +5,6 @@
 // not parse, fails without running the engine. Verdicts leave in block order
 // through a one-entry output register.
 module block_verify
-  import bmac_pkg::*;
 #(
     parameter int ORGS = 8,
     parameter int WORD = 64
@@ -14,8 +13,8 @@ module block_verify
     input  logic       rst_n,
     input  logic       in_valid,
     output logic       in_ready,
-    input  block_rec_t in_rec,
-    input  logic [POL_IDS*POL_W-1:0] policies,   // the policy table
+    input  bmac_pkg::block_rec_t in_rec,
+    input  logic [bmac_pkg::POL_IDS*bmac_pkg::POL_W-1:0] policies,   // the policy table
     output logic       out_valid,
     input  logic       out_ready,
     output logic       out_ok,
@@ -23,7 +22,7 @@ module block_verify
 );
   typedef enum logic [1:0] {S_IDLE, S_RUN, S_OUT} state_t;
   state_t     st;
-  block_rec_t rec;
+  bmac_pkg::block_rec_t rec;
   logic       ok;
   logic       eng_busy, eng_done, eng_valid;
 

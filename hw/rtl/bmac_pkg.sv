@@ -70,6 +70,10 @@ package bmac_pkg;
     sig_job_t    sig;
   } end_rec_t;
 
+  // Width of end_rec_t. Arrays of records are kept as flat vectors of this stride so that every
+  // synthesis tool reads them; a wrong value shows up as a width mismatch in Verilator's lint.
+  localparam int END_REC_W = 2 + 8 + 4 + 5 * 256;
+
   // rdset_fifo: one read (kind 0) or range-query probe (kind 1).
   typedef struct packed {
     logic         kind;
@@ -114,7 +118,7 @@ package bmac_pkg;
     logic        der_ok;
     sig_job_t    sig;
     logic [2:0]  n_ends;
-    end_rec_t [MAX_ENDS-1:0] ends;
+    logic [MAX_ENDS*END_REC_W-1:0] ends;  // end_rec_t per endorsement, endorsement i at [i*END_REC_W +: END_REC_W]
   } tx_job_t;
 
   // A transaction's result leaving a tx_validator.

@@ -2,7 +2,6 @@
 // the network stream, the five FIFOs, the block processor and the AXI-Lite
 // register map. `irq` is high while a result waits to be read (STATUS bit 0).
 module bmac_top
-  import bmac_pkg::*;
 #(
     parameter int N          = 8,
     parameter int M          = 2,
@@ -43,15 +42,15 @@ module bmac_top
 );
   // Protocol processor outputs and FIFO inputs.
   logic pb_valid, pb_ready, pt_valid, pt_ready, pe_valid, pe_ready, pr_valid, pr_ready, pw_valid, pw_ready;
-  block_rec_t pb;
-  tx_rec_t    pt;
-  end_rec_t   pe;
-  rd_rec_t    pr;
-  wr_rec_t    pw;
+  bmac_pkg::block_rec_t pb;
+  bmac_pkg::tx_rec_t pt;
+  bmac_pkg::end_rec_t pe;
+  bmac_pkg::rd_rec_t pr;
+  bmac_pkg::wr_rec_t pw;
   logic       blk_start, proto_error;
   logic       pol_we, pol_flush;
   logic [7:0] pol_id;
-  logic [8*POL_BYTES-1:0] pol_prog;
+  logic [8*bmac_pkg::POL_BYTES-1:0] pol_prog;
 
   pp_lanes #(.LANES(PP_LANES), .ID_SLOTS(ID_SLOTS), .ID_BYTES(ID_BYTES)) u_pp (
       .clk, .rst_n, .s_axis_tdata, .s_axis_tkeep, .s_axis_tlast, .s_axis_tvalid, .s_axis_tready,
@@ -69,31 +68,31 @@ module bmac_top
   // the sets of every transaction in flight (2 per validator, pipelined) must fit, or the validators starve.
   localparam int SET_DEPTH = (N > 8) ? (1 << $clog2(16 * N)) : 64;
   logic qb_valid, qb_ready, qt_valid, qt_ready, qe_valid, qe_ready, qr_valid, qr_ready, qw_valid, qw_ready;
-  block_rec_t qb;
-  tx_rec_t    qt;
-  end_rec_t   qe;
-  rd_rec_t    qr;
-  wr_rec_t    qw;
+  bmac_pkg::block_rec_t qb;
+  bmac_pkg::tx_rec_t qt;
+  bmac_pkg::end_rec_t qe;
+  bmac_pkg::rd_rec_t qr;
+  bmac_pkg::wr_rec_t qw;
   /* verilator lint_off PINCONNECTEMPTY */
-  sync_fifo #(.W($bits(block_rec_t)), .DEPTH(4)) u_block_fifo (
+  sync_fifo #(.W($bits(pb)), .DEPTH(4)) u_block_fifo (
       .clk, .rst_n, .in_valid(pb_valid), .in_ready(pb_ready), .in_data(pb),
       .out_valid(qb_valid), .out_ready(qb_ready), .out_data(qb), .count());
-  sync_fifo #(.W($bits(tx_rec_t)), .DEPTH(8)) u_tx_fifo (
+  sync_fifo #(.W($bits(pt)), .DEPTH(8)) u_tx_fifo (
       .clk, .rst_n, .in_valid(pt_valid), .in_ready(pt_ready), .in_data(pt),
       .out_valid(qt_valid), .out_ready(qt_ready), .out_data(qt), .count());
-  sync_fifo #(.W($bits(end_rec_t)), .DEPTH(16)) u_ends_fifo (
+  sync_fifo #(.W($bits(pe)), .DEPTH(16)) u_ends_fifo (
       .clk, .rst_n, .in_valid(pe_valid), .in_ready(pe_ready), .in_data(pe),
       .out_valid(qe_valid), .out_ready(qe_ready), .out_data(qe), .count());
-  sync_fifo #(.W($bits(rd_rec_t)), .DEPTH(SET_DEPTH)) u_rdset_fifo (
+  sync_fifo #(.W($bits(pr)), .DEPTH(SET_DEPTH)) u_rdset_fifo (
       .clk, .rst_n, .in_valid(pr_valid), .in_ready(pr_ready), .in_data(pr),
       .out_valid(qr_valid), .out_ready(qr_ready), .out_data(qr), .count());
-  sync_fifo #(.W($bits(wr_rec_t)), .DEPTH(SET_DEPTH)) u_wrset_fifo (
+  sync_fifo #(.W($bits(pw)), .DEPTH(SET_DEPTH)) u_wrset_fifo (
       .clk, .rst_n, .in_valid(pw_valid), .in_ready(pw_ready), .in_data(pw),
       .out_valid(qw_valid), .out_ready(qw_ready), .out_data(qw), .count());
   /* verilator lint_on PINCONNECTEMPTY */
 
   logic       res_valid, res_ready;
-  res_rec_t   res;
+  bmac_pkg::res_rec_t res;
   logic [7:0] stat_ecdsa_starts, stat_ends_skipped;
   logic       stat_mvcc_fail, kv_overflow;
 

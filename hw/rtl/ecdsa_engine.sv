@@ -42,7 +42,6 @@ module ecdsa_engine #(
     output logic         done,
     output logic         valid
 );
-  import p256_pkg::*;
 
   typedef enum logic [3:0] {
     S_IDLE,
@@ -77,7 +76,7 @@ module ecdsa_engine #(
   // Checks that need only the raw inputs, evaluated in the start cycle.
   logic in_ok;
   always_comb begin
-    in_ok = (r != '0) && (r < N) && (s != '0) && (s <= HALF_N) && (qx < P) && (qy < P);
+    in_ok = (r != '0) && (r < p256_pkg::N) && (s != '0) && (s <= p256_pkg::HALF_N) && (qx < p256_pkg::P) && (qy < p256_pkg::P);
   end
 
   assign po_load = (state == S_IDLE) && start;
@@ -123,7 +122,7 @@ module ecdsa_engine #(
       bit_cnt  <= '0;
       tsel     <= 2'd1;
       po_start <= 1'b0;
-      po_prog  <= PRG_PREP;
+      po_prog  <= p256_pkg::PRG_PREP;
       done     <= 1'b0;
       valid    <= 1'b0;
     end else begin
@@ -133,14 +132,14 @@ module ecdsa_engine #(
         S_IDLE: begin
           if (start) begin
             pre_ok  <= in_ok;
-            r_small <= (r < P_MINUS_N);
+            r_small <= (r < p256_pkg::P_MINUS_N);
             valid   <= 1'b0;
             state   <= S_CHECK;
           end
         end
         S_CHECK: begin
           if (pre_ok) begin
-            po_prog  <= PRG_PREP;
+            po_prog  <= p256_pkg::PRG_PREP;
             po_start <= 1'b1;
             state    <= S_PREP;
           end else begin
@@ -156,7 +155,7 @@ module ecdsa_engine #(
               sum_inf <= 1'b1;  // Q = -G
               state   <= S_SUM;
             end else begin
-              po_prog  <= t2_zero ? PRG_SUM2G : PRG_SUM;
+              po_prog  <= t2_zero ? p256_pkg::PRG_SUM2G : p256_pkg::PRG_SUM;
               po_start <= 1'b1;
               state    <= S_SUM;
             end
@@ -175,7 +174,7 @@ module ecdsa_engine #(
           if (acc_inf) begin
             state <= S_ADD;  // doubling infinity is a no-op
           end else begin
-            po_prog  <= PRG_DBL;
+            po_prog  <= p256_pkg::PRG_DBL;
             po_start <= 1'b1;
             state    <= S_DBL;
           end
@@ -188,11 +187,11 @@ module ecdsa_engine #(
           if (pair == 2'd0 || (pair == 2'd3 && sum_inf)) begin
             state <= S_NEXT;
           end else if (acc_inf) begin
-            po_prog  <= PRG_LOADT;
+            po_prog  <= p256_pkg::PRG_LOADT;
             po_start <= 1'b1;
             state    <= S_LOADT;
           end else begin
-            po_prog  <= PRG_MADD1;
+            po_prog  <= p256_pkg::PRG_MADD1;
             po_start <= 1'b1;
             state    <= S_MADD1;
           end
@@ -206,11 +205,11 @@ module ecdsa_engine #(
         S_MADD1: begin
           if (po_done) begin
             if (!t2_zero) begin
-              po_prog  <= PRG_MADD2;
+              po_prog  <= p256_pkg::PRG_MADD2;
               po_start <= 1'b1;
               state    <= S_MADD2;
             end else if (t1_zero) begin
-              po_prog  <= PRG_DBL;  // R == T: the sum is 2R
+              po_prog  <= p256_pkg::PRG_DBL;  // R == T: the sum is 2R
               po_start <= 1'b1;
               state    <= S_MADD2;
             end else begin
@@ -229,7 +228,7 @@ module ecdsa_engine #(
             if (acc_inf) begin
               state <= S_DONE;  // R = infinity
             end else begin
-              po_prog  <= PRG_FINAL;
+              po_prog  <= p256_pkg::PRG_FINAL;
               po_start <= 1'b1;
               state    <= S_FINAL;
             end

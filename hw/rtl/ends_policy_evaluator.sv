@@ -14,32 +14,31 @@
 // The evaluation is combinational: the scheduler asks it every cycle and stops
 // dispatching endorsements as soon as it holds (short-circuit evaluation).
 module ends_policy_evaluator
-  import bmac_pkg::*;
 #(
     parameter int ORGS = 8
 ) (
     input  logic [7:0]               policy_id,
-    input  logic [POL_IDS*POL_W-1:0] policies,
+    input  logic [bmac_pkg::POL_IDS*bmac_pkg::POL_W-1:0] policies,
     input  logic [5*ORGS-1:0]        sat,
     output logic                     satisfied
 );
-  localparam int IW = $clog2(POL_IDS);
+  localparam int IW = $clog2(bmac_pkg::POL_IDS);
 
   // The selected entry; ids beyond the table select nothing (never satisfied).
-  logic [POL_W-1:0] prog;
+  logic [bmac_pkg::POL_W-1:0] prog;
   always_comb begin
     prog = '0;
-    if (32'(policy_id) < POL_IDS) prog = policies[32'(policy_id[IW-1:0]) * POL_W +: POL_W];
+    if (32'(policy_id) < bmac_pkg::POL_IDS) prog = policies[32'(policy_id[IW-1:0]) * bmac_pkg::POL_W +: bmac_pkg::POL_W];
   end
 
   // Byte i of the entry's wire form.
-  function automatic logic [7:0] pbyte(input logic [POL_W-1:0] p, input int i);
-    return p[8 * (POL_BYTES - 1 - i) +: 8];
+  function automatic logic [7:0] pbyte(input logic [bmac_pkg::POL_W-1:0] p, input int i);
+    pbyte = p[8 * (bmac_pkg::POL_BYTES - 1 - i) +: 8];
   endfunction
 
-  logic [POL_LEAVES-1:0] leaf;
+  logic [bmac_pkg::POL_LEAVES-1:0] leaf;
   always_comb begin
-    for (int k = 0; k < POL_LEAVES; k++) begin
+    for (int k = 0; k < bmac_pkg::POL_LEAVES; k++) begin
       leaf[k] = 1'b0;
       for (int o = 0; o < ORGS; o++)
         for (int b = 0; b < 5; b++)
@@ -47,20 +46,20 @@ module ends_policy_evaluator
     end
   end
 
-  logic [POL_GATES-1:0] gate;
+  logic [bmac_pkg::POL_GATES-1:0] gate;
   always_comb begin
     logic [7:0] cnt;
     logic [7:0] lm, gm;
     gate = '0;
-    for (int g = 0; g < POL_GATES; g++) begin
-      lm  = pbyte(prog, 2 * POL_LEAVES + 3 * g + 1);
-      gm  = pbyte(prog, 2 * POL_LEAVES + 3 * g + 2);
+    for (int g = 0; g < bmac_pkg::POL_GATES; g++) begin
+      lm  = pbyte(prog, 2 * bmac_pkg::POL_LEAVES + 3 * g + 1);
+      gm  = pbyte(prog, 2 * bmac_pkg::POL_LEAVES + 3 * g + 2);
       cnt = '0;
-      for (int k = 0; k < POL_LEAVES; k++) cnt = cnt + {7'd0, lm[k] & leaf[k]};
+      for (int k = 0; k < bmac_pkg::POL_LEAVES; k++) cnt = cnt + {7'd0, lm[k] & leaf[k]};
       for (int j = 0; j < g; j++) cnt = cnt + {7'd0, gm[j] & gate[j]};
-      gate[g] = cnt >= pbyte(prog, 2 * POL_LEAVES + 3 * g);
+      gate[g] = cnt >= pbyte(prog, 2 * bmac_pkg::POL_LEAVES + 3 * g);
     end
   end
 
-  assign satisfied = prog[POL_W-1] & gate[POL_GATES-1];
+  assign satisfied = prog[bmac_pkg::POL_W-1] & gate[bmac_pkg::POL_GATES-1];
 endmodule

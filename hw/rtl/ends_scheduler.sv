@@ -10,7 +10,6 @@
 // cancelled through `kill` (a one-cycle reset). When every endorsement has
 // been tried and the policy is still not satisfied, it fails.
 module ends_scheduler
-  import bmac_pkg::*;
 #(
     parameter int M    = 2,
     parameter int ORGS = 8
@@ -21,7 +20,7 @@ module ends_scheduler
     input  logic                  start,       // sampled when idle
     output logic                  idle,
     input  logic [2:0]            n_ends,
-    input  end_rec_t [MAX_ENDS-1:0] ends,
+    input  logic [bmac_pkg::MAX_ENDS*bmac_pkg::END_REC_W-1:0] ends,  // end_rec_t i at [i*END_REC_W +: END_REC_W]
     output logic                  finished,    // one-cycle strobe
     output logic                  pass,        // verdict, with `finished`
     output logic [2:0]            skipped,     // with `finished`: endorsements never verified to the end
@@ -30,7 +29,7 @@ module ends_scheduler
     input  logic                  satisfied,
     // Engines (inputs are shared; `eng_start[k]` selects one).
     output logic [M-1:0]          eng_start,
-    output sig_job_t              eng_sig,
+    output bmac_pkg::sig_job_t    eng_sig,
     input  logic [M-1:0]          eng_busy,
     input  logic [M-1:0]          eng_done,
     input  logic [M-1:0]          eng_valid,
@@ -39,7 +38,7 @@ module ends_scheduler
   typedef enum logic [1:0] {S_IDLE, S_RUN, S_STOP} state_t;
   state_t           st;
   logic [2:0]       n_q;
-  end_rec_t [MAX_ENDS-1:0] ends_q;
+  logic [bmac_pkg::MAX_ENDS*bmac_pkg::END_REC_W-1:0] ends_q;
   logic [2:0]       next;          // next endorsement to dispatch
   logic [M-1:0]     active;        // engine runs one of ours
   logic [7:0]       eng_org   [M];
@@ -61,8 +60,12 @@ module ends_scheduler
       end
   end
 
-  end_rec_t cur;
-  assign cur     = ends_q[next[1:0]];
+  bmac_pkg::end_rec_t cur;
+  always_comb begin
+    cur = '0;
+    for (int i = 0; i < bmac_pkg::MAX_ENDS; i++)
+      if (next[1:0] == 2'(i)) cur = ends_q[i * bmac_pkg::END_REC_W +: bmac_pkg::END_REC_W];
+  end
   assign eng_sig = cur.sig;
 
   logic cur_usable, dispatch;

@@ -51,15 +51,19 @@ module kv_store #(
     logic         deleted;
   } entry_t;
 
-  entry_t mem [ENTRIES];
+  // Entries as plain vectors (an array of structs is not inferred as a memory by every synthesis tool).
+  localparam int EW = 1 + 8 + 256 + 64 + 32 + 1;  // the width of entry_t
+  logic [EW-1:0] mem [ENTRIES];
+`ifndef SYNTHESIS
   initial begin
-    // Simulation and FPGA bitstreams start from an empty table; on an ASIC a
-    // clearing pass would be needed.
+    // Simulation starts from an empty table, as an FPGA does: block RAM without
+    // initial contents powers up as zeros. On an ASIC a clearing pass would be needed.
     for (int i = 0; i < ENTRIES; i++) mem[i] = '0;
   end
+`endif
 
   function automatic logic [IW-1:0] home(input logic [IW-1:0] key_lo, input logic [7:0] ns);
-    return key_lo ^ IW'(ns);
+    home = key_lo ^ IW'(ns);
   endfunction
 
   // ------------------------------------------------------------------ port A
@@ -154,7 +158,12 @@ module kv_store #(
         B_IDLE: if (b_req) begin
           b_idx <= home(b_key[IW-1:0], b_ns);
           b_cnt <= '0;
-          b_new <= '{valid: 1'b1, ns: b_ns, key: b_key, blk: b_blk, txn: b_txn, deleted: b_del};
+          b_new.valid   <= 1'b1;
+          b_new.ns      <= b_ns;
+          b_new.key     <= b_key;
+          b_new.blk     <= b_blk;
+          b_new.txn     <= b_txn;
+          b_new.deleted <= b_del;
           b_st  <= B_READ;
         end
         B_READ: b_st <= B_CMP;

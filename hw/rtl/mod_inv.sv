@@ -39,7 +39,7 @@ module mod_inv #(
                                                 input logic [WIDTH-1:0] md);
     logic [WIDTH:0] sh;
     sh = x[0] ? ({1'b0, x} + {1'b0, md}) : {1'b0, x};
-    return WIDTH'(sh >> 1);
+    half_mod = WIDTH'(sh >> 1);
   endfunction
 
   // (x - y) mod m for x, y < m.
@@ -48,7 +48,7 @@ module mod_inv #(
                                                input logic [WIDTH-1:0] md);
     logic [WIDTH:0] d;
     d = {1'b0, x} - {1'b0, y};
-    return d[WIDTH] ? (d[WIDTH-1:0] + md) : d[WIDTH-1:0];
+    sub_mod = d[WIDTH] ? (d[WIDTH-1:0] + md) : d[WIDTH-1:0];
   endfunction
 
   logic u_one, v_one, stuck, u_ge_v;

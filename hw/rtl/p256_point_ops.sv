@@ -51,7 +51,6 @@ module p256_point_ops #(
     output logic         t2_zero,
     output logic         t3_zero
 );
-  import p256_pkg::*;
 
   // ---------------------------------------------------------------- operands
   // 0..15: register file, 16..31: constants and the TX/TY aliases.
@@ -89,7 +88,7 @@ module p256_point_ops #(
   /* verilator lint_off UNUSEDSIGNAL */
   function automatic instr_t mk(input logic last, input op_e op, input logic [4:0] dst,
                                 input logic [4:0] a, input logic [4:0] b);
-    mk = '{last: last, op: op, dst: dst[3:0], a: a, b: b};
+    mk = {last, op, dst[3:0], a, b};  // instr_t's field order
   endfunction
   /* verilator lint_on UNUSEDSIGNAL */
 
@@ -190,14 +189,14 @@ module p256_point_ops #(
 
   function automatic logic [6:0] entry_pc(input logic [2:0] pg);
     case (pg)
-      PRG_PREP:  entry_pc = PC_PREP;
-      PRG_SUM:   entry_pc = PC_SUM;
-      PRG_SUM2G: entry_pc = PC_SUM2G;
-      PRG_LOADT: entry_pc = PC_LOADT;
-      PRG_DBL:   entry_pc = PC_DBL;
-      PRG_MADD1: entry_pc = PC_MADD1;
-      PRG_MADD2: entry_pc = PC_MADD2;
-      PRG_FINAL: entry_pc = PC_FINAL;
+      p256_pkg::PRG_PREP:  entry_pc = PC_PREP;
+      p256_pkg::PRG_SUM:   entry_pc = PC_SUM;
+      p256_pkg::PRG_SUM2G: entry_pc = PC_SUM2G;
+      p256_pkg::PRG_LOADT: entry_pc = PC_LOADT;
+      p256_pkg::PRG_DBL:   entry_pc = PC_DBL;
+      p256_pkg::PRG_MADD1: entry_pc = PC_MADD1;
+      p256_pkg::PRG_MADD2: entry_pc = PC_MADD2;
+      p256_pkg::PRG_FINAL: entry_pc = PC_FINAL;
       default:   entry_pc = PC_PREP;
     endcase
   endfunction
@@ -208,7 +207,7 @@ module p256_point_ops #(
   function automatic logic [255:0] tab_x(input logic [1:0] sel, input logic [255:0] qxm,
                                          input logic [255:0] sxm);
     case (sel)
-      2'd1:    tab_x = GX_M;
+      2'd1:    tab_x = p256_pkg::GX_M;
       2'd2:    tab_x = qxm;
       default: tab_x = sxm;
     endcase
@@ -219,19 +218,19 @@ module p256_point_ops #(
       operand = rf[idx[3:0]];
     end else begin
       case (idx)
-        C_ONE:   operand = ONE_M;
-        C_R2P:   operand = R2P;
-        C_R3P:   operand = R3P;
-        C_R2N:   operand = R2N;
-        C_THREE: operand = THREE_M;
-        C_B:     operand = B_M;
-        C_GX:    operand = GX_M;
-        C_GY:    operand = GY_M;
-        C_G2X:   operand = G2X_M;
-        C_G2Y:   operand = G2Y_M;
-        C_NM:    operand = N_M;
+        C_ONE:   operand = p256_pkg::ONE_M;
+        C_R2P:   operand = p256_pkg::R2P;
+        C_R3P:   operand = p256_pkg::R3P;
+        C_R2N:   operand = p256_pkg::R2N;
+        C_THREE: operand = p256_pkg::THREE_M;
+        C_B:     operand = p256_pkg::B_M;
+        C_GX:    operand = p256_pkg::GX_M;
+        C_GY:    operand = p256_pkg::GY_M;
+        C_G2X:   operand = p256_pkg::G2X_M;
+        C_G2Y:   operand = p256_pkg::G2Y_M;
+        C_NM:    operand = p256_pkg::N_M;
         TX:      operand = tab_x(tsel, rf[QX[3:0]], rf[SX[3:0]]);
-        TY:      operand = (tsel == 2'd1) ? GY_M : ((tsel == 2'd2) ? rf[QY[3:0]] : rf[SY[3:0]]);
+        TY:      operand = (tsel == 2'd1) ? p256_pkg::GY_M : ((tsel == 2'd2) ? rf[QY[3:0]] : rf[SY[3:0]]);
         default: operand = '0;
       endcase
     end
@@ -263,10 +262,10 @@ module p256_point_ops #(
   logic [255:0] addsub;
   always_comb begin
     sum     = {1'b0, opa} + {1'b0, opb};
-    sum_red = sum - {1'b0, P};
+    sum_red = sum - {1'b0, p256_pkg::P};
     diff    = {1'b0, opa} - {1'b0, opb};
     if (ins.op == OP_SUBP) begin
-      addsub = diff[256] ? (diff[255:0] + P) : diff[255:0];
+      addsub = diff[256] ? (diff[255:0] + p256_pkg::P) : diff[255:0];
     end else begin
       addsub = sum_red[256] ? sum[255:0] : sum_red[255:0];
     end
@@ -288,8 +287,8 @@ module p256_point_ops #(
       .start (mm_start),
       .a     (opa),
       .b     (opb),
-      .m     (mod_n ? N : P),
-      .m_ninv(mod_n ? N_NINV[WORD-1:0] : P_NINV[WORD-1:0]),
+      .m     (mod_n ? p256_pkg::N : p256_pkg::P),
+      .m_ninv(mod_n ? p256_pkg::N_NINV[WORD-1:0] : p256_pkg::P_NINV[WORD-1:0]),
       .busy  (),
       .done  (mm_done),
       .result(mm_res)
@@ -302,7 +301,7 @@ module p256_point_ops #(
       .rst_n (rst_n),
       .start (inv_start),
       .a     (opa),
-      .m     (mod_n ? N : P),
+      .m     (mod_n ? p256_pkg::N : p256_pkg::P),
       .busy  (),
       .done  (inv_done),
       .result(inv_res),

@@ -8,29 +8,28 @@
 // sections that use it and never rewrites an id that a block in flight uses, so
 // writes need no ordering with the evaluators.
 module policy_table
-  import bmac_pkg::*;
 (
     input  logic                     clk,
     input  logic                     rst_n,
     input  logic                     we,
     input  logic                     flush,
     input  logic [7:0]               id,
-    input  logic [8*POL_BYTES-1:0]   prog,
-    output logic [POL_IDS*POL_W-1:0] policies
+    input  logic [8*bmac_pkg::POL_BYTES-1:0]   prog,
+    output logic [bmac_pkg::POL_IDS*bmac_pkg::POL_W-1:0] policies
 );
-  logic [POL_W-1:0] entry [1:POL_IDS-1];
+  logic [bmac_pkg::POL_W-1:0] entry [1:bmac_pkg::POL_IDS-1];
   always_ff @(posedge clk or negedge rst_n) begin
     if (!rst_n) begin
-      for (int i = 1; i < POL_IDS; i++) entry[i] <= '0;
+      for (int i = 1; i < bmac_pkg::POL_IDS; i++) entry[i] <= '0;
     end else if (we) begin
-      for (int i = 1; i < POL_IDS; i++) begin
+      for (int i = 1; i < bmac_pkg::POL_IDS; i++) begin
         if (32'(id) == i) entry[i] <= {1'b1, prog};
         else if (flush) entry[i] <= '0;
       end
     end
   end
-  assign policies[0 +: POL_W] = '0;   // policy id 0 means "no policy"
-  for (genvar i = 1; i < POL_IDS; i++) begin : g_out
-    assign policies[i * POL_W +: POL_W] = entry[i];
+  assign policies[0 +: bmac_pkg::POL_W] = '0;   // policy id 0 means "no policy"
+  for (genvar i = 1; i < bmac_pkg::POL_IDS; i++) begin : g_out
+    assign policies[i * bmac_pkg::POL_W +: bmac_pkg::POL_W] = entry[i];
   end
 endmodule

@@ -22,7 +22,6 @@
 // forwarded. Then the next section's lane takes over. The block processor thus
 // sees exactly the record order of a single protocol processor.
 module pp_lanes
-  import bmac_pkg::*;
 #(
     parameter int          LANES    = 2,
     parameter logic [15:0] UDP_PORT = 16'd7063,
@@ -39,26 +38,26 @@ module pp_lanes
     output logic        s_axis_tready,
     output logic        blk_valid,
     input  logic        blk_ready,
-    output block_rec_t  blk_rec,
+    output bmac_pkg::block_rec_t blk_rec,
     output logic        tx_valid,
     input  logic        tx_ready,
-    output tx_rec_t     tx,
+    output bmac_pkg::tx_rec_t tx,
     output logic        end_valid,
     input  logic        end_ready,
-    output end_rec_t    end_out,
+    output bmac_pkg::end_rec_t end_out,
     output logic        rd_valid,
     input  logic        rd_ready,
-    output rd_rec_t     rd,
+    output bmac_pkg::rd_rec_t rd,
     output logic        wr_valid,
     input  logic        wr_ready,
-    output wr_rec_t     wr,
+    output bmac_pkg::wr_rec_t wr,
     output logic        blk_start,
     output logic        proto_error,
     // Policy-table writes (POLICY_SYNC sections), from lane 0.
     output logic        pol_we,
     output logic        pol_flush,
     output logic [7:0]  pol_id,
-    output logic [8*POL_BYTES-1:0] pol_prog
+    output logic [8*bmac_pkg::POL_BYTES-1:0] pol_prog
 );
   localparam int LW = (LANES > 1) ? $clog2(LANES) : 1;
 
@@ -71,7 +70,9 @@ module pp_lanes
 
   typedef enum logic [1:0] {R_COLLECT, R_FLUSH, R_PASS} r_state_t;
   r_state_t      rst;
-  beat_t         rbuf [6];
+  logic [63:0]   rbuf_data [6];  // the buffered beats, one array per beat_t field
+  logic [7:0]    rbuf_keep [6];
+  logic          rbuf_last [6];
   logic [2:0]    rcount;        // beats collected
   logic [2:0]    rflush;        // next buffered beat to push
   logic          rlast_seen;    // the frame ended inside the buffer
@@ -82,7 +83,7 @@ module pp_lanes
 
   // Bytes of the buffered header (beat b, lane k = byte 8b + k).
   function automatic logic [7:0] hb(input int i);
-    return rbuf[i / 8].data[8 * (i % 8) +: 8];
+    hb = rbuf_data[i / 8][8 * (i % 8) +: 8];
   endfunction
 
   logic        is_bmac;
@@ -141,12 +142,16 @@ module pp_lanes
   always_comb begin
     s_axis_tready = 1'b0;
     in_valid_l    = '0;
-    in_beat       = rbuf[rflush];
+    in_beat.data = rbuf_data[rflush];
+    in_beat.keep = rbuf_keep[rflush];
+    in_beat.last = rbuf_last[rflush];
     unique case (rst)
       R_COLLECT: s_axis_tready = rcount != 3'd6 && !rlast_seen;
       R_FLUSH: in_valid_l = all_ready ? rmask : '0;
       R_PASS: begin
-        in_beat       = '{data: s_axis_tdata, keep: s_axis_tkeep, last: s_axis_tlast};
+        in_beat.data = s_axis_tdata;
+        in_beat.keep = s_axis_tkeep;
+        in_beat.last = s_axis_tlast;
         s_axis_tready = all_ready;
         in_valid_l    = (all_ready && s_axis_tvalid) ? rmask : '0;
       end
@@ -161,12 +166,18 @@ module pp_lanes
       rflush     <= '0;
       rlast_seen <= 1'b0;
       rmask      <= '0;
-      for (int i = 0; i < 6; i++) rbuf[i] <= '0;
+      for (int i = 0; i < 6; i++) begin
+        rbuf_data[i] <= '0;
+        rbuf_keep[i] <= '0;
+        rbuf_last[i] <= 1'b0;
+      end
     end else begin
       unique case (rst)
         R_COLLECT: begin
           if (s_axis_tvalid && s_axis_tready) begin
-            rbuf[rcount] <= '{data: s_axis_tdata, keep: s_axis_tkeep, last: s_axis_tlast};
+            rbuf_data[rcount] <= s_axis_tdata;
+            rbuf_keep[rcount] <= s_axis_tkeep;
+            rbuf_last[rcount] <= s_axis_tlast;
             rcount       <= rcount + 3'd1;
             rlast_seen   <= s_axis_tlast;
           end
@@ -193,14 +204,16 @@ module pp_lanes
   // ------------------------------------------------------------------- lanes
   logic [LANES-1:0] l_blk_valid, l_tx_valid, l_end_valid, l_rd_valid, l_wr_valid;
   logic [LANES-1:0] l_blk_ready, l_tx_ready, l_end_ready, l_rd_ready, l_wr_ready;
-  block_rec_t       l_blk [LANES];
-  tx_rec_t          l_tx  [LANES];
-  end_rec_t         l_end [LANES];
-  rd_rec_t          l_rd  [LANES];
-  wr_rec_t          l_wr  [LANES];
+  // Each lane's records, as plain vectors of the record widths (arrays of structs are not read alike by
+  // every synthesis tool).
+  logic [$bits(blk_rec)-1:0]  l_blk [LANES];
+  logic [$bits(tx)-1:0]       l_tx  [LANES];
+  logic [$bits(end_out)-1:0]  l_end [LANES];
+  logic [$bits(rd)-1:0]       l_rd  [LANES];
+  logic [$bits(wr)-1:0]       l_wr  [LANES];
   logic [LANES-1:0] l_blk_start, l_err, l_pol_we, l_pol_flush;
   logic [7:0]             l_pol_id   [LANES];
-  logic [8*POL_BYTES-1:0] l_pol_prog [LANES];
+  logic [8*bmac_pkg::POL_BYTES-1:0] l_pol_prog [LANES];
   logic [LANES-1:0] t_valid, t_pop;
   logic [7:0]       t_rd   [LANES];
   logic [7:0]       t_wr   [LANES];
@@ -209,30 +222,32 @@ module pp_lanes
   logic             t_blk  [LANES];
 
   for (genvar l = 0; l < LANES; l++) begin : g_lane
-    beat_t q;
+    logic [63:0] q_data;  // the lane's beat, by beat_t field
+    logic [7:0]  q_keep;
+    logic        q_last;
     logic  q_valid, q_ready;
     /* verilator lint_off PINCONNECTEMPTY */
-    sync_fifo #(.W($bits(beat_t)), .DEPTH(IN_DEPTH)) u_in (
+    sync_fifo #(.W($bits(in_beat)), .DEPTH(IN_DEPTH)) u_in (
         .clk, .rst_n, .in_valid(in_valid_l[l]), .in_ready(in_ready_l[l]), .in_data(in_beat),
-        .out_valid(q_valid), .out_ready(q_ready), .out_data(q), .count()
+        .out_valid(q_valid), .out_ready(q_ready), .out_data({q_data, q_keep, q_last}), .count()
     );
     /* verilator lint_on PINCONNECTEMPTY */
 
     // Lane outputs go through small FIFOs, so a lane can finish a section while another lane's turn lasts.
     logic bq_in_ready, tq_in_ready, eq_in_ready, rq_in_ready, wq_in_ready;
     logic pb_valid, pt_valid, pe_valid, pr_valid, pw_valid;
-    block_rec_t pb;
-    tx_rec_t    pt;
-    end_rec_t   pe;
-    rd_rec_t    pr;
-    wr_rec_t    pw;
+    bmac_pkg::block_rec_t pb;
+    bmac_pkg::tx_rec_t pt;
+    bmac_pkg::end_rec_t pe;
+    bmac_pkg::rd_rec_t pr;
+    bmac_pkg::wr_rec_t pw;
     logic       s_valid, s_ready;
     logic [7:0] s_rd, s_wr;
     logic [2:0] s_ends;
     logic       s_tx, s_blk;
 
     protocol_processor #(.UDP_PORT(UDP_PORT), .ID_SLOTS(ID_SLOTS), .ID_BYTES(ID_BYTES)) u_pp (
-        .clk, .rst_n, .s_axis_tdata(q.data), .s_axis_tkeep(q.keep), .s_axis_tlast(q.last),
+        .clk, .rst_n, .s_axis_tdata(q_data), .s_axis_tkeep(q_keep), .s_axis_tlast(q_last),
         .s_axis_tvalid(q_valid), .s_axis_tready(q_ready),
         .blk_valid(pb_valid), .blk_ready(bq_in_ready), .blk_rec(pb),
         .tx_valid(pt_valid), .tx_ready(tq_in_ready), .tx(pt),
@@ -246,19 +261,19 @@ module pp_lanes
     );
 
     /* verilator lint_off PINCONNECTEMPTY */
-    sync_fifo #(.W($bits(block_rec_t)), .DEPTH(2)) u_bq (
+    sync_fifo #(.W($bits(pb)), .DEPTH(2)) u_bq (
         .clk, .rst_n, .in_valid(pb_valid), .in_ready(bq_in_ready), .in_data(pb),
         .out_valid(l_blk_valid[l]), .out_ready(l_blk_ready[l]), .out_data(l_blk[l]), .count());
-    sync_fifo #(.W($bits(tx_rec_t)), .DEPTH(2)) u_tq (
+    sync_fifo #(.W($bits(pt)), .DEPTH(2)) u_tq (
         .clk, .rst_n, .in_valid(pt_valid), .in_ready(tq_in_ready), .in_data(pt),
         .out_valid(l_tx_valid[l]), .out_ready(l_tx_ready[l]), .out_data(l_tx[l]), .count());
-    sync_fifo #(.W($bits(end_rec_t)), .DEPTH(8)) u_eq (
+    sync_fifo #(.W($bits(pe)), .DEPTH(8)) u_eq (
         .clk, .rst_n, .in_valid(pe_valid), .in_ready(eq_in_ready), .in_data(pe),
         .out_valid(l_end_valid[l]), .out_ready(l_end_ready[l]), .out_data(l_end[l]), .count());
-    sync_fifo #(.W($bits(rd_rec_t)), .DEPTH(64)) u_rq (
+    sync_fifo #(.W($bits(pr)), .DEPTH(64)) u_rq (
         .clk, .rst_n, .in_valid(pr_valid), .in_ready(rq_in_ready), .in_data(pr),
         .out_valid(l_rd_valid[l]), .out_ready(l_rd_ready[l]), .out_data(l_rd[l]), .count());
-    sync_fifo #(.W($bits(wr_rec_t)), .DEPTH(64)) u_wq (
+    sync_fifo #(.W($bits(pw)), .DEPTH(64)) u_wq (
         .clk, .rst_n, .in_valid(pw_valid), .in_ready(wq_in_ready), .in_data(pw),
         .out_valid(l_wr_valid[l]), .out_ready(l_wr_ready[l]), .out_data(l_wr[l]), .count());
     sync_fifo #(.W(21), .DEPTH(4)) u_tok (

@@ -28,7 +28,6 @@
 // must reset the block processor. Frames that are not BMac datagrams are
 // dropped silently.
 module protocol_processor
-  import bmac_pkg::*;
 #(
     parameter logic [15:0] UDP_PORT    = 16'd7063,
     parameter int          ID_SLOTS    = 64,
@@ -47,19 +46,19 @@ module protocol_processor
     output logic        s_axis_tready,
     output logic        blk_valid,
     input  logic        blk_ready,
-    output block_rec_t  blk_rec,
+    output bmac_pkg::block_rec_t blk_rec,
     output logic        tx_valid,
     input  logic        tx_ready,
-    output tx_rec_t     tx,
+    output bmac_pkg::tx_rec_t tx,
     output logic        end_valid,
     input  logic        end_ready,
-    output end_rec_t    end_out,
+    output bmac_pkg::end_rec_t end_out,
     output logic        rd_valid,
     input  logic        rd_ready,
-    output rd_rec_t     rd,
+    output bmac_pkg::rd_rec_t rd,
     output logic        wr_valid,
     input  logic        wr_ready,
-    output wr_rec_t     wr,
+    output bmac_pkg::wr_rec_t wr,
     output logic        blk_start,     // one-cycle strobe: a HEADER section was parsed
     output logic        proto_error,   // one-cycle strobe: a section was dropped
     // End of every TX, METADATA and STATE_SYNC section (dropped ones included), with the records it wrote,
@@ -76,7 +75,7 @@ module protocol_processor
     output logic        pol_we,
     output logic        pol_flush,
     output logic [7:0]  pol_id,
-    output logic [8*POL_BYTES-1:0] pol_prog
+    output logic [8*bmac_pkg::POL_BYTES-1:0] pol_prog
 );
   localparam int SW  = $clog2(ID_SLOTS);
   localparam int IBW = $clog2(ID_BYTES);
@@ -128,7 +127,7 @@ module protocol_processor
   logic        frame_done;     // the frame's last byte has been consumed
   logic [7:0]  n_rd, n_wr;
   logic [2:0]  n_ends;
-  logic [SLOTS-1:0] hash_used;
+  logic [bmac_pkg::SLOTS-1:0] hash_used;
 
   // ------------------------------------------------------- annotation FIFOs
   // The annotation completed by the current byte (abuf holds its first seven bytes).
@@ -141,24 +140,25 @@ module protocol_processor
   ann_t            loc_q;
   logic            fld_in, fld_ready, fld_valid, fld_pop;
   ann_t            fld_q;
-  logic [SLOTS-1:0] hq_in, hq_ready, hq_valid, hq_pop;
-  ann_t            hq_q   [SLOTS];
-  logic [$clog2(HASH_DEPTH):0] hq_count [SLOTS];
+  logic [bmac_pkg::SLOTS-1:0] hq_in, hq_ready, hq_valid, hq_pop;
+  logic [15:0]     hq_off [bmac_pkg::SLOTS];  // the range of a hash annotation, all that a hash FIFO keeps
+  logic [15:0]     hq_len [bmac_pkg::SLOTS];
+  logic [$clog2(HASH_DEPTH):0] hq_count [bmac_pkg::SLOTS];
 
   /* verilator lint_off PINCONNECTEMPTY */
-  sync_fifo #(.W($bits(ann_t)), .DEPTH(LOC_DEPTH)) u_loc (
+  sync_fifo #(.W($bits(ann_new)), .DEPTH(LOC_DEPTH)) u_loc (
       .clk, .rst_n(sec_rst_n), .in_valid(loc_in), .in_ready(loc_ready), .in_data(ann_new),
       .out_valid(loc_valid), .out_ready(loc_pop), .out_data(loc_q), .count()
   );
-  sync_fifo #(.W($bits(ann_t)), .DEPTH(FIELD_DEPTH)) u_field (
+  sync_fifo #(.W($bits(ann_new)), .DEPTH(FIELD_DEPTH)) u_field (
       .clk, .rst_n(sec_rst_n), .in_valid(fld_in), .in_ready(fld_ready), .in_data(ann_new),
       .out_valid(fld_valid), .out_ready(fld_pop), .out_data(fld_q), .count()
   );
   /* verilator lint_on PINCONNECTEMPTY */
-  for (genvar s = 0; s < SLOTS; s++) begin : g_hq
-    sync_fifo #(.W($bits(ann_t)), .DEPTH(HASH_DEPTH)) u_hq (
-        .clk, .rst_n(sec_rst_n), .in_valid(hq_in[s]), .in_ready(hq_ready[s]), .in_data(ann_new),
-        .out_valid(hq_valid[s]), .out_ready(hq_pop[s]), .out_data(hq_q[s]), .count(hq_count[s])
+  for (genvar s = 0; s < bmac_pkg::SLOTS; s++) begin : g_hq
+    sync_fifo #(.W(32), .DEPTH(HASH_DEPTH)) u_hq (
+        .clk, .rst_n(sec_rst_n), .in_valid(hq_in[s]), .in_ready(hq_ready[s]), .in_data({ann_new.off, ann_new.len}),
+        .out_valid(hq_valid[s]), .out_ready(hq_pop[s]), .out_data({hq_off[s], hq_len[s]}), .count(hq_count[s])
     );
   end
 
@@ -168,15 +168,17 @@ module protocol_processor
     logic [7:0]    epoch;
     logic [SW-1:0] slot;
   } map_t;
-  map_t         id_map [65536];
+  logic [8+SW:0] id_map [65536];  // map_t entries, as plain vectors so that they infer a block RAM
   logic [7:0]   id_mem [ID_SLOTS * ID_BYTES];
   logic [15:0]  id_len [ID_SLOTS];
   logic [511:0] id_key [ID_SLOTS];
   logic [7:0]   epoch;
+`ifndef SYNTHESIS
   initial begin
-    // Empty cache at configuration (FPGA BRAM initial contents).
+    // Empty cache at configuration, as block RAM without initial contents powers up on an FPGA.
     for (int i = 0; i < 65536; i++) id_map[i] = '0;
   end
+`endif
 
   map_t         map_q;
   logic [AW-1:0] id_addr, id_addr_next;
@@ -196,7 +198,7 @@ module protocol_processor
   assign ids_slot = f_info[56 +: SW];
 
   // POLICY_SYNC: the program bytes, byte 0 in the top bits; the flush flag is info byte 0, bit 0.
-  logic [8*POL_BYTES-1:0] pol_buf;
+  logic [8*bmac_pkg::POL_BYTES-1:0] pol_buf;
   assign pol_prog  = pol_buf;
   assign pol_id    = f_index[7:0];
   assign pol_flush = f_info[56];
@@ -213,9 +215,9 @@ module protocol_processor
   assign is_meta = f_type == T_METADATA;
 
   // Signers recorded from locators.
-  logic [SLOTS-1:0] sg_valid;
-  logic [SW-1:0]    sg_slot [SLOTS];
-  logic [15:0]      sg_id   [SLOTS];
+  logic [bmac_pkg::SLOTS-1:0] sg_valid;
+  logic [SW-1:0]    sg_slot [bmac_pkg::SLOTS];
+  logic [15:0]      sg_id   [bmac_pkg::SLOTS];
 
   // Token register (one reconstructed byte).
   logic        tk_valid, tk_take, tk_free;
@@ -237,20 +239,20 @@ module protocol_processor
   assign map_bad = !map_q.valid || map_q.epoch != epoch;
 
   // ------------------------------------------------------- HashCalculator
-  logic [SLOTS-1:0] h_in, h_lastb, h_final, h_ready, h_dv, h_busy;
-  logic [255:0]     h_digest [SLOTS];
-  logic [255:0]     dig [SLOTS];
-  logic [SLOTS-1:0] dig_done;
+  logic [bmac_pkg::SLOTS-1:0] h_in, h_lastb, h_final, h_ready, h_dv, h_busy;
+  logic [255:0]     h_digest [bmac_pkg::SLOTS];
+  logic [255:0]     dig [bmac_pkg::SLOTS];
+  logic [bmac_pkg::SLOTS-1:0] dig_done;
   always_comb begin
-    for (int s = 0; s < SLOTS; s++) begin
+    for (int s = 0; s < bmac_pkg::SLOTS; s++) begin
       logic [16:0] end_pos;
-      end_pos    = 17'(hq_q[s].off) + 17'(hq_q[s].len);
-      h_in[s]    = hq_valid[s] && tk_valid && tk_pos >= hq_q[s].off && 17'(tk_pos) < end_pos;
+      end_pos    = 17'(hq_off[s]) + 17'(hq_len[s]);
+      h_in[s]    = hq_valid[s] && tk_valid && tk_pos >= hq_off[s] && 17'(tk_pos) < end_pos;
       h_lastb[s] = h_in[s] && 17'(tk_pos) + 17'd1 == end_pos;
       h_final[s] = h_lastb[s] && hq_count[s] == ($clog2(HASH_DEPTH)+1)'(1);
     end
   end
-  for (genvar s = 0; s < SLOTS; s++) begin : g_hash
+  for (genvar s = 0; s < bmac_pkg::SLOTS; s++) begin : g_hash
     sha256_engine #(.DATA_W(8)) u_sha (
         .clk, .rst_n(sec_rst_n), .s_valid(tk_take && h_in[s]), .s_ready(h_ready[s]), .s_data(tk_byte),
         .s_keep(1'b1), .s_last(h_final[s]), .digest(h_digest[s]), .digest_valid(h_dv[s]), .busy(h_busy[s])
@@ -277,9 +279,9 @@ module protocol_processor
   logic         der_done, der_ok;
   logic [255:0] der_r, der_s;
   logic [2:0]   der_slot;
-  logic [SLOTS-1:0] sig_ok;
-  logic [255:0] sig_r [SLOTS];
-  logic [255:0] sig_s [SLOTS];
+  logic [bmac_pkg::SLOTS-1:0] sig_ok;
+  logic [255:0] sig_r [bmac_pkg::SLOTS];
+  logic [255:0] sig_s [bmac_pkg::SLOTS];
   der_parser u_der (
       .clk, .rst_n(sec_rst_n), .in_valid(tk_take && f_in && f_is_sig), .first(f_first), .last(f_lastb),
       .region_len(fld_q.len), .in_byte(tk_byte), .done(der_done), .ok(der_ok), .r(der_r), .s(der_s)
@@ -311,16 +313,20 @@ module protocol_processor
   logic         k_ready, k_dv, k_busy;
   logic [255:0] k_digest;
   logic         kd_in_ready, kd_valid, kd_pop, dq_valid, dq_pop;
-  kdesc_t       kd_q;
+  kdesc_t       kd_in, kd_q;
+  assign kd_in.kind  = fld_q.kind;
+  assign kd_in.flags = fld_q.flags;
+  assign kd_in.ns    = fld_q.ns;
+  assign kd_in.seq   = fld_q.seq;
   logic [255:0] dq_q;
   sha256_engine #(.DATA_W(8)) u_key_sha (
       .clk, .rst_n(sec_rst_n), .s_valid(tk_take && f_in && f_is_key), .s_ready(k_ready), .s_data(tk_byte),
       .s_keep(1'b1), .s_last(f_lastb), .digest(k_digest), .digest_valid(k_dv), .busy(k_busy)
   );
   /* verilator lint_off PINCONNECTEMPTY */
-  sync_fifo #(.W($bits(kdesc_t)), .DEPTH(FIELD_DEPTH)) u_kdesc (
+  sync_fifo #(.W($bits(kd_q)), .DEPTH(FIELD_DEPTH)) u_kdesc (
       .clk, .rst_n(sec_rst_n), .in_valid(tk_take && f_lastb && f_is_key), .in_ready(kd_in_ready),
-      .in_data(kdesc_t'{kind: fld_q.kind, flags: fld_q.flags, ns: fld_q.ns, seq: fld_q.seq}),
+      .in_data(kd_in),
       .out_valid(kd_valid), .out_ready(kd_pop), .out_data(kd_q), .count()
   );
   sync_fifo #(.W(256), .DEPTH(FIELD_DEPTH)) u_digests (
@@ -332,7 +338,7 @@ module protocol_processor
   // A token advances when every consumer of its byte can take it.
   always_comb begin
     tk_take = tk_valid;
-    for (int s = 0; s < SLOTS; s++) if (h_in[s] && !h_ready[s]) tk_take = 1'b0;
+    for (int s = 0; s < bmac_pkg::SLOTS; s++) if (h_in[s] && !h_ready[s]) tk_take = 1'b0;
     if (f_in && f_is_key && (!k_ready || (f_lastb && !kd_in_ready))) tk_take = 1'b0;
   end
 
@@ -343,11 +349,20 @@ module protocol_processor
   assign pair_is_rd  = kd_q.kind == K_RD_KEY || kd_q.kind == K_PROBE;
   assign rd_valid    = pair_ready && pair_is_rd;
   assign wr_valid    = pair_ready && !pair_is_rd;
-  assign rd = '{kind: kd_q.kind == K_PROBE, req: kd_q.kind == K_PROBE ? kd_q.flags[1:0] : 2'd0, seq: kd_q.seq,
-                ns: kd_q.ns, has_ver: kd_q.kind == K_RD_KEY && kd_q.flags[0],
-                ver_blk: ver_follows ? vq_q[127:64] : 64'd0, ver_tx: ver_follows ? vq_q[63:0] : 64'd0, key: dq_q};
-  assign wr = '{sync: kd_q.kind == K_SYNC_KEY, del: kd_q.flags[0], ns: kd_q.ns,
-                ver_blk: ver_follows ? vq_q[127:64] : 64'd0, ver_tx: ver_follows ? vq_q[31:0] : 32'd0, key: dq_q};
+  assign rd.kind    = kd_q.kind == K_PROBE;
+  assign rd.req     = kd_q.kind == K_PROBE ? kd_q.flags[1:0] : 2'd0;
+  assign rd.seq     = kd_q.seq;
+  assign rd.ns      = kd_q.ns;
+  assign rd.has_ver = kd_q.kind == K_RD_KEY && kd_q.flags[0];
+  assign rd.ver_blk = ver_follows ? vq_q[127:64] : 64'd0;
+  assign rd.ver_tx  = ver_follows ? vq_q[63:0] : 64'd0;
+  assign rd.key     = dq_q;
+  assign wr.sync    = kd_q.kind == K_SYNC_KEY;
+  assign wr.del     = kd_q.flags[0];
+  assign wr.ns      = kd_q.ns;
+  assign wr.ver_blk = ver_follows ? vq_q[127:64] : 64'd0;
+  assign wr.ver_tx  = ver_follows ? vq_q[31:0] : 32'd0;
+  assign wr.key     = dq_q;
   assign kd_pop = (rd_valid && rd_ready) || (wr_valid && wr_ready);
   assign dq_pop = kd_pop;
   assign vq_pop = kd_pop && ver_follows;
@@ -367,15 +382,52 @@ module protocol_processor
   assign w_has_key = sg_valid[wslot];
   assign w_id      = sg_id[wslot];
 
-  sig_job_t w_sig;
-  assign w_sig = '{qx: key_q[511:256], qy: key_q[255:0], e: dig[wslot], r: sig_r[wslot], s: sig_s[wslot]};
+  bmac_pkg::sig_job_t w_sig;
+  assign w_sig.qx = key_q[511:256];
+  assign w_sig.qy = key_q[255:0];
+  assign w_sig.e  = dig[wslot];
+  assign w_sig.r  = sig_r[wslot];
+  assign w_sig.s  = sig_s[wslot];
 
-  assign tx = '{blk: f_blk, tx_idx: f_index, last: f_flags[0], pre_code: f_info[63:56], post_code: f_info[55:48],
-                policy_id: f_info[47:40], dup_tag: f_info[31:16], phantom_seq: f_info[15:8], n_ends: n_ends,
-                n_rd: n_rd, n_wr: n_wr, has_key: w_has_key, der_ok: sig_ok[wslot], sig: w_sig};
-  assign end_out = '{has_key: w_has_key, der_ok: sig_ok[wslot], org: w_id[15:8], roles: w_id[7:4], sig: w_sig};
-  assign blk_rec = '{blk: f_blk, policy_id: f_info[63:56], has_key: w_has_key, der_ok: sig_ok[wslot],
-                     org: w_id[15:8], roles: w_id[7:4], sig: w_sig};
+  assign tx.blk = f_blk;
+
+  assign tx.tx_idx = f_index;
+
+  assign tx.last = f_flags[0];
+
+  assign tx.pre_code = f_info[63:56];
+
+  assign tx.post_code = f_info[55:48];
+
+  assign tx.policy_id = f_info[47:40];
+
+  assign tx.dup_tag = f_info[31:16];
+
+  assign tx.phantom_seq = f_info[15:8];
+
+  assign tx.n_ends = n_ends;
+
+  assign tx.n_rd = n_rd;
+
+  assign tx.n_wr = n_wr;
+
+  assign tx.has_key = w_has_key;
+
+  assign tx.der_ok = sig_ok[wslot];
+
+  assign tx.sig            = w_sig;
+  assign end_out.has_key   = w_has_key;
+  assign end_out.der_ok    = sig_ok[wslot];
+  assign end_out.org       = w_id[15:8];
+  assign end_out.roles     = w_id[7:4];
+  assign end_out.sig       = w_sig;
+  assign blk_rec.blk       = f_blk;
+  assign blk_rec.policy_id = f_info[63:56];
+  assign blk_rec.has_key   = w_has_key;
+  assign blk_rec.der_ok    = sig_ok[wslot];
+  assign blk_rec.org       = w_id[15:8];
+  assign blk_rec.roles     = w_id[7:4];
+  assign blk_rec.sig       = w_sig;
   assign sec_valid = st == P_DONE;
   assign tx_valid  = st == P_WTX;
   assign end_valid = st == P_WEND;
@@ -397,7 +449,7 @@ module protocol_processor
   assign fld_in   = ann_fire && ann_new.kind >= K_SIG && ann_new.kind <= K_SYNC_VER;
   always_comb begin
     hq_in = '0;
-    if (ann_fire && ann_new.kind == K_HASH && 32'(ann_new.ns) < SLOTS) hq_in[ann_new.ns[2:0]] = 1'b1;
+    if (ann_fire && ann_new.kind == K_HASH && 32'(ann_new.ns) < bmac_pkg::SLOTS) hq_in[ann_new.ns[2:0]] = 1'b1;
   end
   logic ann_bad;
   assign ann_bad = ann_fire && (!ann_kind_ok ||
@@ -476,7 +528,7 @@ module protocol_processor
       proto_error <= 1'b0;
       pol_we      <= 1'b0;
       pol_buf     <= '0;
-      for (int s = 0; s < SLOTS; s++) begin
+      for (int s = 0; s < bmac_pkg::SLOTS; s++) begin
         sg_slot[s] <= '0;
         sg_id[s]   <= '0;
         dig[s]     <= '0;
@@ -492,7 +544,7 @@ module protocol_processor
       if (settle != 2'd0) settle <= settle - 2'd1;
 
       // Results arriving from the engines and parsers.
-      for (int s = 0; s < SLOTS; s++) if (h_dv[s]) begin
+      for (int s = 0; s < bmac_pkg::SLOTS; s++) if (h_dv[s]) begin
         dig[s]      <= h_digest[s];
         dig_done[s] <= 1'b1;
       end
@@ -577,7 +629,7 @@ module protocol_processor
               // Flush (info byte 1, bit 0; the info's last byte arrives in this cycle): stale ids stop matching.
               if (f_info[40]) epoch <= epoch + 8'd1;
             end else if (f_type == T_POLICY_SYNC) begin
-              if (f_psize == 16'(POL_BYTES) && f_nann == 8'd0 && !b_last) st <= P_IDS;
+              if (f_psize == 16'(bmac_pkg::POL_BYTES) && f_nann == 8'd0 && !b_last) st <= P_IDS;
               else begin
                 proto_error <= 1'b1;   // a policy program has exactly POL_BYTES bytes
                 st          <= b_last ? P_HDR : P_DROP;
@@ -649,7 +701,7 @@ module protocol_processor
                   after_done <= (frame_done ? P_HDR : P_DROP);
                 end else st <= (frame_done ? P_HDR : P_DROP);
               end else begin
-                if (loc_q.flags[0] && 32'(loc_q.ns) < SLOTS) begin
+                if (loc_q.flags[0] && 32'(loc_q.ns) < bmac_pkg::SLOTS) begin
                   sg_valid[loc_q.ns[2:0]] <= 1'b1;
                   sg_slot[loc_q.ns[2:0]]  <= map_q.slot;
                   sg_id[loc_q.ns[2:0]]    <= loc_q.len;
@@ -670,7 +722,7 @@ module protocol_processor
         // The payload of an ID_SYNC (key, then identity bytes) or a POLICY_SYNC (program bytes).
         P_IDS: if (b_valid) begin
           ids_i <= ids_i + 16'd1;
-          if (f_type == T_POLICY_SYNC) pol_buf <= {pol_buf[8*POL_BYTES-9:0], b_data};
+          if (f_type == T_POLICY_SYNC) pol_buf <= {pol_buf[8*bmac_pkg::POL_BYTES-9:0], b_data};
           else if (ids_i < 16'd64) ids_key <= {ids_key[503:0], b_data};
           if (ids_i + 16'd1 == f_psize) begin
             frame_done <= b_last;
@@ -761,7 +813,7 @@ module protocol_processor
     if (st == P_FIN && f_type == T_ID_SYNC) begin
       id_key[ids_slot] <= ids_key;
       id_len[ids_slot] <= f_info[47:32];
-      id_map[f_index]  <= '{valid: 1'b1, epoch: epoch, slot: ids_slot};
+      id_map[f_index] <= {1'b1, epoch, ids_slot};  // map_t: {valid, epoch, slot}
     end
   end
 

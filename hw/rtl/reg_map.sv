@@ -9,7 +9,6 @@
 // `blk_start` pulses when the protocol processor has parsed a block's HEADER
 // section; the block's latency is measured from there to its last result.
 module reg_map
-  import bmac_pkg::*, bmac_regs_pkg::*;
 #(
     parameter int N      = 4,
     parameter int M      = 2,
@@ -20,7 +19,7 @@ module reg_map
     input  logic        rst_n,
     input  logic        res_valid,
     output logic        res_ready,
-    input  res_rec_t    res,
+    input  bmac_pkg::res_rec_t res,
     input  logic        blk_start,
     input  logic [7:0]  stat_ecdsa_starts,
     input  logic [7:0]  stat_ends_skipped,
@@ -48,10 +47,10 @@ module reg_map
     output logic        irq             // a result is on display
 );
   localparam int TW = $clog2(MAX_TX);
-  localparam int CW = MAX_TX / REG_CODES_PER_WORD;   // code words per bank
-  localparam int VW = MAX_TX / REG_VALID_PER_WORD;   // valid-bitmap words per bank
+  localparam int CW = MAX_TX / bmac_regs_pkg::REG_CODES_PER_WORD;   // code words per bank
+  localparam int VW = MAX_TX / bmac_regs_pkg::REG_VALID_PER_WORD;   // valid-bitmap words per bank
   // The bank indexing below assumes 4 codes and 32 bitmap bits per word.
-  if (REG_CODES_PER_WORD != 4 || REG_VALID_PER_WORD != 32) begin : g_window_layout
+  if (bmac_regs_pkg::REG_CODES_PER_WORD != 4 || bmac_regs_pkg::REG_VALID_PER_WORD != 32) begin : g_window_layout
     $error("reg_map: hw/gen/regmap.toml changed the result-window layout");
   end
 
@@ -97,8 +96,8 @@ module reg_map
   assign s_axil_bresp   = 2'b00;
   assign s_axil_rresp   = 2'b00;
   assign wr_fire        = s_axil_awready;
-  assign release_req    = wr_fire && s_axil_awaddr == REG_CONTROL && s_axil_wstrb[0]
-                          && s_axil_wdata[CONTROL_RELEASE_LSB];
+  assign release_req    = wr_fire && s_axil_awaddr == bmac_regs_pkg::REG_CONTROL && s_axil_wstrb[0]
+                          && s_axil_wdata[bmac_regs_pkg::CONTROL_RELEASE_LSB];
 
   always_ff @(posedge clk or negedge rst_n) begin
     if (!rst_n) begin
@@ -146,9 +145,9 @@ module reg_map
         b_blk[wb]   <= res.blk;
         b_ok[wb]    <= res.block_valid;
         b_count[wb] <= (fresh ? '0 : b_count[wb]) + 1'b1;
-        if (res.code == CODE_VALID) b_valid[wb] <= (fresh ? '0 : b_valid[wb]) + 1'b1;
+        if (res.code == bmac_regs_pkg::CODE_VALID) b_valid[wb] <= (fresh ? '0 : b_valid[wb]) + 1'b1;
         s_txs <= s_txs + 32'd1;
-        if (res.code == CODE_VALID) s_valid <= s_valid + 32'd1;
+        if (res.code == bmac_regs_pkg::CODE_VALID) s_valid <= s_valid + 32'd1;
         if (res.last) begin
           full[wb]    <= 1'b1;
           b_lat[wb]   <= st_valid ? cycles[31:0] - st_time : 32'd0;
@@ -175,7 +174,7 @@ module reg_map
       vbits[{wb, clr_idx[$clog2(VW)-1:0]}] <= '0;
     if (res_valid && res_ready) begin
       codes[{wb, idx[TW-1:2]}][8*idx[1:0] +: 8] <= res.code;
-      if (res.code == CODE_VALID) vbits[{wb, idx[TW-1:5]}][idx[4:0]] <= 1'b1;
+      if (res.code == bmac_regs_pkg::CODE_VALID) vbits[{wb, idx[TW-1:5]}][idx[4:0]] <= 1'b1;
     end
   end
 
@@ -183,15 +182,15 @@ module reg_map
   logic [31:0] config_word, status_word;
   always_comb begin
     config_word = '0;
-    config_word[CONFIG_N_LSB +: CONFIG_N_WIDTH]             = CONFIG_N_WIDTH'(N);
-    config_word[CONFIG_M_LSB +: CONFIG_M_WIDTH]             = CONFIG_M_WIDTH'(M);
-    config_word[CONFIG_ORGS_LSB +: CONFIG_ORGS_WIDTH]       = CONFIG_ORGS_WIDTH'(ORGS);
-    config_word[CONFIG_TX_BITS_LSB +: CONFIG_TX_BITS_WIDTH] = CONFIG_TX_BITS_WIDTH'(TW);
+    config_word[bmac_regs_pkg::CONFIG_N_LSB +: bmac_regs_pkg::CONFIG_N_WIDTH]             = bmac_regs_pkg::CONFIG_N_WIDTH'(N);
+    config_word[bmac_regs_pkg::CONFIG_M_LSB +: bmac_regs_pkg::CONFIG_M_WIDTH]             = bmac_regs_pkg::CONFIG_M_WIDTH'(M);
+    config_word[bmac_regs_pkg::CONFIG_ORGS_LSB +: bmac_regs_pkg::CONFIG_ORGS_WIDTH]       = bmac_regs_pkg::CONFIG_ORGS_WIDTH'(ORGS);
+    config_word[bmac_regs_pkg::CONFIG_TX_BITS_LSB +: bmac_regs_pkg::CONFIG_TX_BITS_WIDTH] = bmac_regs_pkg::CONFIG_TX_BITS_WIDTH'(TW);
     status_word = '0;
-    status_word[STATUS_READY_LSB]       = full[rb];
-    status_word[STATUS_BLOCK_VALID_LSB] = b_ok[rb] & full[rb];
-    status_word[STATUS_KV_OVERFLOW_LSB] = sticky_kv;
-    status_word[STATUS_PROTO_ERROR_LSB] = sticky_proto;
+    status_word[bmac_regs_pkg::STATUS_READY_LSB]       = full[rb];
+    status_word[bmac_regs_pkg::STATUS_BLOCK_VALID_LSB] = b_ok[rb] & full[rb];
+    status_word[bmac_regs_pkg::STATUS_KV_OVERFLOW_LSB] = sticky_kv;
+    status_word[bmac_regs_pkg::STATUS_PROTO_ERROR_LSB] = sticky_proto;
   end
 
   // Reads: address taken, data the next cycle.
@@ -214,28 +213,28 @@ module reg_map
         rd_pending    <= 1'b0;
         s_axil_rvalid <= 1'b1;
         s_axil_rdata  <= 32'h0;
-        if (rd_addr >= REG_CODES && rd_addr < REG_CODES + 16'(4 * CW))
+        if (rd_addr >= bmac_regs_pkg::REG_CODES && rd_addr < bmac_regs_pkg::REG_CODES + 16'(4 * CW))
           s_axil_rdata <= codes[{rb, rd_addr[$clog2(CW)+1:2]}];
-        else if (rd_addr >= REG_VALID && rd_addr < REG_VALID + 16'(4 * VW))
+        else if (rd_addr >= bmac_regs_pkg::REG_VALID && rd_addr < bmac_regs_pkg::REG_VALID + 16'(4 * VW))
           s_axil_rdata <= vbits[{rb, rd_addr[$clog2(VW)+1:2]}];
         else begin
           unique case (rd_addr)
-            REG_MAGIC:          s_axil_rdata <= MAGIC_VALUE;
-            REG_CONFIG:         s_axil_rdata <= config_word;
-            REG_STATUS:         s_axil_rdata <= status_word;
-            REG_BLOCK_LO:       s_axil_rdata <= b_blk[rb][31:0];
-            REG_BLOCK_HI:       s_axil_rdata <= b_blk[rb][63:32];
-            REG_TX_COUNT:       s_axil_rdata <= 32'(b_count[rb]);
-            REG_VALID_COUNT:    s_axil_rdata <= 32'(b_valid[rb]);
-            REG_LATENCY:        s_axil_rdata <= b_lat[rb];
-            REG_STAT_BLOCKS:    s_axil_rdata <= s_blocks;
-            REG_STAT_TXS:       s_axil_rdata <= s_txs;
-            REG_STAT_VALID:     s_axil_rdata <= s_valid;
-            REG_STAT_ECDSA:     s_axil_rdata <= s_ecdsa;
-            REG_STAT_ENDS_SKIPPED: s_axil_rdata <= s_skipped;
-            REG_STAT_CYCLES_LO: s_axil_rdata <= cycles[31:0];
-            REG_STAT_CYCLES_HI: s_axil_rdata <= cycles[63:32];
-            REG_STAT_MVCC_FAIL: s_axil_rdata <= s_mvcc;
+            bmac_regs_pkg::REG_MAGIC:          s_axil_rdata <= bmac_regs_pkg::MAGIC_VALUE;
+            bmac_regs_pkg::REG_CONFIG:         s_axil_rdata <= config_word;
+            bmac_regs_pkg::REG_STATUS:         s_axil_rdata <= status_word;
+            bmac_regs_pkg::REG_BLOCK_LO:       s_axil_rdata <= b_blk[rb][31:0];
+            bmac_regs_pkg::REG_BLOCK_HI:       s_axil_rdata <= b_blk[rb][63:32];
+            bmac_regs_pkg::REG_TX_COUNT:       s_axil_rdata <= 32'(b_count[rb]);
+            bmac_regs_pkg::REG_VALID_COUNT:    s_axil_rdata <= 32'(b_valid[rb]);
+            bmac_regs_pkg::REG_LATENCY:        s_axil_rdata <= b_lat[rb];
+            bmac_regs_pkg::REG_STAT_BLOCKS:    s_axil_rdata <= s_blocks;
+            bmac_regs_pkg::REG_STAT_TXS:       s_axil_rdata <= s_txs;
+            bmac_regs_pkg::REG_STAT_VALID:     s_axil_rdata <= s_valid;
+            bmac_regs_pkg::REG_STAT_ECDSA:     s_axil_rdata <= s_ecdsa;
+            bmac_regs_pkg::REG_STAT_ENDS_SKIPPED: s_axil_rdata <= s_skipped;
+            bmac_regs_pkg::REG_STAT_CYCLES_LO: s_axil_rdata <= cycles[31:0];
+            bmac_regs_pkg::REG_STAT_CYCLES_HI: s_axil_rdata <= cycles[63:32];
+            bmac_regs_pkg::REG_STAT_MVCC_FAIL: s_axil_rdata <= s_mvcc;
             default:  s_axil_rdata <= 32'h0;
           endcase
         end

@@ -68,7 +68,7 @@ module sha256_engine #(
   endfunction
 
   function automatic logic [31:0] rotr(input logic [31:0] x, input int n);
-    return (x >> n) | (x << (32 - n));
+    rotr = (x >> n) | (x << (32 - n));
   endfunction
 
   // ------------------------------------------------------------ fill side

@@ -4,7 +4,6 @@
 // result is there. `released` counts the transactions that left, for the
 // scheduler's flow control.
 module tx_collector
-  import bmac_pkg::*;
 #(
     parameter int N  = 4,
     parameter int RB = 16   // power of two, at least the transactions that can be in flight
@@ -13,13 +12,13 @@ module tx_collector
     input  logic          rst_n,
     input  logic [N-1:0]  res_valid,
     output logic [N-1:0]  res_ready,
-    input  tx_res_t [N-1:0] res,
+    input  bmac_pkg::tx_res_t [N-1:0] res,
     input  logic          meta_valid,
     output logic          meta_ready,
-    input  tx_meta_t      meta,
+    input  bmac_pkg::tx_meta_t meta,
     output logic          out_valid,
     input  logic          out_ready,
-    output tx_meta_t      out_meta,
+    output bmac_pkg::tx_meta_t out_meta,
     output logic [7:0]    out_code,
     output logic [15:0]   released
 );
@@ -38,13 +37,15 @@ module tx_collector
     pick = '0;
     for (int j = N - 1; j >= 0; j--) begin
       logic [VW-1:0] i;
-      i = VW'((int'(rr) + j) % N);
+      i = VW'((32'(rr) + 32'(j)) % N);
       if (res_valid[i]) begin
         have = 1'b1;
         pick = i;
       end
     end
   end
+  bmac_pkg::tx_res_t picked;
+  assign picked = res[pick];
   always_comb begin
     res_ready = '0;
     if (have) res_ready[pick] = 1'b1;
@@ -69,8 +70,8 @@ module tx_collector
         released       <= released + 16'd1;
       end
       if (have) begin
-        rb_valid[res[pick].gseq[RW-1:0]] <= 1'b1;
-        rb_code[res[pick].gseq[RW-1:0]]  <= res[pick].code;
+        rb_valid[picked.gseq[RW-1:0]] <= 1'b1;
+        rb_code[picked.gseq[RW-1:0]]  <= picked.code;
         rr <= (rr == VW'(N - 1)) ? '0 : rr + 1'b1;
       end
     end

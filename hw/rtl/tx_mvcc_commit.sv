@@ -25,7 +25,6 @@
 // State-sync entries (sync = 1) are applied between blocks. Each batch takes
 // at most MAX_WR entries and goes through the lock table like a transaction.
 module tx_mvcc_commit
-  import bmac_pkg::*, bmac_regs_pkg::*;
 #(
     parameter int KV_ENTRIES = 8192,
     parameter int KV_PROBES  = 32,
@@ -37,7 +36,7 @@ module tx_mvcc_commit
     // In-order transactions from tx_collector.
     input  logic     in_valid,
     output logic     in_ready,
-    input  tx_meta_t in_meta,
+    input  bmac_pkg::tx_meta_t in_meta,
     input  logic [7:0] in_code,
     // Block verdicts from block_verify, in block order.
     input  logic     bv_valid,
@@ -46,14 +45,14 @@ module tx_mvcc_commit
     // rdset_fifo and wrset_fifo.
     input  logic     rd_valid,
     output logic     rd_ready,
-    input  rd_rec_t  rd,
+    input  bmac_pkg::rd_rec_t rd,
     input  logic     wr_valid,
     output logic     wr_ready,
-    input  wr_rec_t  wr,
+    input  bmac_pkg::wr_rec_t wr,
     // res_fifo.
     output logic     res_valid,
     input  logic     res_ready,
-    output res_rec_t res,
+    output bmac_pkg::res_rec_t res,
     // Status.
     output logic     mvcc_fail,    // one-cycle strobe per transaction failed by MVCC
     output logic     overflow
@@ -96,7 +95,7 @@ module tx_mvcc_commit
   typedef enum logic [2:0] {C_IDLE, C_DUP, C_RD, C_RDW, C_HAND, C_WAITLOCK} c_state_t;
   c_state_t          c_st;
   /* verilator lint_off UNUSEDSIGNAL */
-  tx_meta_t          c_meta;   // gseq was only needed for reordering
+  bmac_pkg::tx_meta_t c_meta;   // gseq was only needed for reordering
   /* verilator lint_on UNUSEDSIGNAL */
   logic [7:0]        c_code;
   logic              c_block_ok;
@@ -126,9 +125,9 @@ module tx_mvcc_commit
       else rd_fail = rd.has_ver;
     end else begin
       unique case (rd.req)
-        PROBE_UNTOUCHED: rd_fail = in_block;
-        PROBE_DELETED:   rd_fail = !(in_block && a_deleted);
-        PROBE_NOT_PUT:   rd_fail = in_block && !a_deleted;
+        bmac_pkg::PROBE_UNTOUCHED: rd_fail = in_block;
+        bmac_pkg::PROBE_DELETED:   rd_fail = !(in_block && a_deleted);
+        bmac_pkg::PROBE_NOT_PUT:   rd_fail = in_block && !a_deleted;
         default:         rd_fail = 1'b1;
       endcase
     end
@@ -138,13 +137,13 @@ module tx_mvcc_commit
   logic sync_pending;
   assign sync_pending = (wr_valid && wr.sync) || (w_st != W_IDLE && w_sync);
   assign in_ready = c_st == C_IDLE && bv_valid && !sync_pending;
-  assign rd_ready = (c_st == C_RD && c_cnt != 0 && c_code != CODE_VALID) || (c_st == C_RDW && a_done);
-  assign a_req    = c_st == C_RD && c_cnt != 0 && c_code == CODE_VALID && rd_valid && !rd_locked && !a_busy;
+  assign rd_ready = (c_st == C_RD && c_cnt != 0 && c_code != bmac_regs_pkg::CODE_VALID) || (c_st == C_RDW && a_done);
+  assign a_req    = c_st == C_RD && c_cnt != 0 && c_code == bmac_regs_pkg::CODE_VALID && rd_valid && !rd_locked && !a_busy;
   assign h_valid  = c_st == C_HAND;
   assign bv_ready = c_st == C_HAND && h_accept && c_meta.last;
 
   logic [7:0] final_code;
-  assign final_code = (c_code == CODE_VALID && fail_seq != 8'hff) ? fail_code : c_code;
+  assign final_code = (c_code == bmac_regs_pkg::CODE_VALID && fail_seq != 8'hff) ? fail_code : c_code;
 
   always_ff @(posedge clk or negedge rst_n) begin
     if (!rst_n) begin
@@ -168,31 +167,31 @@ module tx_mvcc_commit
         end
         C_DUP: begin
           // Fabric marks in-block duplicates among transactions still valid after VSCC, before MVCC.
-          if (c_code == CODE_VALID && c_meta.dup_tag != 0) begin
-            if (dup_seen[c_meta.dup_tag[DUP_W-1:0]]) c_code <= CODE_DUPLICATE_TXID;
+          if (c_code == bmac_regs_pkg::CODE_VALID && c_meta.dup_tag != 0) begin
+            if (dup_seen[c_meta.dup_tag[DUP_W-1:0]]) c_code <= bmac_regs_pkg::CODE_DUPLICATE_TXID;
             else dup_seen[c_meta.dup_tag[DUP_W-1:0]] <= 1'b1;
           end
           c_cnt     <= c_meta.n_rd;
           fail_seq  <= c_meta.phantom_seq;
-          fail_code <= CODE_PHANTOM_READ_CONFLICT;
+          fail_code <= bmac_regs_pkg::CODE_PHANTOM_READ_CONFLICT;
           c_st      <= C_RD;
         end
         C_RD: begin
           if (c_cnt == 0) c_st <= C_HAND;
-          else if (c_code != CODE_VALID) begin
+          else if (c_code != bmac_regs_pkg::CODE_VALID) begin
             if (rd_valid) c_cnt <= c_cnt - 1'b1;   // discarded
           end else if (a_req) c_st <= C_RDW;
         end
         C_RDW: if (a_done) begin
           if (rd_fail && rd.seq < fail_seq) begin
             fail_seq  <= rd.seq;
-            fail_code <= rd.kind ? CODE_PHANTOM_READ_CONFLICT : CODE_MVCC_READ_CONFLICT;
+            fail_code <= rd.kind ? bmac_regs_pkg::CODE_PHANTOM_READ_CONFLICT : bmac_regs_pkg::CODE_MVCC_READ_CONFLICT;
           end
           c_cnt <= c_cnt - 1'b1;
           c_st  <= C_RD;
         end
         C_HAND: if (h_accept) begin
-          if (c_code == CODE_VALID && fail_seq != 8'hff) mvcc_fail <= 1'b1;
+          if (c_code == bmac_regs_pkg::CODE_VALID && fail_seq != 8'hff) mvcc_fail <= 1'b1;
           if (c_meta.last) dup_seen <= '0;
           c_st <= C_WAITLOCK;
         end
@@ -207,7 +206,7 @@ module tx_mvcc_commit
   logic [7:0] w_n;           // entries to load (transactions)
   logic [LW-1:0] w_loaded;
   logic [LW-1:0] w_i;
-  res_rec_t   w_res;
+  bmac_pkg::res_rec_t w_res;
 
   assign h_accept     = w_st == W_IDLE && h_valid;
   assign locks_loaded = w_st != W_LOAD;
@@ -246,10 +245,13 @@ module tx_mvcc_commit
           w_i      <= '0;
           if (h_valid) begin
             w_sync  <= 1'b0;
-            w_apply <= final_code == CODE_VALID && c_block_ok;
+            w_apply <= final_code == bmac_regs_pkg::CODE_VALID && c_block_ok;
             w_n     <= c_meta.n_wr;
-            w_res   <= '{blk: c_meta.blk, tx_idx: c_meta.tx_idx, code: final_code, last: c_meta.last,
-                         block_valid: c_block_ok};
+            w_res.blk         <= c_meta.blk;
+            w_res.tx_idx      <= c_meta.tx_idx;
+            w_res.code        <= final_code;
+            w_res.last        <= c_meta.last;
+            w_res.block_valid <= c_block_ok;
             w_st    <= W_LOAD;
           end else if (wr_valid && wr.sync) begin
             w_sync  <= 1'b1;

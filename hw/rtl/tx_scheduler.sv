@@ -6,7 +6,6 @@
 // while fewer than RB transactions are in flight between this point and
 // the collector's output, so the collector's reorder buffer cannot overflow.
 module tx_scheduler
-  import bmac_pkg::*;
 #(
     parameter int N  = 4,
     parameter int RB = 16
@@ -15,25 +14,25 @@ module tx_scheduler
     input  logic           rst_n,
     input  logic           tx_valid,
     output logic           tx_ready,
-    input  tx_rec_t        tx,
+    input  bmac_pkg::tx_rec_t tx,
     input  logic           end_valid,
     output logic           end_ready,
-    input  end_rec_t       end_in,
+    input  bmac_pkg::end_rec_t end_in,
     // To the validators (shared job bus, one valid per validator).
     output logic [N-1:0]   job_valid,
     input  logic [N-1:0]   job_ready,
-    output tx_job_t        job,
+    output bmac_pkg::tx_job_t job,
     // Metadata, in order.
     output logic           meta_valid,
     input  logic           meta_ready,
-    output tx_meta_t       meta,
+    output bmac_pkg::tx_meta_t meta,
     // Transactions released by the collector (wrapping count).
     input  logic [15:0]    released
 );
   typedef enum logic [1:0] {S_IDLE, S_ENDS, S_DISPATCH} state_t;
   state_t     st;
-  tx_rec_t    t;
-  end_rec_t [MAX_ENDS-1:0] ends;
+  bmac_pkg::tx_rec_t t;
+  logic [bmac_pkg::MAX_ENDS*bmac_pkg::END_REC_W-1:0] ends;  // end_rec_t i at [i*END_REC_W +: END_REC_W]
   logic [2:0] k;
   logic [15:0] gseq;
 
@@ -54,10 +53,23 @@ module tx_scheduler
 
   assign tx_ready  = st == S_IDLE;
   assign end_ready = st == S_ENDS;
-  assign job = '{gseq: gseq, pre_code: t.pre_code, post_code: t.post_code, policy_id: t.policy_id,
-                 has_key: t.has_key, der_ok: t.der_ok, sig: t.sig, n_ends: t.n_ends, ends: ends};
-  assign meta = '{gseq: gseq, blk: t.blk, tx_idx: t.tx_idx, last: t.last, dup_tag: t.dup_tag,
-                  phantom_seq: t.phantom_seq, n_rd: t.n_rd, n_wr: t.n_wr};
+  assign job.gseq         = gseq;
+  assign job.pre_code     = t.pre_code;
+  assign job.post_code    = t.post_code;
+  assign job.policy_id    = t.policy_id;
+  assign job.has_key      = t.has_key;
+  assign job.der_ok       = t.der_ok;
+  assign job.sig          = t.sig;
+  assign job.n_ends       = t.n_ends;
+  assign job.ends         = ends;
+  assign meta.gseq        = gseq;
+  assign meta.blk         = t.blk;
+  assign meta.tx_idx      = t.tx_idx;
+  assign meta.last        = t.last;
+  assign meta.dup_tag     = t.dup_tag;
+  assign meta.phantom_seq = t.phantom_seq;
+  assign meta.n_rd        = t.n_rd;
+  assign meta.n_wr        = t.n_wr;
   assign meta_valid = can_go;
   always_comb begin
     job_valid = '0;
@@ -80,7 +92,8 @@ module tx_scheduler
           st   <= (tx.n_ends == 3'd0) ? S_DISPATCH : S_ENDS;
         end
         S_ENDS: if (end_valid) begin
-          ends[k[1:0]] <= end_in;
+          for (int i = 0; i < bmac_pkg::MAX_ENDS; i++)
+            if (k[1:0] == 2'(i)) ends[i * bmac_pkg::END_REC_W +: bmac_pkg::END_REC_W] <= end_in;
           k            <= k + 3'd1;
           if (k + 3'd1 == t.n_ends) st <= S_DISPATCH;
         end

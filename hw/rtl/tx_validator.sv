@@ -2,7 +2,6 @@
 // signature, one engine) feeding tx_vscc (endorsements and policy, M
 // engines). The two stages work on consecutive transactions at the same time.
 module tx_validator
-  import bmac_pkg::*;
 #(
     parameter int M    = 2,
     parameter int ORGS = 8,
@@ -12,17 +11,17 @@ module tx_validator
     input  logic    rst_n,
     input  logic    in_valid,
     output logic    in_ready,
-    input  tx_job_t in_job,
-    input  logic [POL_IDS*POL_W-1:0] policies,   // the policy table
+    input  bmac_pkg::tx_job_t in_job,
+    input  logic [bmac_pkg::POL_IDS*bmac_pkg::POL_W-1:0] policies,   // the policy table
     output logic    out_valid,
     input  logic    out_ready,
-    output tx_res_t out,
+    output bmac_pkg::tx_res_t out,
     output logic [$clog2(M+2)-1:0] ecdsa_starts,
     output logic       skip_valid,
     output logic [2:0] skip_count
 );
   logic       mid_valid, mid_ready;
-  tx_job_t    mid_job;
+  bmac_pkg::tx_job_t mid_job;
   logic [7:0] mid_code;
   logic       v_start;
   logic [$clog2(M+1)-1:0] s_starts;

@@ -7,7 +7,6 @@
 // host's post_code. The result waits in a one-entry output register, so the
 // next transaction's signature can be checked while tx_vscc works on this one.
 module tx_verify
-  import bmac_pkg::*, bmac_regs_pkg::*;
 #(
     parameter int WORD = 64
 ) (
@@ -15,21 +14,21 @@ module tx_verify
     input  logic       rst_n,
     input  logic       in_valid,
     output logic       in_ready,
-    input  tx_job_t    in_job,
+    input  bmac_pkg::tx_job_t in_job,
     output logic       out_valid,
     input  logic       out_ready,
-    output tx_job_t    out_job,
+    output bmac_pkg::tx_job_t out_job,
     output logic [7:0] out_code,
     output logic       ecdsa_start
 );
   typedef enum logic [1:0] {S_IDLE, S_RUN, S_OUT} state_t;
   state_t     st;
-  tx_job_t    job;
+  bmac_pkg::tx_job_t job;
   logic [7:0] code;
   logic       eng_busy, eng_done, eng_valid;
 
   assign in_ready    = st == S_IDLE;
-  assign ecdsa_start = in_valid && in_ready && in_job.pre_code == CODE_VALID && in_job.has_key && in_job.der_ok;
+  assign ecdsa_start = in_valid && in_ready && in_job.pre_code == bmac_regs_pkg::CODE_VALID && in_job.has_key && in_job.der_ok;
   assign out_valid   = st == S_OUT;
   assign out_job     = job;
   assign out_code    = code;
@@ -49,16 +48,16 @@ module tx_verify
       unique case (st)
         S_IDLE: if (in_valid) begin
           job <= in_job;
-          if (in_job.pre_code != CODE_VALID) begin
+          if (in_job.pre_code != bmac_regs_pkg::CODE_VALID) begin
             code <= in_job.pre_code;
             st   <= S_OUT;
           end else if (!(in_job.has_key && in_job.der_ok)) begin
-            code <= CODE_BAD_CREATOR_SIGNATURE;
+            code <= bmac_regs_pkg::CODE_BAD_CREATOR_SIGNATURE;
             st   <= S_OUT;
           end else st <= S_RUN;
         end
         S_RUN: if (eng_done) begin
-          code <= eng_valid ? job.post_code : CODE_BAD_CREATOR_SIGNATURE;
+          code <= eng_valid ? job.post_code : bmac_regs_pkg::CODE_BAD_CREATOR_SIGNATURE;
           st   <= S_OUT;
         end
         S_OUT: if (out_ready) st <= S_IDLE;

@@ -6,7 +6,6 @@
 // VALID, or the transaction has no policy (policy_id 0), it passes through
 // unchanged. Otherwise it leaves VALID or ENDORSEMENT_POLICY_FAILURE.
 module tx_vscc
-  import bmac_pkg::*, bmac_regs_pkg::*;
 #(
     parameter int M    = 2,
     parameter int ORGS = 8,
@@ -17,13 +16,13 @@ module tx_vscc
     input  logic       in_valid,
     output logic       in_ready,
     /* verilator lint_off UNUSEDSIGNAL */
-    input  tx_job_t    in_job,        // the creator part was used by tx_verify
+    input  bmac_pkg::tx_job_t in_job,        // the creator part was used by tx_verify
     /* verilator lint_on UNUSEDSIGNAL */
     input  logic [7:0] in_code,
-    input  logic [POL_IDS*POL_W-1:0] policies,   // the policy table
+    input  logic [bmac_pkg::POL_IDS*bmac_pkg::POL_W-1:0] policies,   // the policy table
     output logic       out_valid,
     input  logic       out_ready,
-    output tx_res_t    out,
+    output bmac_pkg::tx_res_t out,
     // Statistics.
     output logic [$clog2(M+1)-1:0] ecdsa_starts,   // engines started this cycle
     output logic       skip_valid,                 // one-cycle strobe
@@ -40,7 +39,7 @@ module tx_vscc
   logic [5*ORGS-1:0] sat;
   logic              satisfied;
   logic [M-1:0]      eng_start, eng_busy, eng_done, eng_valid, kill;
-  sig_job_t          eng_sig;
+  bmac_pkg::sig_job_t eng_sig;
 
   ends_scheduler #(.M(M), .ORGS(ORGS)) u_sched (
       .clk, .rst_n,
@@ -69,11 +68,12 @@ module tx_vscc
   end
 
   logic needs_policy;
-  assign needs_policy = in_code == CODE_VALID && in_job.policy_id != 8'd0;
+  assign needs_policy = in_code == bmac_regs_pkg::CODE_VALID && in_job.policy_id != 8'd0;
   assign in_ready     = st == S_IDLE && sch_idle;
   assign sch_start    = in_valid && in_ready && needs_policy;
   assign out_valid    = st == S_OUT;
-  assign out          = '{gseq: gseq, code: code};
+  assign out.gseq = gseq;
+  assign out.code = code;
   assign skip_valid   = sch_finished;
   assign skip_count   = sch_skipped;
 
@@ -92,7 +92,7 @@ module tx_vscc
           st        <= needs_policy ? S_RUN : S_OUT;
         end
         S_RUN: if (sch_finished) begin
-          code <= sch_pass ? CODE_VALID : CODE_ENDORSEMENT_POLICY_FAILURE;
+          code <= sch_pass ? bmac_regs_pkg::CODE_VALID : bmac_regs_pkg::CODE_ENDORSEMENT_POLICY_FAILURE;
           st   <= S_OUT;
         end
         S_OUT: if (out_ready) st <= S_IDLE;

@@ -24,7 +24,8 @@ pub(crate) struct CommitterArgs {
     #[arg(long = "orderer", value_name = "ADDR")]
     pub orderers: Vec<String>,
     /// Overrides `Accelerator`: `sim:NxM` validates blocks on the co-simulated BMac card (e.g. `sim:8x2`),
-    /// `udp:HOST:PORT` on a card on the network (`ferrofabric hw card`).
+    /// `udp:HOST:PORT` on a card on the network (`ferrofabric hw card`), `alveo:DEVICE` on a card on an Alveo
+    /// board behind the XDMA driver (e.g. `alveo:/dev/xdma0`).
     #[arg(long, value_name = "SPEC")]
     pub accelerator: Option<String>,
 }

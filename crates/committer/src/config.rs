@@ -90,12 +90,13 @@ pub struct CommitterConfig {
     /// A BMac block processor that validates blocks for this committer (hw/DESIGN.md): `sim:NxM`, the RTL
     /// co-simulated under Verilator with N transaction validators of M endorsement engines (a configuration built
     /// into this binary, `FERROFABRIC_HW_CONFIGS`); `udp:HOST:PORT`, a card on the network (`ferrofabric hw card`,
-    /// hw/DESIGN.md §7); `alveo:DEVICE`, an Alveo card (not in this build). Unset: the software validator.
+    /// hw/DESIGN.md §7); `alveo:DEVICE`, a card on an Alveo board behind the XDMA driver, DEVICE being its device
+    /// prefix, e.g. `alveo:/dev/xdma0` (hw/DESIGN.md §8). Unset: the software validator.
     pub accelerator: Option<String>,
 }
 
 /// The block processor that [`CommitterConfig::accelerator`] names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Accelerator {
     /// The co-simulated card with `n` validators of `m` endorsement engines.
     Sim {
@@ -106,13 +107,15 @@ pub enum Accelerator {
     },
     /// A card on the network at this UDP address (hw/DESIGN.md §7).
     Udp(std::net::SocketAddr),
+    /// A card on an Alveo board whose XDMA device files start with this prefix, e.g. `/dev/xdma0` (hw/DESIGN.md §8).
+    Alveo(std::path::PathBuf),
 }
 
 impl Accelerator {
-    /// Parses `sim:NxM` (e.g. `sim:8x2`) or `udp:HOST:PORT` (e.g. `udp:127.0.0.1:7063`; the host name is resolved
-    /// once, here).
+    /// Parses `sim:NxM` (e.g. `sim:8x2`), `udp:HOST:PORT` (e.g. `udp:127.0.0.1:7063`; the host name is resolved
+    /// once, here) or `alveo:DEVICE` (e.g. `alveo:/dev/xdma0`).
     ///
-    /// Errors: another form, an address that does not resolve, or `alveo:DEVICE` (no Alveo backend in this build).
+    /// Errors: another form, an address that does not resolve, or an empty DEVICE.
     pub fn parse(spec: &str) -> anyhow::Result<Accelerator> {
         if let Some(addr) = spec.strip_prefix("udp:") {
             use std::net::ToSocketAddrs;
@@ -128,8 +131,11 @@ impl Accelerator {
                 _ => bail!("Accelerator {spec:?}: expected sim:NxM, e.g. sim:8x2"),
             };
         }
-        if spec.starts_with("alveo:") {
-            bail!("Accelerator {spec:?}: this build has no Alveo backend (use sim:NxM)");
+        if let Some(device) = spec.strip_prefix("alveo:") {
+            if device.is_empty() {
+                bail!("Accelerator {spec:?}: expected alveo:DEVICE, e.g. alveo:/dev/xdma0");
+            }
+            return Ok(Accelerator::Alveo(device.into()));
         }
         bail!("Accelerator {spec:?}: expected sim:NxM, udp:HOST:PORT or alveo:DEVICE")
     }

@@ -229,6 +229,8 @@ fn start_card(store: &BlockStore, accelerator: Accelerator) -> anyhow::Result<Ve
         }
         Accelerator::Udp(addr) => VerilatorProcessor::connect(block0, addr, CARD_DEADLINE)
             .map_err(|e| anyhow!("connecting to the BMac card at {addr}: {e}"))?,
+        Accelerator::Alveo(device) => VerilatorProcessor::open_xdma(block0, &device, CARD_DEADLINE)
+            .map_err(|e| anyhow!("opening the BMac card at {}: {e}", device.display()))?,
     };
     for stored in store.blocks(1..store.height()) {
         let stored = stored.context("reading a stored block")?;

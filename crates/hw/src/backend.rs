@@ -16,6 +16,7 @@ use crate::regs;
 use crate::session::{HostSession, Route};
 use crate::sim::{Port, Sim, SimError};
 use crate::wire::Section;
+use crate::xdma::XdmaCard;
 
 /// Which way a block went.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,6 +136,55 @@ pub struct CardStats {
     pub mvcc_fail: u32,
 }
 
+/// STATUS bits that stay set once an error happened: KV-store overflow and protocol error (hw/DESIGN.md §4).
+pub(crate) const STICKY_ERRORS: u32 = regs::STATUS_KV_OVERFLOW_MASK | regs::STATUS_PROTO_ERROR_MASK;
+
+/// The card's AXI-Lite registers (hw/DESIGN.md §4), however they are reached: the simulator's ports, or the XDMA
+/// driver's `_user` device file.
+pub(crate) trait Registers {
+    /// Why an access failed.
+    type Error;
+    /// Reads the 32-bit register at byte address `addr`.
+    fn read_reg(&mut self, addr: u16) -> Result<u32, Self::Error>;
+    /// Writes the 32-bit register at byte address `addr`.
+    fn write_reg(&mut self, addr: u16, value: u32) -> Result<(), Self::Error>;
+}
+
+impl Registers for Sim {
+    type Error = SimError;
+    fn read_reg(&mut self, addr: u16) -> Result<u32, SimError> {
+        Sim::read_reg(self, addr)
+    }
+    fn write_reg(&mut self, addr: u16, value: u32) -> Result<(), SimError> {
+        Sim::write_reg(self, addr, value)
+    }
+}
+
+/// Reads the block result on display (STATUS bit READY is set) and releases it with CONTROL.RELEASE; returns it
+/// with the STATUS it was read with. `at_cycle` is left 0 for the caller.
+pub(crate) fn read_block_result<R: Registers>(r: &mut R) -> Result<(CardResult, u32), R::Error> {
+    let status = r.read_reg(regs::REG_STATUS)?;
+    let lo = r.read_reg(regs::REG_BLOCK_LO)?;
+    let hi = r.read_reg(regs::REG_BLOCK_HI)?;
+    let n = r.read_reg(regs::REG_TX_COUNT)? as usize;
+    let latency = r.read_reg(regs::REG_LATENCY)?;
+    let mut codes = Vec::with_capacity(n);
+    for w in 0..n.div_ceil(regs::REG_CODES_PER_WORD as usize) {
+        let word = r.read_reg(regs::REG_CODES + 4 * w as u16)?;
+        codes.extend_from_slice(&word.to_le_bytes());
+    }
+    codes.truncate(n);
+    r.write_reg(regs::REG_CONTROL, regs::CONTROL_RELEASE_MASK)?;
+    let result = CardResult {
+        number: (u64::from(hi) << 32) | u64::from(lo),
+        block_valid: status & regs::STATUS_BLOCK_VALID_MASK != 0,
+        codes,
+        latency,
+        at_cycle: 0,
+    };
+    Ok((result, status))
+}
+
 /// Cycle budget per datagram and per block result.
 const BUDGET: u64 = 400_000_000;
 
@@ -213,27 +263,11 @@ impl Card {
     ///
     /// Errors: [`SimError::Timeout`] on an AXI-Lite hang.
     fn read_result(&mut self) -> Result<(), SimError> {
-        let status = self.sim.read_reg(regs::REG_STATUS)?;
-        let lo = self.sim.read_reg(regs::REG_BLOCK_LO)?;
-        let hi = self.sim.read_reg(regs::REG_BLOCK_HI)?;
-        let n = self.sim.read_reg(regs::REG_TX_COUNT)? as usize;
-        let latency = self.sim.read_reg(regs::REG_LATENCY)?;
-        let mut codes = Vec::with_capacity(n);
-        for w in 0..n.div_ceil(regs::REG_CODES_PER_WORD as usize) {
-            let word = self.sim.read_reg(regs::REG_CODES + 4 * w as u16)?;
-            codes.extend_from_slice(&word.to_le_bytes());
-        }
-        codes.truncate(n);
-        self.sim.write_reg(regs::REG_CONTROL, regs::CONTROL_RELEASE_MASK)?;
-        self.results.push_back(CardResult {
-            number: (u64::from(hi) << 32) | u64::from(lo),
-            block_valid: status & regs::STATUS_BLOCK_VALID_MASK != 0,
-            codes,
-            latency,
-            at_cycle: self.sim.cycles(),
-        });
+        let (mut result, status) = read_block_result(&mut self.sim)?;
+        result.at_cycle = self.sim.cycles();
+        self.results.push_back(result);
         // Overflow and protocol errors are sticky; report them with the result that follows them.
-        if status & (regs::STATUS_KV_OVERFLOW_MASK | regs::STATUS_PROTO_ERROR_MASK) != 0 {
+        if status & STICKY_ERRORS != 0 {
             return Err(SimError::Status(status));
         }
         Ok(())
@@ -306,6 +340,8 @@ enum Link {
     Local(Card),
     /// A card on the network (hw/DESIGN.md §7), fed datagram by datagram.
     Udp(UdpCard),
+    /// A card on an Alveo board behind the XDMA driver (hw/DESIGN.md §8), fed frame by frame.
+    Xdma(XdmaCard),
 }
 
 impl Link {
@@ -314,6 +350,9 @@ impl Link {
         match self {
             Link::Local(card) => Ok(card.send(&s.to_frame().map_err(wire)?)?),
             Link::Udp(card) => card.send(&s.to_l7().map_err(wire)?).map_err(|e| ProcessError::Hardware(e.to_string())),
+            Link::Xdma(card) => {
+                card.send(s.to_frame().map_err(wire)?).map_err(|e| ProcessError::Hardware(e.to_string()))
+            }
         }
     }
 
@@ -321,6 +360,7 @@ impl Link {
         match self {
             Link::Local(card) => Ok(card.next_result()?),
             Link::Udp(card) => card.next_result().map_err(|e| ProcessError::Hardware(e.to_string())),
+            Link::Xdma(card) => card.next_result().map_err(|e| ProcessError::Hardware(e.to_string())),
         }
     }
 
@@ -328,7 +368,7 @@ impl Link {
     fn cycles(&mut self) -> Option<u64> {
         match self {
             Link::Local(card) => Some(card.sim().cycles()),
-            Link::Udp(_) => None,
+            Link::Udp(_) | Link::Xdma(_) => None,
         }
     }
 }
@@ -381,11 +421,26 @@ impl VerilatorProcessor {
         Ok(VerilatorProcessor { host, config: link.config(), card: Link::Udp(link), card_off: None })
     }
 
-    /// The link to a card on the network ([`VerilatorProcessor::connect`]), `None` for a card in this process.
+    /// Joins the channel from its genesis block with the card on an Alveo board whose XDMA device files start
+    /// with `prefix` (e.g. `/dev/xdma0`); the card must be fresh (loaded or reset since its last host session), and
+    /// each block result must come within `deadline`.
+    ///
+    /// Errors: the genesis block is unusable, or the device files are not a BMac card's.
+    pub fn open_xdma(
+        genesis: Bytes,
+        prefix: &std::path::Path,
+        deadline: std::time::Duration,
+    ) -> Result<Self, ProcessError> {
+        let host = HostSession::new(genesis)?;
+        let link = XdmaCard::open(prefix, deadline).map_err(|e| ProcessError::Hardware(e.to_string()))?;
+        Ok(VerilatorProcessor { host, config: link.config(), card: Link::Xdma(link), card_off: None })
+    }
+
+    /// The link to a card on the network ([`VerilatorProcessor::connect`]), `None` for any other card.
     pub fn udp_link(&mut self) -> Option<&mut UdpCard> {
         match &mut self.card {
             Link::Udp(link) => Some(link),
-            Link::Local(_) => None,
+            Link::Local(_) | Link::Xdma(_) => None,
         }
     }
 
@@ -508,11 +563,11 @@ impl VerilatorProcessor {
         Ok(Committed { result, path: BlockPath::Host(format!("the card failed: {why}")), cycles: None })
     }
 
-    /// The card in this process (statistics, cycle counter); `None` for a card on the network.
+    /// The card in this process (statistics, cycle counter); `None` for a card on the network or a board.
     pub fn card(&mut self) -> Option<&mut Card> {
         match &mut self.card {
             Link::Local(card) => Some(card),
-            Link::Udp(_) => None,
+            Link::Udp(_) | Link::Xdma(_) => None,
         }
     }
 
@@ -593,7 +648,12 @@ impl VerilatorProcessor {
 
 impl BlockProcessor for VerilatorProcessor {
     fn name(&self) -> String {
-        format!("verilator {}x{}", self.config.0, self.config.1)
+        let link = match self.card {
+            Link::Local(_) => "verilator",
+            Link::Udp(_) => "card on udp",
+            Link::Xdma(_) => "alveo",
+        };
+        format!("{link} {}x{}", self.config.0, self.config.1)
     }
 
     fn process(&mut self, raw: Bytes) -> Result<Processed, ProcessError> {

@@ -17,6 +17,8 @@
 //! * [`HostSession`]: the host side of a BMac peer (ledger, chain checks, routing, state sync);
 //! * the card on the network: [`serve_card`] runs a co-simulated card behind a UDP socket, [`UdpCard`] is the host's
 //!   end of the link (sequence numbers, NACKs, retransmission; hw/DESIGN.md §7);
+//! * the card on an Alveo board: [`XdmaCard`] drives it through the XDMA driver's device files; [`emulate_xdma`]
+//!   mounts those files backed by the co-simulated card, for hosts without a board (hw/DESIGN.md §8);
 //! * [`Sim`]: the Verilated RTL (`hw/rtl/bmac_top.sv`) behind a small C ABI ([`available_sim_configs`]).
 
 mod backend;
@@ -41,6 +43,8 @@ mod validate;
 // A public module: the BMac protocol's datagram layout and constants, which mirror the RTL's parameters
 // (`hw/rtl/bmac_pkg.sv`), are a namespace of their own.
 pub mod wire;
+mod xdma;
+mod xdma_emu;
 
 pub use backend::{
     BlockPath, BlockProcessor, Card, CardResult, CardStats, Committed, PipelinedRun, ProcessError, Processed,
@@ -61,3 +65,5 @@ pub use policy::{
 pub use session::{HostSession, Prepared, Route};
 pub use sim::{available as available_sim_configs, Port as SimPort, Sim, SimError};
 pub use validate::{parse_config as parse_card_config, run as validate_ledger, ValidateOptions};
+pub use xdma::{XdmaCard, XdmaError};
+pub use xdma_emu::{emulate as emulate_xdma, EmulationError, XdmaEmulation};

@@ -2,7 +2,8 @@
 //! 2.5.16's own ledger it stores the bytes Fabric's peer stored (TRANSACTIONS_FILTER and COMMIT_HASH) and serves the
 //! same peer Deliver events; a card that stops answering, or whose codes its host disputes, is switched off and the
 //! host validates in software, without losing or repeating a block; a restarted committer brings its card back to
-//! the stored height; the same card on the network (`udp:ADDR`, hw/DESIGN.md §7) serves the committer as well.
+//! the stored height; the same card on the network (`udp:ADDR`, hw/DESIGN.md §7) and behind the XDMA driver's device
+//! files (`alveo:DEVICE`, emulated over FUSE, hw/DESIGN.md §8) serves the committer as well.
 //!
 //! Without the Verilator backend in this build these tests report SKIPPED and pass, unless
 //! `FERROFABRIC_REQUIRE_VERILATOR=1`.
@@ -156,23 +157,40 @@ async fn a_card_on_the_network_commits_fabric_peer_bytes() {
         let stop = stop.clone();
         std::thread::spawn(move || ferrofabric_hw::serve_card(&socket, 8, 2, &stop))
     };
+    commits_on_the_card(&format!("udp:{addr}"), data.path(), &orderer, &peer_blocks).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    card.join().unwrap().unwrap();
+    orderer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_behind_the_xdma_driver_commits_fabric_peer_bytes() {
+    let Some(Setup { _one, mut orderer, data, peer_blocks }) = setup().await else { return };
+    let devices = tempfile::tempdir().unwrap();
+    let emulation = ferrofabric_hw::emulate_xdma(devices.path(), "xdma0", 8, 2).unwrap();
+    let accelerator = format!("alveo:{}", emulation.prefix().display());
+    commits_on_the_card(&accelerator, data.path(), &orderer, &peer_blocks).await;
+    drop(emulation);
+    orderer.stop().await;
+}
+
+/// A committer with `Accelerator: accelerator` (a card outside the process) commits the fixture ledger to height 9
+/// with blocks on the card, and stores the bytes Fabric's peer stored.
+async fn commits_on_the_card(accelerator: &str, data: &std::path::Path, orderer: &TestOrderer, peer_blocks: &[Bytes]) {
     let config = ferrofabric_committer::CommitterConfig {
-        accelerator: Some(format!("udp:{addr}")),
-        ..committer_config(data.path(), vec![orderer.addr.clone()])
+        accelerator: Some(accelerator.into()),
+        ..committer_config(data, vec![orderer.addr.clone()])
     };
     let c = tokio::time::timeout(Duration::from_secs(120), start(config)).await.unwrap().unwrap();
     // Blocks 7 and 8 are the first two on the card.
     let started = std::time::Instant::now();
     wait_height(&c, 9).await;
-    eprintln!("height 9 in {:?}", started.elapsed());
+    eprintln!("{accelerator}: height 9 in {:?}", started.elapsed());
     let m = metrics(&c);
     let stored = stored_chain(&c);
     c.shutdown().await.unwrap();
     assert!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="hardware"}"#) >= 2.0, "{m}");
     assert_eq!(sample(&m, r#"committer_accelerator_card_on{channel="mychannel"}"#), 1.0);
     assert!(stored.len() >= 9, "{} blocks stored", stored.len());
-    assert!(stored.iter().zip(&peer_blocks).all(|(ours, fabric)| ours == fabric), "stored bytes differ from Fabric's");
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    card.join().unwrap().unwrap();
-    orderer.stop().await;
+    assert!(stored.iter().zip(peer_blocks).all(|(ours, fabric)| ours == fabric), "stored bytes differ from Fabric's");
 }

@@ -10,3 +10,4 @@ mod netcard;
 mod policy_table;
 mod protocol;
 mod regmap_gen;
+mod xdma;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::*;
-use ferrofabric_hw::{serve_card, BlockPath, BlockProcessor, Impairment, SoftwareProcessor, VerilatorProcessor};
+use ferrofabric_hw::{serve_card, BlockPath, BlockProcessor, Impairment, VerilatorProcessor};
 
 #[test]
 fn a_card_behind_udp_gives_the_software_codes_through_lost_and_reordered_datagrams() {
@@ -24,20 +24,11 @@ fn a_card_behind_udp_gives_the_software_codes_through_lost_and_reordered_datagra
     };
 
     let blocks = fixture_blocks();
-    let mut sw = SoftwareProcessor::new(blocks[0].clone()).unwrap();
     let mut hw = VerilatorProcessor::connect(blocks[0].clone(), addr, Duration::from_secs(600)).unwrap();
-    assert_eq!(hw.name(), format!("verilator {n}x{m}"));
+    assert_eq!(hw.name(), format!("card on udp {n}x{m}"));
     // Every 5th datagram lost the first time, every 3rd sent after the one behind it.
     hw.udp_link().unwrap().set_impairment(Impairment { drop_every: 5, swap_every: 3 });
-    let mut on_card = 0;
-    // Blocks 1-6 are `_lifecycle` blocks (host path, their writes synced to the card), 7-12 run on the card.
-    for raw in &blocks[1..=12] {
-        let want = sw.process(raw.clone()).unwrap();
-        let got = hw.commit(raw.clone()).unwrap();
-        assert_eq!(hw.card_off(), None, "block {}", want.number);
-        assert_eq!((&got.result.codes, got.result.commit_hash), (&want.codes, want.commit_hash), "{}", want.number);
-        on_card += usize::from(got.path == BlockPath::Hardware);
-    }
+    let (on_card, mut sw) = fixture_through(&mut hw, &blocks);
     assert_eq!(on_card, 6);
     let link = hw.udp_link().unwrap().stats();
     eprintln!("link: {link:?}");

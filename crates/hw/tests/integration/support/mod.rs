@@ -5,7 +5,7 @@
 pub(crate) mod ledgers;
 
 use bytes::Bytes;
-use ferrofabric_hw::available_sim_configs;
+use ferrofabric_hw::{available_sim_configs, BlockPath, BlockProcessor, SoftwareProcessor, VerilatorProcessor};
 use ferrofabric_testkit::fabric_fixture;
 
 pub(crate) fn read_fixture(name: &str) -> Bytes {
@@ -39,4 +39,20 @@ pub(crate) fn config() -> Option<(u32, u32)> {
             None
         }
     }
+}
+
+/// Commits the fixture ledger's blocks 1–12 through `hw` beside the software validator and checks every code and
+/// commit hash; returns how many blocks ran on the card, and the software validator at the same height. Blocks 1–6
+/// are `_lifecycle` blocks (host path, their writes synced to the card), 7–12 run on the card.
+pub(crate) fn fixture_through(hw: &mut VerilatorProcessor, blocks: &[Bytes]) -> (usize, SoftwareProcessor) {
+    let mut sw = SoftwareProcessor::new(blocks[0].clone()).unwrap();
+    let mut on_card = 0;
+    for raw in &blocks[1..=12] {
+        let want = sw.process(raw.clone()).unwrap();
+        let got = hw.commit(raw.clone()).unwrap();
+        assert_eq!(hw.card_off(), None, "block {}", want.number);
+        assert_eq!((&got.result.codes, got.result.commit_hash), (&want.codes, want.commit_hash), "{}", want.number);
+        on_card += usize::from(got.path == BlockPath::Hardware);
+    }
+    (on_card, sw)
 }

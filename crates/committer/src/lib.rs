@@ -8,8 +8,9 @@
 //!   COMMIT_HASH exactly as a Fabric peer stores them ([`with_peer_metadata`], [`stored_peer_metadata`]), and served
 //!   by [`ferrofabric_deliver::PeerDeliverService`]. See [`RunningCommitter`] for threads and durability.
 //! * [`CommitterConfig`]: the YAML file, which `ferrofabric committer --config FILE` (the CLI crate) loads before
-//!   calling [`start`]. With `Accelerator: sim:NxM` or `udp:HOST:PORT` ([`Accelerator`]) the blocks are validated
-//!   by the BMac card (co-simulated, in this process or on the network) and its host
+//!   calling [`start`]. With `Accelerator: sim:NxM`, `udp:HOST:PORT` or `alveo:DEVICE` ([`Accelerator`]) the blocks
+//!   are validated by the BMac card (co-simulated in this process, on the network, or on an Alveo board behind the
+//!   XDMA driver) and its host
 //!   ([`ferrofabric_hw::VerilatorProcessor::commit`]) instead of the software validator:
 //!   the card checks signatures, endorsement policies and MVCC; the host commits and keeps the ledger; a card that
 //!   fails is switched off and the host validates in software from then on.

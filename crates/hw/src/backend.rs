@@ -185,6 +185,19 @@ pub(crate) fn read_block_result<R: Registers>(r: &mut R) -> Result<(CardResult, 
     Ok((result, status))
 }
 
+/// Offers one AXI-Stream beat of a frame (up to 8 bytes, first byte in `tdata[7:0]`) on the card's input: `tvalid`
+/// high until the caller has seen `tready` and run the clock.
+pub(crate) fn offer_beat(sim: &mut Sim, chunk: &[u8], last: bool) {
+    let mut word = 0u64;
+    for (k, b) in chunk.iter().enumerate() {
+        word |= u64::from(*b) << (8 * k);
+    }
+    sim.poke(Port::Tdata, word);
+    sim.poke(Port::Tkeep, (1u64 << chunk.len()) - 1);
+    sim.poke(Port::Tlast, u64::from(last));
+    sim.poke(Port::Tvalid, 1);
+}
+
 /// Cycle budget per datagram and per block result.
 const BUDGET: u64 = 400_000_000;
 
@@ -213,14 +226,7 @@ impl Card {
     /// Errors: [`SimError::Timeout`] if nothing moves for `BUDGET` cycles.
     pub fn send(&mut self, frame: &[u8]) -> Result<(), SimError> {
         for (i, chunk) in frame.chunks(8).enumerate() {
-            let mut word = 0u64;
-            for (k, b) in chunk.iter().enumerate() {
-                word |= u64::from(*b) << (8 * k);
-            }
-            self.sim.poke(Port::Tdata, word);
-            self.sim.poke(Port::Tkeep, (1u64 << chunk.len()) - 1);
-            self.sim.poke(Port::Tlast, u64::from((i + 1) * 8 >= frame.len()));
-            self.sim.poke(Port::Tvalid, 1);
+            offer_beat(&mut self.sim, chunk, (i + 1) * 8 >= frame.len());
             let mut waited = 0u64;
             loop {
                 if self.sim.peek(Port::Tready) == 1 {

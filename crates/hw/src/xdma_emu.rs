@@ -22,6 +22,7 @@ use fuser::{
     WriteFlags,
 };
 
+use crate::backend::offer_beat;
 use crate::sim::{Port, Sim, SimError};
 
 /// Size of the user BAR the driver maps (the register map's 64 KiB address space, hw/DESIGN.md §4).
@@ -190,14 +191,7 @@ fn feed(sim: &mut Sim, frame: &[u8], pos: &mut usize, waited: &mut u64) -> Feed 
             return Feed::Done;
         }
         let chunk = &frame[*pos..(*pos + 8).min(frame.len())];
-        let mut word = 0u64;
-        for (k, b) in chunk.iter().enumerate() {
-            word |= u64::from(*b) << (8 * k);
-        }
-        sim.poke(Port::Tdata, word);
-        sim.poke(Port::Tkeep, (1u64 << chunk.len()) - 1);
-        sim.poke(Port::Tlast, u64::from(*pos + 8 >= frame.len()));
-        sim.poke(Port::Tvalid, 1);
+        offer_beat(sim, chunk, *pos + 8 >= frame.len());
         sim.settle();
         let taken = sim.peek(Port::Tready) == 1;
         sim.step(1);

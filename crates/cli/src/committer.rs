@@ -24,8 +24,9 @@ pub(crate) struct CommitterArgs {
     #[arg(long = "orderer", value_name = "ADDR")]
     pub orderers: Vec<String>,
     /// Overrides `Accelerator`: `sim:NxM` validates blocks on the co-simulated BMac card (e.g. `sim:8x2`),
-    /// `udp:HOST:PORT` on a card on the network (`ferrofabric hw card`), `alveo:DEVICE` on a card on an Alveo
-    /// board behind the XDMA driver (e.g. `alveo:/dev/xdma0`).
+    /// `udp:HOST:PORT` on a card on the network (`ferrofabric hw card`), `relayed:HOST:PORT` on such a card fed by
+    /// a relay beside the orderer (`ferrofabric hw relay`), `alveo:DEVICE` on a card on an Alveo board behind the
+    /// XDMA driver (e.g. `alveo:/dev/xdma0`).
     #[arg(long, value_name = "SPEC")]
     pub accelerator: Option<String>,
 }

@@ -1,5 +1,6 @@
-//! `ferrofabric hw validate` (the flags of [`ferrofabric_hw::validate_ledger`]) and `ferrofabric hw card` (a
-//! co-simulated card on the network, [`ferrofabric_hw::serve_card`]).
+//! `ferrofabric hw validate` (the flags of [`ferrofabric_hw::validate_ledger`]), `ferrofabric hw card` (a
+//! co-simulated card on the network, [`ferrofabric_hw::serve_card`]) and `ferrofabric hw relay` (the relay beside the
+//! orderer that feeds such a card, [`ferrofabric_committer::start_relay`]).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::PathBuf;
@@ -86,4 +87,82 @@ pub(crate) fn run_card(args: HwCardArgs) -> anyhow::Result<()> {
     stop.store(true, Ordering::Relaxed);
     card.join().map_err(|_| anyhow!("the card thread panicked"))??;
     Ok(())
+}
+
+/// Arguments of `ferrofabric hw relay`.
+#[derive(Clone, Debug, clap::Args)]
+pub(crate) struct HwRelayArgs {
+    /// The channel's genesis block (a marshaled common.Block).
+    #[arg(long)]
+    pub genesis: PathBuf,
+    /// An orderer's Deliver endpoint, HOST:PORT (repeat for several).
+    #[arg(long = "orderer", required = true)]
+    pub orderers: Vec<String>,
+    /// PEM file of the CA that signs the orderers' TLS certificates (repeat for several); TLS is on when given.
+    #[arg(long = "orderer-ca")]
+    pub orderer_cas: Vec<PathBuf>,
+    /// The local MSP directory whose identity signs the Deliver requests.
+    #[arg(long)]
+    pub msp_dir: PathBuf,
+    /// Its MSP ID.
+    #[arg(long)]
+    pub msp_id: String,
+    /// The card's UDP address (`ferrofabric hw card --listen`).
+    #[arg(long)]
+    pub card: SocketAddr,
+    /// Seconds to wait for the card's result for one block before resetting it.
+    #[arg(long, default_value_t = 120)]
+    pub deadline: u64,
+    /// Drill: lose the first sending of every Nth datagram to the card (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub drop_every: u32,
+    /// Drill: send every Nth datagram after the one that follows it (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub swap_every: u32,
+    /// Stop after this many seconds (default: run until SIGINT or SIGTERM).
+    #[arg(long)]
+    pub seconds: Option<u64>,
+}
+
+/// Runs `ferrofabric hw relay`: follows the channel from the orderers and sends each block's sections to the card
+/// until a signal (or `--seconds`). Prints `hw relay ready: card=ADDR` once started and, on stopping, what it did.
+///
+/// Errors: the MSP or the genesis block cannot be loaded, or the relay's sender failed.
+pub(crate) fn run_relay(args: HwRelayArgs) -> anyhow::Result<()> {
+    let config = ferrofabric_committer::RelayConfig {
+        genesis_block: args.genesis,
+        local_msp_dir: args.msp_dir,
+        local_msp_id: args.msp_id,
+        orderers: args.orderers,
+        orderer_tls: ferrofabric_comm::ClientTlsConfig {
+            enabled: !args.orderer_cas.is_empty(),
+            root_cas: args.orderer_cas,
+            ..Default::default()
+        },
+        delivery: Default::default(),
+        card: args.card,
+        deadline: Duration::from_secs(args.deadline),
+        impairment: ferrofabric_hw::Impairment { drop_every: args.drop_every, swap_every: args.swap_every },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    runtime.block_on(async {
+        let relay = ferrofabric_committer::start_relay(config).await?;
+        println!("hw relay ready: card={}", args.card);
+        let limit = args.seconds.map_or(Duration::MAX, Duration::from_secs);
+        tokio::select! {
+            () = ferrofabric_comm::wait_for_signal() => {}
+            () = tokio::time::sleep(limit) => {}
+        }
+        let status = relay.status.borrow().clone();
+        println!(
+            "hw relay stopped: height={} on_card={} on_host={} sessions={} datagrams={} resent={}",
+            status.height,
+            status.on_card,
+            status.on_host,
+            status.sessions,
+            status.link.datagrams,
+            status.link.retransmitted
+        );
+        relay.shutdown().await
+    })
 }

@@ -103,8 +103,12 @@ enum HwCommand {
     /// `cycles` and `tx_per_s_at_250mhz`.
     Validate(hw::HwValidateArgs),
     /// Runs the co-simulated card behind a UDP socket, as a network-attached card: the host (`committer
-    /// --accelerator udp:ADDR`) sends it each block's sections as datagrams and reads its results.
+    /// --accelerator udp:ADDR`, or `hw relay` beside the orderer) sends it each block's sections as datagrams and
+    /// reads its results.
     Card(hw::HwCardArgs),
+    /// Runs the relay beside the orderer: follows the channel and sends each block's sections to a card on the
+    /// network, for a committer with `--accelerator relayed:ADDR` that only reads the card's results.
+    Relay(hw::HwRelayArgs),
 }
 
 #[derive(Subcommand)]
@@ -167,6 +171,7 @@ fn main() -> ExitCode {
         Command::Qioi(args) => qioi::run(args),
         Command::Hw { command: HwCommand::Validate(args) } => hw::run(args),
         Command::Hw { command: HwCommand::Card(args) } => hw::run_card(args),
+        Command::Hw { command: HwCommand::Relay(args) } => hw::run_relay(args),
         Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric::bench_orderer(args).map(|_| ()),
         Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric::bench_e2e(args).map(|_| ()),
         Command::Bench { command: BenchCommand::Isolation(args) } => ferrofabric::bench_isolation(args).map(|_| ()),

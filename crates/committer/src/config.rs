@@ -90,8 +90,9 @@ pub struct CommitterConfig {
     /// A BMac block processor that validates blocks for this committer (hw/DESIGN.md): `sim:NxM`, the RTL
     /// co-simulated under Verilator with N transaction validators of M endorsement engines (a configuration built
     /// into this binary, `FERROFABRIC_HW_CONFIGS`); `udp:HOST:PORT`, a card on the network (`ferrofabric hw card`,
-    /// hw/DESIGN.md §7); `alveo:DEVICE`, a card on an Alveo board behind the XDMA driver, DEVICE being its device
-    /// prefix, e.g. `alveo:/dev/xdma0` (hw/DESIGN.md §8). Unset: the software validator.
+    /// hw/DESIGN.md §7); `relayed:HOST:PORT`, such a card fed by a relay beside the orderer (`ferrofabric hw relay`,
+    /// [`crate::start_relay`]); `alveo:DEVICE`, a card on an Alveo board behind the XDMA driver, DEVICE being its
+    /// device prefix, e.g. `alveo:/dev/xdma0` (hw/DESIGN.md §8). Unset: the software validator.
     pub accelerator: Option<String>,
 }
 
@@ -109,20 +110,25 @@ pub enum Accelerator {
     Udp(std::net::SocketAddr),
     /// A card on an Alveo board whose XDMA device files start with this prefix, e.g. `/dev/xdma0` (hw/DESIGN.md §8).
     Alveo(std::path::PathBuf),
+    /// A card on the network at this UDP address that a relay beside the orderer feeds ([`crate::start_relay`],
+    /// hw/DESIGN.md §7): the committer only reads its results.
+    Relayed(std::net::SocketAddr),
 }
 
 impl Accelerator {
     /// Parses `sim:NxM` (e.g. `sim:8x2`), `udp:HOST:PORT` (e.g. `udp:127.0.0.1:7063`; the host name is resolved
-    /// once, here) or `alveo:DEVICE` (e.g. `alveo:/dev/xdma0`).
+    /// once, here), `relayed:HOST:PORT` (likewise) or `alveo:DEVICE` (e.g. `alveo:/dev/xdma0`).
     ///
     /// Errors: another form, an address that does not resolve, or an empty DEVICE.
     pub fn parse(spec: &str) -> anyhow::Result<Accelerator> {
-        if let Some(addr) = spec.strip_prefix("udp:") {
-            use std::net::ToSocketAddrs;
-            let resolved = addr.to_socket_addrs().ok().and_then(|mut a| a.next());
-            return resolved.map(Accelerator::Udp).ok_or_else(|| {
-                anyhow::anyhow!("Accelerator {spec:?}: expected udp:HOST:PORT with a host that resolves")
-            });
+        for (prefix, link) in [("udp:", Accelerator::Udp as fn(_) -> _), ("relayed:", Accelerator::Relayed)] {
+            if let Some(addr) = spec.strip_prefix(prefix) {
+                use std::net::ToSocketAddrs;
+                let resolved = addr.to_socket_addrs().ok().and_then(|mut a| a.next());
+                return resolved.map(link).ok_or_else(|| {
+                    anyhow::anyhow!("Accelerator {spec:?}: expected {prefix}HOST:PORT with a host that resolves")
+                });
+            }
         }
         if let Some(cfg) = spec.strip_prefix("sim:") {
             let parsed = cfg.split_once('x').and_then(|(n, m)| Some((n.parse().ok()?, m.parse().ok()?)));
@@ -137,7 +143,7 @@ impl Accelerator {
             }
             return Ok(Accelerator::Alveo(device.into()));
         }
-        bail!("Accelerator {spec:?}: expected sim:NxM, udp:HOST:PORT or alveo:DEVICE")
+        bail!("Accelerator {spec:?}: expected sim:NxM, udp:HOST:PORT, relayed:HOST:PORT or alveo:DEVICE")
     }
 }
 

@@ -8,12 +8,14 @@
 //!   COMMIT_HASH exactly as a Fabric peer stores them ([`with_peer_metadata`], [`stored_peer_metadata`]), and served
 //!   by [`ferrofabric_deliver::PeerDeliverService`]. See [`RunningCommitter`] for threads and durability.
 //! * [`CommitterConfig`]: the YAML file, which `ferrofabric committer --config FILE` (the CLI crate) loads before
-//!   calling [`start`]. With `Accelerator: sim:NxM`, `udp:HOST:PORT` or `alveo:DEVICE` ([`Accelerator`]) the blocks
-//!   are validated by the BMac card (co-simulated in this process, on the network, or on an Alveo board behind the
-//!   XDMA driver) and its host
+//!   calling [`start`]. With `Accelerator: sim:NxM`, `udp:HOST:PORT`, `relayed:HOST:PORT` or `alveo:DEVICE`
+//!   ([`Accelerator`]) the blocks are validated by the BMac card (co-simulated in this process, on the network fed by
+//!   the committer or by a relay beside the orderer, or on an Alveo board behind the XDMA driver) and its host
 //!   ([`ferrofabric_hw::VerilatorProcessor::commit`]) instead of the software validator:
 //!   the card checks signatures, endorsement policies and MVCC; the host commits and keeps the ledger; a card that
 //!   fails is switched off and the host validates in software from then on.
+//! * [`start_relay`]: the BMac relay beside the orderer ([`RunningRelay`]), which follows the channel and feeds a
+//!   card on the network its blocks' sections, for a committer with `Accelerator: relayed:HOST:PORT`.
 //! * [`Checkpoint`]: the state checkpoint file; the commit pipeline's Prometheus metrics are served with `/healthz`
 //!   by [`ferrofabric_comm::operations_router`].
 //!
@@ -36,6 +38,7 @@ mod checkpoint;
 mod config;
 mod metrics;
 mod pipeline;
+mod relay;
 
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use config::{Accelerator, CommitterConfig, PipelineConfig};
@@ -43,3 +46,4 @@ pub use pipeline::{
     open_store, recover, start, stored_peer_metadata, with_peer_metadata, Recovery, RunningCommitter,
     Status as CommitterStatus,
 };
+pub use relay::{start_relay, RelayConfig, RelayStatus, RunningRelay};

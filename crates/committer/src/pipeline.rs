@@ -231,6 +231,8 @@ fn start_card(store: &BlockStore, accelerator: Accelerator) -> anyhow::Result<Ve
             .map_err(|e| anyhow!("connecting to the BMac card at {addr}: {e}"))?,
         Accelerator::Alveo(device) => VerilatorProcessor::open_xdma(block0, &device, CARD_DEADLINE)
             .map_err(|e| anyhow!("opening the BMac card at {}: {e}", device.display()))?,
+        Accelerator::Relayed(addr) => VerilatorProcessor::follow_relayed(block0, addr, CARD_DEADLINE)
+            .map_err(|e| anyhow!("reaching the relayed BMac card at {addr}: {e}"))?,
     };
     for stored in store.blocks(1..store.height()) {
         let stored = stored.context("reading a stored block")?;

@@ -11,7 +11,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use ferrofabric_validator::{BlockResult, TxValidationCode, Validator, ValidatorError, ValidatorOptions};
 
-use crate::netcard::UdpCard;
+use crate::netcard::{UdpCard, UdpCardReader};
 use crate::regs;
 use crate::session::{HostSession, Route};
 use crate::sim::{Port, Sim, SimError};
@@ -348,6 +348,8 @@ enum Link {
     Udp(UdpCard),
     /// A card on an Alveo board behind the XDMA driver (hw/DESIGN.md §8), fed frame by frame.
     Xdma(XdmaCard),
+    /// A card on the network fed by a relay beside the orderer (hw/DESIGN.md §7): the host only reads results.
+    Relayed(UdpCardReader),
 }
 
 impl Link {
@@ -359,14 +361,20 @@ impl Link {
             Link::Xdma(card) => {
                 card.send(s.to_frame().map_err(wire)?).map_err(|e| ProcessError::Hardware(e.to_string()))
             }
+            // The relay sends the same sections, from its own copy of the ledger.
+            Link::Relayed(_) => Ok(()),
         }
     }
 
-    fn next_result(&mut self) -> Result<CardResult, ProcessError> {
+    /// The result of block `number`, the block sent last; `None` when the card will not have it (a relayed card
+    /// that has moved past it).
+    fn result_of(&mut self, number: u64) -> Result<Option<CardResult>, ProcessError> {
+        let hw = |e: crate::netcard::NetCardError| ProcessError::Hardware(e.to_string());
         match self {
-            Link::Local(card) => Ok(card.next_result()?),
-            Link::Udp(card) => card.next_result().map_err(|e| ProcessError::Hardware(e.to_string())),
-            Link::Xdma(card) => card.next_result().map_err(|e| ProcessError::Hardware(e.to_string())),
+            Link::Local(card) => Ok(Some(card.next_result()?)),
+            Link::Udp(card) => card.next_result().map(Some).map_err(hw),
+            Link::Xdma(card) => card.next_result().map(Some).map_err(|e| ProcessError::Hardware(e.to_string())),
+            Link::Relayed(card) => card.result_of(number).map_err(hw),
         }
     }
 
@@ -374,7 +382,7 @@ impl Link {
     fn cycles(&mut self) -> Option<u64> {
         match self {
             Link::Local(card) => Some(card.sim().cycles()),
-            Link::Udp(_) | Link::Xdma(_) => None,
+            Link::Udp(_) | Link::Xdma(_) | Link::Relayed(_) => None,
         }
     }
 }
@@ -442,11 +450,28 @@ impl VerilatorProcessor {
         Ok(VerilatorProcessor { host, config: link.config(), card: Link::Xdma(link), card_off: None })
     }
 
-    /// The link to a card on the network ([`VerilatorProcessor::connect`]), `None` for any other card.
+    /// Joins the channel from its genesis block with the card on the network at `card`, which a relay beside the
+    /// orderer feeds (hw/DESIGN.md §7): this host does not reset the card or send it anything but requests for
+    /// results, and each must come within `deadline`. It plans every block as the relay does, from its own ledger,
+    /// so it asks for the results of exactly the blocks the relay sent to the card.
+    ///
+    /// Errors: the genesis block is unusable, or the card does not answer.
+    pub fn follow_relayed(
+        genesis: Bytes,
+        card: std::net::SocketAddr,
+        deadline: std::time::Duration,
+    ) -> Result<Self, ProcessError> {
+        let host = HostSession::new(genesis)?;
+        let link = UdpCardReader::connect(card, deadline).map_err(|e| ProcessError::Hardware(e.to_string()))?;
+        Ok(VerilatorProcessor { host, config: link.config(), card: Link::Relayed(link), card_off: None })
+    }
+
+    /// The link to a card on the network that this host feeds ([`VerilatorProcessor::connect`]), `None` for any
+    /// other card.
     pub fn udp_link(&mut self) -> Option<&mut UdpCard> {
         match &mut self.card {
             Link::Udp(link) => Some(link),
-            Link::Local(_) | Link::Xdma(_) => None,
+            Link::Local(_) | Link::Xdma(_) | Link::Relayed(_) => None,
         }
     }
 
@@ -465,7 +490,8 @@ impl VerilatorProcessor {
         self.card_off.as_deref()
     }
 
-    /// Sends a hardware-path block's sections and reads its result, with the cycles it took. Fault points (fail-rs)
+    /// Sends a hardware-path block's sections and reads its result, with the cycles it took; `None` when a relayed card
+    /// keeps no result for the block ([`UdpCardReader::result_of`]). Fault points (fail-rs)
     /// make the card misbehave here: `bmac-card-fault` fails, as a card that stops answering would;
     /// `bmac-card-wrong-code` reports the block's first code wrong (VALID as MVCC_READ_CONFLICT, any other as VALID).
     fn on_card(
@@ -473,7 +499,7 @@ impl VerilatorProcessor {
         sections: &[Section],
         number: u64,
         tx_count: usize,
-    ) -> Result<(CardResult, u64), ProcessError> {
+    ) -> Result<Option<(CardResult, u64)>, ProcessError> {
         if let Some(why) = fail::eval("bmac-card-fault", |arg| arg.unwrap_or_else(|| "fault point".into())) {
             return Err(ProcessError::Hardware(format!("the card stopped answering ({why})")));
         }
@@ -481,7 +507,7 @@ impl VerilatorProcessor {
         for s in sections {
             self.card.send(s)?;
         }
-        let mut r = self.card.next_result()?;
+        let Some(mut r) = self.card.result_of(number)? else { return Ok(None) };
         if fail::eval("bmac-card-wrong-code", |_| ()).is_some() {
             if let Some(c) = r.codes.first_mut() {
                 let valid = TxValidationCode::Valid as i32 as u8;
@@ -497,7 +523,7 @@ impl VerilatorProcessor {
         }
         // A card on the network counts its own cycles: its LATENCY register (HEADER to result) stands for them.
         let cycles = t0.map_or(u64::from(r.latency), |t0| r.at_cycle - t0);
-        Ok((r, cycles))
+        Ok(Some((r, cycles)))
     }
 
     /// Validates and commits the next block as a BMac peer does (hw/DESIGN.md §1): on the card when the block can
@@ -508,7 +534,8 @@ impl VerilatorProcessor {
     /// A card that fails (stops answering, reports an impossible result, disagrees with the host, or cannot take a
     /// state sync) is switched off ([`VerilatorProcessor::card_off`]): that block and every later one are validated
     /// by the host in software. No block is lost or committed twice: the host commits each block once, whatever the
-    /// card did.
+    /// card did. A relayed card that keeps no result for the block, because its relay has moved past it, has not
+    /// failed: the host validates that block and the card stays on.
     ///
     /// Errors: the host refuses the block (as a Fabric peer would); nothing of it is committed.
     pub fn commit(&mut self, raw: Bytes) -> Result<Committed, ValidatorError> {
@@ -533,7 +560,16 @@ impl VerilatorProcessor {
             }
         };
         let number = prepared.number;
-        let card = self.on_card(&sections, number, prepared.tx_count);
+        let card = match self.on_card(&sections, number, prepared.tx_count) {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => {
+                // A relayed card that moved past this block: not the card's fault, the host takes this one.
+                let (result, _) = self.host.commit(raw, false)?;
+                let path = BlockPath::Host(format!("the card keeps no result for block {number}"));
+                return Ok(Committed { result, path, cycles: None });
+            }
+            Err(e) => Err(e),
+        };
         let attested = match &card {
             Ok((r, _)) if r.block_valid => Some(self.host.commit_attested(raw.clone(), &codes_of(&r.codes))),
             _ => None,
@@ -573,7 +609,7 @@ impl VerilatorProcessor {
     pub fn card(&mut self) -> Option<&mut Card> {
         match &mut self.card {
             Link::Local(card) => Some(card),
-            Link::Udp(_) | Link::Xdma(_) => None,
+            Link::Udp(_) | Link::Xdma(_) | Link::Relayed(_) => None,
         }
     }
 
@@ -658,6 +694,7 @@ impl BlockProcessor for VerilatorProcessor {
             Link::Local(_) => "verilator",
             Link::Udp(_) => "card on udp",
             Link::Xdma(_) => "alveo",
+            Link::Relayed(_) => "relayed card on udp",
         };
         format!("{link} {}x{}", self.config.0, self.config.1)
     }
@@ -666,7 +703,18 @@ impl BlockProcessor for VerilatorProcessor {
         let prepared = self.host.prepare(&raw)?;
         match prepared.route {
             Route::Hardware(sections) => {
-                let (r, cycles) = self.on_card(&sections, prepared.number, prepared.tx_count)?;
+                let Some((r, cycles)) = self.on_card(&sections, prepared.number, prepared.tx_count)? else {
+                    let (res, _) = self.host.commit(raw, false)?;
+                    let path = BlockPath::Host(format!("the card keeps no result for block {}", res.number));
+                    return Ok(Processed {
+                        number: res.number,
+                        codes: res.codes,
+                        commit_hash: res.commit_hash,
+                        path,
+                        cycles: None,
+                        host_codes: None,
+                    });
+                };
                 let sw = self.host.commit(raw, false);
                 match (r.block_valid, sw) {
                     (true, Ok((res, _))) => Ok(Processed {

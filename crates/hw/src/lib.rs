@@ -16,7 +16,8 @@
 //!   `hw/gen/regmap.toml`;
 //! * [`HostSession`]: the host side of a BMac peer (ledger, chain checks, routing, state sync);
 //! * the card on the network: [`serve_card`] runs a co-simulated card behind a UDP socket, [`UdpCard`] is the host's
-//!   end of the link (sequence numbers, NACKs, retransmission; hw/DESIGN.md §7);
+//!   end of the link (sequence numbers, NACKs, retransmission; hw/DESIGN.md §7), and [`UdpCardReader`] that of a
+//!   host which only reads results while a relay beside the orderer feeds the card;
 //! * the card on an Alveo board: [`XdmaCard`] drives it through the XDMA driver's device files; [`emulate_xdma`]
 //!   mounts those files backed by the co-simulated card, for hosts without a board (hw/DESIGN.md §8);
 //! * [`Sim`]: the Verilated RTL (`hw/rtl/bmac_top.sv`) behind a small C ABI ([`available_sim_configs`]).
@@ -56,7 +57,7 @@ pub use decoder::{
 pub use encoder::{CachedIdentity, EncodeError, Encoder};
 pub use host::{Probe, RangePlan, TxPlan};
 pub use model::{Model, ModelBlock};
-pub use netcard::{serve as serve_card, Impairment, LinkStats, NetCardError, UdpCard, REORDER_WINDOW};
+pub use netcard::{serve as serve_card, Impairment, LinkStats, NetCardError, UdpCard, UdpCardReader, REORDER_WINDOW};
 pub use pbscan::ScanError;
 pub use policy::{
     normalize_signature_policy, parse_expr, Expr as PolicyExpr, PolicyCompileError, PolicyProgram, PolicyTable,

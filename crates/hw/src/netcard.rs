@@ -16,6 +16,8 @@
 //! | `POLL` 0xD1 | block u64 (the result awaited), last seq sent u32 |
 //! | `REG_READ` 0xD2 | register address u16 (§4) |
 //! | `HELLO` 0xD3 | — (resets the card: empty caches, KV store and policy table; sequence from 0) |
+//! | `FETCH` 0xD4 | block u64 (a result asked for by a host that does not feed the card, [`UdpCardReader`]) |
+//! | `IDENT` 0xD5 | — (asks the card's N×M without resetting it; answered by `HELLO_ACK`) |
 //!
 //! | card → host | bytes after the kind byte |
 //! | --- | --- |
@@ -24,6 +26,10 @@
 //! | `REG_VALUE` 0xE2 | address u16, value u32 |
 //! | `HELLO_ACK` 0xE3 | N u8, M u8 |
 //! | `FAULT` 0xE4 | a UTF-8 message: the card failed (simulation timeout, sticky STATUS error) |
+//! | `PENDING` 0xE5 | block u64 (the one fetched), 1 if a result is kept u8, the newest kept result's block u64 |
+//!
+//! A card has one sender, the host that last sent `HELLO`: the committer ([`UdpCard`]) or a relay beside the
+//! orderer that feeds the card for it (hw/DESIGN.md §7). Any number of hosts may `FETCH` results and read registers.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::io::ErrorKind;
@@ -39,11 +45,14 @@ const DATA: u8 = 0xD0;
 const POLL: u8 = 0xD1;
 const REG_READ: u8 = 0xD2;
 const HELLO: u8 = 0xD3;
+const FETCH: u8 = 0xD4;
+const IDENT: u8 = 0xD5;
 const NACK: u8 = 0xE0;
 const RESULT: u8 = 0xE1;
 const REG_VALUE: u8 = 0xE2;
 const HELLO_ACK: u8 = 0xE3;
 const FAULT: u8 = 0xE4;
+const PENDING: u8 = 0xE5;
 
 /// Datagrams past the next expected one that the card's receive buffer holds; later ones are dropped (and asked
 /// for again once the gap closes).
@@ -58,8 +67,9 @@ const RETRY: Duration = Duration::from_millis(20);
 /// How often the host polls the card while it waits for a block result.
 const POLL_EVERY: Duration = Duration::from_millis(100);
 
-/// Block results the card keeps to send again when the host polls for one it lost.
-const RESULTS_KEPT: usize = 256;
+/// Block results the card keeps to send again when a host polls for one it lost, or fetches one it did not feed.
+/// Each is a few hundred bytes; 4,096 let a committer fed by a relay lag that many card blocks behind.
+const RESULTS_KEPT: usize = 4096;
 
 /// Cycles the card runs between two looks at its socket while it has work (a few milliseconds of simulation).
 const BURST: u64 = 2_000;
@@ -210,6 +220,23 @@ impl Server {
                     self.rx.nack(socket, from, last.saturating_add(1))?;
                 }
             }
+            (Some(FETCH), 9) => {
+                let block = u64::from_be_bytes([d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8]]);
+                match self.results.iter().find(|(b, _)| *b == block) {
+                    Some((_, r)) => socket.send_to(r, from).map(drop)?,
+                    None => {
+                        let newest = self.results.back().map(|(b, _)| *b);
+                        let mut p = vec![PENDING];
+                        p.extend_from_slice(&block.to_be_bytes());
+                        p.push(u8::from(newest.is_some()));
+                        p.extend_from_slice(&newest.unwrap_or(0).to_be_bytes());
+                        socket.send_to(&p, from)?;
+                    }
+                }
+            }
+            (Some(IDENT), 1) => {
+                socket.send_to(&[HELLO_ACK, self.n as u8, self.m as u8], from)?;
+            }
             (Some(REG_READ), 3) => {
                 let addr = u16::from_be_bytes([d[1], d[2]]);
                 let value = self.card.sim().read_reg(addr);
@@ -345,37 +372,19 @@ impl UdpCard {
     ///
     /// Errors: the socket fails, or the card does not answer within 5 s.
     pub fn connect(card: SocketAddr, deadline: Duration) -> Result<UdpCard, NetCardError> {
-        let local: SocketAddr =
-            if card.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
-        let socket = UdpSocket::bind(local)?;
-        socket.connect(card)?;
-        socket.set_read_timeout(Some(Duration::from_millis(250)))?;
-        let mut buf = [0u8; 64];
-        for _ in 0..20 {
-            socket.send(&[HELLO])?;
-            match socket.recv(&mut buf) {
-                Ok(3) if buf[0] == HELLO_ACK => {
-                    return Ok(UdpCard {
-                        socket,
-                        config: (u32::from(buf[1]), u32::from(buf[2])),
-                        seq: 0,
-                        unacked: BTreeMap::new(),
-                        awaiting: VecDeque::new(),
-                        results: VecDeque::new(),
-                        deadline,
-                        impairment: Impairment::default(),
-                        held: None,
-                        stats: LinkStats::default(),
-                    })
-                }
-                Ok(_) => {}
-                Err(e) if nothing_arrived(&e) => {}
-                // Nothing listens there yet (ICMP port unreachable): try again.
-                Err(e) if e.kind() == ErrorKind::ConnectionRefused => std::thread::sleep(Duration::from_millis(250)),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(NetCardError::Timeout("HELLO_ACK", Duration::from_secs(5)))
+        let (socket, config) = handshake(card, HELLO)?;
+        Ok(UdpCard {
+            socket,
+            config,
+            seq: 0,
+            unacked: BTreeMap::new(),
+            awaiting: VecDeque::new(),
+            results: VecDeque::new(),
+            deadline,
+            impairment: Impairment::default(),
+            held: None,
+            stats: LinkStats::default(),
+        })
     }
 
     /// The card's N×M.
@@ -500,23 +509,120 @@ impl UdpCard {
     ///
     /// Errors: the card failed, or did not answer within the deadline.
     pub fn read_reg(&mut self, addr: u16) -> Result<u32, NetCardError> {
+        read_register(&self.socket, addr, self.deadline)
+    }
+}
+
+/// A socket connected to the card at `card`, and the card's N×M from its `HELLO_ACK` to `kind` (`HELLO`, which
+/// resets the card, or `IDENT`, which does not).
+///
+/// Errors: the socket fails, or the card does not answer within 5 s.
+fn handshake(card: SocketAddr, kind: u8) -> Result<(UdpSocket, (u32, u32)), NetCardError> {
+    let local: SocketAddr =
+        if card.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { (std::net::Ipv6Addr::UNSPECIFIED, 0).into() };
+    let socket = UdpSocket::bind(local)?;
+    socket.connect(card)?;
+    socket.set_read_timeout(Some(Duration::from_millis(250)))?;
+    let mut buf = [0u8; 64];
+    for _ in 0..20 {
+        socket.send(&[kind])?;
+        match socket.recv(&mut buf) {
+            Ok(3) if buf[0] == HELLO_ACK => return Ok((socket, (u32::from(buf[1]), u32::from(buf[2])))),
+            Ok(_) => {}
+            Err(e) if nothing_arrived(&e) => {}
+            // Nothing listens there yet (ICMP port unreachable): try again.
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => std::thread::sleep(Duration::from_millis(250)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(NetCardError::Timeout("HELLO_ACK", Duration::from_secs(5)))
+}
+
+/// Reads one of the card's registers (§4) over `socket`, asking again every [`RETRY`] until `deadline`.
+fn read_register(socket: &UdpSocket, addr: u16, deadline: Duration) -> Result<u32, NetCardError> {
+    socket.set_read_timeout(Some(RETRY))?;
+    let started = Instant::now();
+    let mut buf = vec![0u8; 65_536];
+    while started.elapsed() < deadline {
+        socket.send(&[&[REG_READ][..], &addr.to_be_bytes()].concat())?;
+        match socket.recv(&mut buf) {
+            Ok(7) if buf[0] == REG_VALUE && buf[1..3] == addr.to_be_bytes() => {
+                return Ok(u32::from_be_bytes([buf[3], buf[4], buf[5], buf[6]]))
+            }
+            Ok(len) if buf[0] == FAULT => {
+                return Err(NetCardError::Card(String::from_utf8_lossy(&buf[1..len]).into_owned()))
+            }
+            Ok(_) => {}
+            Err(e) if nothing_arrived(&e) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(NetCardError::Timeout("register value", deadline))
+}
+
+/// The end of a host that reads a card's results but does not feed it: the committer, when a relay beside the
+/// orderer sends the card its blocks (hw/DESIGN.md §7). It never resets the card; it fetches each block's result
+/// by number.
+pub struct UdpCardReader {
+    socket: UdpSocket,
+    config: (u32, u32),
+    deadline: Duration,
+}
+
+impl UdpCardReader {
+    /// Reaches the card at `card` without resetting it (`IDENT`); a block result must then come within
+    /// `deadline` of the wait for it.
+    ///
+    /// Errors: the socket fails, or the card does not answer within 5 s.
+    pub fn connect(card: SocketAddr, deadline: Duration) -> Result<UdpCardReader, NetCardError> {
+        let (socket, config) = handshake(card, IDENT)?;
+        Ok(UdpCardReader { socket, config, deadline })
+    }
+
+    /// The card's N×M.
+    pub fn config(&self) -> (u32, u32) {
+        self.config
+    }
+
+    /// The card's result for `block`, asked for every [`RETRY`] while it is not there. `Ok(None)`: the card will
+    /// not have it, because it already has a result for a later block, so `block` was forgotten (more than
+    /// 4,096 card blocks ago) or never reached it; the host validates that block itself.
+    ///
+    /// Errors: the socket fails, the card sends a malformed result, or the card has no result for `block` or a
+    /// later one within the deadline (its sender is behind or gone, or the card failed).
+    pub fn result_of(&mut self, block: u64) -> Result<Option<CardResult>, NetCardError> {
         self.socket.set_read_timeout(Some(RETRY))?;
         let started = Instant::now();
         let mut buf = vec![0u8; 65_536];
-        while started.elapsed() < self.deadline {
-            self.socket.send(&[&[REG_READ][..], &addr.to_be_bytes()].concat())?;
-            match self.socket.recv(&mut buf) {
-                Ok(7) if buf[0] == REG_VALUE && buf[1..3] == addr.to_be_bytes() => {
-                    return Ok(u32::from_be_bytes([buf[3], buf[4], buf[5], buf[6]]))
-                }
-                Ok(len) if buf[0] == FAULT => {
-                    return Err(NetCardError::Card(String::from_utf8_lossy(&buf[1..len]).into_owned()))
-                }
-                Ok(_) => {}
-                Err(e) if nothing_arrived(&e) => {}
+        let mut fetch = vec![FETCH];
+        fetch.extend_from_slice(&block.to_be_bytes());
+        let mut asked: Option<Instant> = None;
+        while started.elapsed() <= self.deadline {
+            if asked.is_none_or(|t| t.elapsed() >= RETRY) {
+                self.socket.send(&fetch)?;
+                asked = Some(Instant::now());
+            }
+            let len = match self.socket.recv(&mut buf) {
+                Ok(len) => len,
+                Err(e) if nothing_arrived(&e) => continue,
                 Err(e) => return Err(e.into()),
+            };
+            let d = &buf[..len];
+            match d.first().copied() {
+                Some(RESULT) => match decode_result(d) {
+                    Some(r) if r.number == block => return Ok(Some(r)),
+                    Some(_) => {} // the answer to an earlier fetch
+                    None => return Err(NetCardError::Card("malformed RESULT".into())),
+                },
+                Some(PENDING) if len == 18 && d[1..9] == block.to_be_bytes() => {
+                    let newest = u64::from_be_bytes(d[10..18].try_into().unwrap_or_default());
+                    if d[9] == 1 && newest > block {
+                        return Ok(None);
+                    }
+                }
+                _ => {}
             }
         }
-        Err(NetCardError::Timeout("register value", self.deadline))
+        Err(NetCardError::Timeout("block result", self.deadline))
     }
 }

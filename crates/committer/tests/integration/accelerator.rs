@@ -3,7 +3,8 @@
 //! same peer Deliver events; a card that stops answering, or whose codes its host disputes, is switched off and the
 //! host validates in software, without losing or repeating a block; a restarted committer brings its card back to
 //! the stored height; the same card on the network (`udp:ADDR`, hw/DESIGN.md §7) and behind the XDMA driver's device
-//! files (`alveo:DEVICE`, emulated over FUSE, hw/DESIGN.md §8) serves the committer as well.
+//! files (`alveo:DEVICE`, emulated over FUSE, hw/DESIGN.md §8) serves the committer as well, and so does a card on
+//! the network fed by a relay beside the orderer over a lossy link (`relayed:ADDR`).
 //!
 //! Without the Verilator backend in this build these tests report SKIPPED and pass, unless
 //! `FERROFABRIC_REQUIRE_VERILATOR=1`.
@@ -147,19 +148,38 @@ async fn a_card_whose_codes_the_host_disputes_is_switched_off_and_the_host_decid
     assert_eq!(counts, (0.0, 28.0, 0.0));
 }
 
+/// The 8x2 card behind a UDP socket on loopback, served by a thread of this process.
+struct LoopbackCard {
+    addr: std::net::SocketAddr,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Result<(), ferrofabric_hw::NetCardError>>,
+}
+
+impl LoopbackCard {
+    fn start() -> LoopbackCard {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = socket.local_addr().unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || ferrofabric_hw::serve_card(&socket, 8, 2, &stop))
+        };
+        LoopbackCard { addr, stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap().unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_card_on_the_network_commits_fabric_peer_bytes() {
     let Some(Setup { _one, mut orderer, data, peer_blocks }) = setup().await else { return };
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let addr = socket.local_addr().unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let card = {
-        let stop = stop.clone();
-        std::thread::spawn(move || ferrofabric_hw::serve_card(&socket, 8, 2, &stop))
-    };
+    let card = LoopbackCard::start();
+    let addr = card.addr;
     commits_on_the_card(&format!("udp:{addr}"), data.path(), &orderer, &peer_blocks).await;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    card.join().unwrap().unwrap();
+    card.stop();
     orderer.stop().await;
 }
 
@@ -171,6 +191,66 @@ async fn a_card_behind_the_xdma_driver_commits_fabric_peer_bytes() {
     let accelerator = format!("alveo:{}", emulation.prefix().display());
     commits_on_the_card(&accelerator, data.path(), &orderer, &peer_blocks).await;
     drop(emulation);
+    orderer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_fed_by_a_relay_beside_the_orderer_gives_the_committer_fabric_peer_bytes_through_lost_datagrams() {
+    let Some(Setup { _one, mut orderer, data, peer_blocks }) = setup().await else { return };
+    let card = LoopbackCard::start();
+    let addr = card.addr;
+    // The relay loses the first sending of every 5th datagram and sends every 3rd after the next.
+    let relay = ferrofabric_committer::start_relay(ferrofabric_committer::RelayConfig {
+        genesis_block: genesis_path(),
+        local_msp_dir: user1_msp(1),
+        local_msp_id: "Org1MSP".into(),
+        orderers: vec![orderer.addr.clone()],
+        orderer_tls: Default::default(),
+        delivery: Default::default(),
+        card: addr,
+        deadline: Duration::from_secs(120),
+        impairment: ferrofabric_hw::Impairment { drop_every: 5, swap_every: 3 },
+    })
+    .await
+    .unwrap();
+    let config = ferrofabric_committer::CommitterConfig {
+        accelerator: Some(format!("relayed:{addr}")),
+        ..committer_config(data.path(), vec![orderer.addr.clone()])
+    };
+    let c = tokio::time::timeout(Duration::from_secs(120), start(config.clone())).await.unwrap().unwrap();
+    // Blocks 1-6 are `_lifecycle` blocks (the host's), 7-11 the card's.
+    let started = std::time::Instant::now();
+    wait_height(&c, 12).await;
+    eprintln!("relayed: height 12 in {:?}", started.elapsed());
+    let m = metrics(&c);
+    assert_eq!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="hardware"}"#), 5.0, "{m}");
+    assert_eq!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="host"}"#), 6.0);
+    assert_eq!(sample(&m, r#"committer_accelerator_card_on{channel="mychannel"}"#), 1.0);
+    let stored = stored_chain(&c);
+    assert!(stored.iter().zip(&peer_blocks).all(|(ours, fabric)| ours == fabric), "stored bytes differ from Fabric's");
+    let status = relay.status.borrow().clone();
+    eprintln!("relay: {status:?}");
+    assert_eq!(status.sessions, 1, "the relay never had to reset the card");
+    assert!(status.on_card >= 5 && status.on_host == 6, "{status:?}");
+    assert!(status.link.dropped > 0 && status.link.retransmitted > 0, "{status:?}");
+
+    // A restarted committer replays its stored chain with the card's kept results (the card is not reset) and
+    // goes on with the next two blocks from the card.
+    let store = c.store.clone();
+    c.shutdown().await.unwrap();
+    let height = store.height();
+    drop(store);
+    let c = tokio::time::timeout(Duration::from_secs(120), start(config)).await.unwrap().unwrap();
+    wait_height(&c, height + 2).await;
+    let m = metrics(&c);
+    assert_eq!(sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="hardware"}"#), 2.0, "{m}");
+    assert_eq!(sample(&m, r#"committer_accelerator_card_on{channel="mychannel"}"#), 1.0);
+    let last = usize::try_from(height + 1).unwrap();
+    assert_eq!(c.status().borrow().commit_hash, stored_commit_hash(&peer_blocks[last]));
+    assert_eq!(relay.status.borrow().sessions, 1);
+    c.shutdown().await.unwrap();
+    relay.shutdown().await.unwrap();
+    card.stop();
     orderer.stop().await;
 }
 

@@ -48,6 +48,6 @@ pub use lifecycle::{
 pub use network::{Network, CHANNEL_ID, MAX_PEER_ORGS, ORDERER_ORG, PEER_ORGS};
 pub use tx::{Built, TxBuilder, LIFECYCLE_NAMESPACE};
 pub use workload::{
-    smallbank_key, transfer_key, transfer_ledger, SmallbankAccount, Workload, SMALLBANK_CHAINCODE, SMALLBANK_PREFIX,
-    TRANSFER_CHAINCODE, TRANSFER_KEYS_PER_INIT_TX,
+    endorsement_ledger, smallbank_key, transfer_key, transfer_ledger, SmallbankAccount, Workload, SMALLBANK_CHAINCODE,
+    SMALLBANK_PREFIX, TRANSFER_CHAINCODE, TRANSFER_KEYS_PER_INIT_TX,
 };

@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
 use ferrofabric_protos::common::Block;
+use ferrofabric_protos::peer::{application_policy, ApplicationPolicy};
 
 use crate::lifecycle::commit_definition_with;
 use crate::{
@@ -364,6 +365,55 @@ pub fn transfer_ledger(
     let transfers = w.transfer_txs(n, payload_size, version_of)?;
     for chunk in transfers.chunks(block_size) {
         let envs: Vec<Bytes> = chunk.iter().map(|b| b.envelope.clone()).collect();
+        chain.append(&envs);
+    }
+    Ok(chain.into_blocks())
+}
+
+/// A ledger that exercises endorsement policies over `net` (any number of peer orgs): one block per chaincode of
+/// `chaincodes` defining it — `(name, Some(rule))` with a signature policy in configtxgen's syntax (e.g.
+/// `OutOf(2, 'Org1MSP.peer', 'Org2MSP.peer', 'Org3MSP.peer')`), `(name, None)` with the channel's
+/// `/Channel/Application/Endorsement` — then `blocks` blocks of `per_block` writes. Transaction `i` of block `b`
+/// writes `k{b}-{i}` in chaincode `i % chaincodes.len()`, endorsed by the peers of the orgs (0-based) in
+/// `endorsements[(i + b) % endorsements.len()]`, so endorser sets that fall short of a policy give
+/// ENDORSEMENT_POLICY_FAILURE. The genesis block is first.
+///
+/// Errors: a rule that does not parse, an empty `chaincodes` or `endorsements`, or as [`TxBuilder::build`].
+pub fn endorsement_ledger(
+    net: &Network,
+    chaincodes: &[(&str, Option<&str>)],
+    endorsements: &[&[usize]],
+    blocks: usize,
+    per_block: usize,
+) -> Result<Vec<Block>, TestkitError> {
+    if chaincodes.is_empty() || endorsements.is_empty() {
+        return Err(TestkitError::Builder("chaincodes and endorsements must not be empty".into()));
+    }
+    let mut chain = Chain::with_seed(net, 41)?;
+    for (name, rule) in chaincodes {
+        let policy = match rule {
+            Some(rule) => ApplicationPolicy {
+                r#type: Some(application_policy::Type::SignaturePolicy(
+                    ferrofabric_configtxgen::signature_policy(rule)
+                        .map_err(|e| TestkitError::Builder(format!("policy {rule:?}: {e}")))?,
+                )),
+            },
+            None => channel_policy_reference(DEFAULT_ENDORSEMENT_POLICY),
+        };
+        chain.append(&[crate::define_chaincode(net, name, 1, policy)?.envelope]);
+    }
+    for b in 0..blocks {
+        let mut envs = Vec::with_capacity(per_block);
+        for i in 0..per_block {
+            let (cc, _) = chaincodes[i % chaincodes.len()];
+            let peers: Vec<_> = endorsements[(i + b) % endorsements.len()].iter().map(|&o| net.peer(o)).collect();
+            let built = TxBuilder::new(net)
+                .chaincode(cc, "1.0")
+                .endorsers(&peers)
+                .write(cc, &format!("k{b}-{i}"), format!("v{b}-{i}"))
+                .build()?;
+            envs.push(built.envelope);
+        }
         chain.append(&envs);
     }
     Ok(chain.into_blocks())

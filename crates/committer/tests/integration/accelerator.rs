@@ -4,7 +4,9 @@
 //! host validates in software, without losing or repeating a block; a restarted committer brings its card back to
 //! the stored height; the same card on the network (`udp:ADDR`, hw/DESIGN.md §7) and behind the XDMA driver's device
 //! files (`alveo:DEVICE`, emulated over FUSE, hw/DESIGN.md §8) serves the committer as well, and so does a card on
-//! the network fed by a relay beside the orderer over a lossy link (`relayed:ADDR`).
+//! the network fed by a relay beside the orderer over a lossy link (`relayed:ADDR`). On generated 3- and 5-org
+//! networks with 2-of-3, 3-of-5 and nested policies, a committer with the card and one without store the same bytes
+//! and serve the same Deliver blocks and events, with every chaincode block validated on the card.
 //!
 //! Without the Verilator backend in this build these tests report SKIPPED and pass, unless
 //! `FERROFABRIC_REQUIRE_VERILATOR=1`.
@@ -85,6 +87,108 @@ async fn the_card_commits_fabric_peer_bytes_and_serves_fabric_deliver_events() {
     assert_eq!(c.status().borrow().commit_hash, stored_commit_hash(&peer_blocks[28]));
     c.shutdown().await.unwrap();
     orderer.stop().await;
+}
+
+/// testkit's endorsement ledger (three blocks of 12 transactions after the definitions) over a generated network of
+/// `orgs` peer orgs, served by a real orderer of that network and pulled by two committers, one with the card and
+/// one without. Both must store the same bytes (every TRANSACTIONS_FILTER and COMMIT_HASH) and serve the same peer
+/// Deliver blocks and DeliverFiltered events; the card must validate every chaincode block, and the ledger must hold
+/// both valid transactions and policy failures.
+async fn card_and_software_committers_agree(
+    orgs: usize,
+    chaincodes: &[(&str, Option<&str>)],
+    endorsements: &[&[usize]],
+) {
+    use ferrofabric_protos::peer::TxValidationCode;
+    use prost::Message;
+    let _one = CARD_LOCK.lock().await;
+    if !card_built() {
+        return;
+    }
+    let net = ferrofabric_testkit::Network::generate_orgs(60 + orgs as u64, orgs).unwrap();
+    let crypto = tempfile::tempdir().unwrap();
+    net.write_msp_dirs(crypto.path()).unwrap();
+    let blocks: Vec<Bytes> = ferrofabric_testkit::endorsement_ledger(&net, chaincodes, endorsements, 3, 12)
+        .unwrap()
+        .iter()
+        .map(|b| Bytes::from(b.encode_to_vec()))
+        .collect();
+    let height = blocks.len() as u64;
+    let node = crypto.path().join("ordererOrganizations/example.com/orderers/orderer.example.com");
+    let orderer_msp = net.mspid(net.orderer_org()).to_owned();
+    let mut orderer =
+        TestOrderer::start_as(&blocks, net.channel_id(), &node.join("msp"), &orderer_msp, &node.join("tls/server.crt"))
+            .await;
+    let genesis = crypto.path().join("genesis.block");
+    std::fs::write(&genesis, &blocks[0]).unwrap();
+    let user = crypto.path().join("peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
+    let config = |data: &std::path::Path, accelerator: Option<String>| ferrofabric_committer::CommitterConfig {
+        genesis_block: Some(genesis.clone()),
+        local_msp_dir: Some(user.clone()),
+        local_msp_id: Some(net.mspid(0).to_owned()),
+        accelerator,
+        ..committer_config(data, vec![orderer.addr.clone()])
+    };
+    let (sw_data, hw_data) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let sw = start(config(sw_data.path(), None)).await.unwrap();
+    let hw = tokio::time::timeout(Duration::from_secs(120), start(config(hw_data.path(), Some(CARD.into()))))
+        .await
+        .unwrap()
+        .unwrap();
+    wait_height(&sw, height).await;
+    wait_height(&hw, height).await;
+
+    let software = stored_chain(&sw);
+    assert_eq!(software.len() as u64, height);
+    assert!(stored_chain(&hw) == software, "the card's committer stored other bytes than the software's");
+    let codes: Vec<u8> =
+        software.iter().flat_map(|b| ferrofabric_committer::stored_peer_metadata(b).unwrap().0.unwrap()).collect();
+    assert!(codes.contains(&(TxValidationCode::Valid as u8)));
+    assert!(codes.contains(&(TxValidationCode::EndorsementPolicyFailure as u8)));
+
+    // Deliver events out: the same blocks and the same filtered events from both.
+    let signer = net.client(0);
+    let (hw_addr, sw_addr) = (hw.deliver_addr.to_string(), sw.deliver_addr.to_string());
+    let (served, status) = peer_deliver(&hw_addr, signer, 0, height - 1).await;
+    assert_eq!(status, SUCCESS);
+    assert!(served == software, "peer Deliver from the card's committer differs from the software's chain");
+    let (hw_events, status) = peer_deliver_filtered(&hw_addr, signer, 0, height - 1).await;
+    assert_eq!(status, SUCCESS);
+    let (sw_events, _) = peer_deliver_filtered(&sw_addr, signer, 0, height - 1).await;
+    assert_eq!(hw_events, sw_events);
+
+    let m = metrics(&hw);
+    let on_card = sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="hardware"}"#);
+    let on_host = sample(&m, r#"committer_accelerator_blocks_total{channel="mychannel",path="host"}"#);
+    assert_eq!((on_card, on_host), (3.0, chaincodes.len() as f64), "every chaincode block on the card\n{m}");
+    assert_eq!(sample(&m, r#"committer_accelerator_card_on{channel="mychannel"}"#), 1.0);
+    hw.shutdown().await.unwrap();
+    sw.shutdown().await.unwrap();
+    orderer.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_org_ledger_with_two_of_three_and_majority_policies_commits_on_the_card_as_in_software() {
+    card_and_software_committers_agree(
+        3,
+        &[("twoofthree", Some("OutOf(2, 'Org1MSP.peer', 'Org2MSP.peer', 'Org3MSP.peer')")), ("majority", None)],
+        &[&[0, 1], &[2], &[1, 2], &[0], &[0, 1, 2], &[2, 0]],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_org_ledger_with_three_of_five_and_nested_policies_commits_on_the_card_as_in_software() {
+    card_and_software_committers_agree(
+        5,
+        &[
+            ("threeoffive", Some("OutOf(3, 'Org1MSP.peer', 'Org2MSP.peer', 'Org3MSP.peer', 'Org4MSP.peer', 'Org5MSP.peer')")),
+            ("nested", Some("AND(OR('Org1MSP.peer', 'Org2MSP.peer'), OR('Org3MSP.peer', AND('Org4MSP.peer', 'Org5MSP.member')))")),
+            ("majority", None),
+        ],
+        &[&[0, 2, 4], &[1, 3], &[0, 3, 4], &[4], &[1, 2, 3, 4], &[0, 1], &[2, 3], &[0, 1, 2]],
+    )
+    .await;
 }
 
 /// The committer's `/metrics` text (Prometheus exposition format) from its operations endpoint.

@@ -79,10 +79,22 @@ pub(crate) struct TestOrderer {
 impl TestOrderer {
     /// Writes `blocks` into `<dir>/chains/mychannel` and starts the orderer as the fixture's orderer.example.com.
     pub(crate) async fn start(blocks: &[Bytes]) -> TestOrderer {
+        TestOrderer::start_as(blocks, "mychannel", &orderer_msp(), "OrdererMSP", &orderer_tls_cert()).await
+    }
+
+    /// Writes `blocks` into `<dir>/chains/<channel>` and starts the orderer with the local MSP `msp_dir` of
+    /// `msp_id` and the TLS certificate `tls_cert` (its cluster identity).
+    pub(crate) async fn start_as(
+        blocks: &[Bytes],
+        channel: &str,
+        msp_dir: &Path,
+        msp_id: &str,
+        tls_cert: &Path,
+    ) -> TestOrderer {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = BlockStore::open(
-                &dir.path().join("chains/mychannel"),
+                &dir.path().join("chains").join(channel),
                 StoreOptions { sync: SyncPolicy::None, ..StoreOptions::default() },
             )
             .unwrap();
@@ -91,7 +103,7 @@ impl TestOrderer {
             }
             store.sync().unwrap();
         }
-        let node = start_orderer(dir.path(), "127.0.0.1:0").await;
+        let node = start_orderer_as(dir.path(), "127.0.0.1:0", msp_dir, msp_id, tls_cert).await;
         let addr = node.grpc_addr.to_string();
         TestOrderer { node: Some(node), addr, dir }
     }
@@ -104,15 +116,26 @@ impl TestOrderer {
 }
 
 pub(crate) async fn start_orderer(data: &Path, listen: &str) -> RunningOrderer {
+    start_orderer_as(data, listen, &orderer_msp(), "OrdererMSP", &orderer_tls_cert()).await
+}
+
+/// The orderer on `data` with the local MSP `msp_dir` of `msp_id` and the cluster certificate `tls_cert`.
+pub(crate) async fn start_orderer_as(
+    data: &Path,
+    listen: &str,
+    msp_dir: &Path,
+    msp_id: &str,
+    tls_cert: &Path,
+) -> RunningOrderer {
     let mut c = OrdererConfig::defaults();
     let addr: std::net::SocketAddr = listen.parse().unwrap();
     c.general.listen_address = addr.ip().to_string();
     c.general.listen_port = addr.port();
     c.admin.listen_address = String::new();
     c.operations.listen_address = String::new();
-    c.general.local_msp_dir = Some(orderer_msp());
-    c.general.local_msp_id = Some("OrdererMSP".into());
-    c.general.cluster.client_certificate = Some(orderer_tls_cert());
+    c.general.local_msp_dir = Some(msp_dir.to_path_buf());
+    c.general.local_msp_id = Some(msp_id.into());
+    c.general.cluster.client_certificate = Some(tls_cert.to_path_buf());
     c.file_ledger.location = Some(data.to_path_buf());
     c.consensus.wal_dir = Some(data.join("etcdraft/wal"));
     c.consensus.snap_dir = Some(data.join("etcdraft/snap"));

@@ -238,12 +238,8 @@ pub(crate) fn random_ledger(seed: u64, n_keys: usize, n_blocks: usize, size: usi
     Ledger { genesis: bytes_of(&blocks[0]), blocks: blocks[1..].iter().map(bytes_of).collect() }
 }
 
-/// A ledger over a generated network of `peer_orgs` peer orgs (`Network::generate_orgs`, a configtxgen genesis
-/// block): one block per chaincode definition (`(name, policy)`, the policy a configtxgen signature-policy rule such
-/// as `OutOf(2, 'Org1MSP.peer', 'Org2MSP.peer', 'Org3MSP.peer')`, or `None` for the channel's `MAJORITY Endorsement`),
-/// then `blocks` blocks of `per_block` writes. Transaction `i` of block `b` invokes chaincode `i mod k` and is
-/// endorsed by the peers of orgs `endorsements[(i + b) mod len]` (org indices from 0), so that some transactions
-/// satisfy their policy and some do not.
+/// testkit's [`ferrofabric_testkit::endorsement_ledger`] over a generated network of `peer_orgs` peer orgs
+/// (`Network::generate_orgs`, a configtxgen genesis block).
 pub(crate) fn multi_org_ledger(
     peer_orgs: usize,
     chaincodes: &[(&str, Option<&str>)],
@@ -252,34 +248,6 @@ pub(crate) fn multi_org_ledger(
     per_block: usize,
 ) -> Ledger {
     let net = Network::generate_orgs(40 + peer_orgs as u64, peer_orgs).unwrap();
-    let mut chain = Chain::with_seed(&net, 41).unwrap();
-    for (name, rule) in chaincodes {
-        let policy = match rule {
-            Some(rule) => ApplicationPolicy {
-                r#type: Some(application_policy::Type::SignaturePolicy(
-                    ferrofabric_configtxgen::signature_policy(rule).unwrap(),
-                )),
-            },
-            None => channel_policy_reference(DEFAULT_ENDORSEMENT_POLICY),
-        };
-        chain.append(&[define_chaincode(&net, name, 1, policy).unwrap().envelope]);
-    }
-    for b in 0..blocks {
-        let envs: Vec<Bytes> = (0..per_block)
-            .map(|i| {
-                let (cc, _) = chaincodes[i % chaincodes.len()];
-                let peers: Vec<_> = endorsements[(i + b) % endorsements.len()].iter().map(|&o| net.peer(o)).collect();
-                TxBuilder::new(&net)
-                    .chaincode(cc, "1.0")
-                    .endorsers(&peers)
-                    .write(cc, &format!("k{b}-{i}"), format!("v{b}-{i}"))
-                    .build()
-                    .unwrap()
-                    .envelope
-            })
-            .collect();
-        chain.append(&envs);
-    }
-    let blocks = chain.into_blocks();
+    let blocks = ferrofabric_testkit::endorsement_ledger(&net, chaincodes, endorsements, blocks, per_block).unwrap();
     Ledger { genesis: bytes_of(&blocks[0]), blocks: blocks[1..].iter().map(bytes_of).collect() }
 }

@@ -63,7 +63,8 @@ async fn committer_with_card(data: &std::path::Path, orderers: Vec<String>) -> R
     tokio::time::timeout(START_LIMIT, start(config)).await.unwrap().unwrap()
 }
 
-/// What both tests start from: the card to themselves, an orderer serving the fixture ledger, a data directory.
+/// What the fixture-ledger tests start from: their hold on the card lock, an orderer serving the fixture ledger, a data
+/// directory.
 struct Setup {
     _one: CardGuard,
     orderer: TestOrderer,

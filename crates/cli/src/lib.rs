@@ -11,6 +11,7 @@ mod bench;
 pub use bench::e2e::{run as bench_e2e, E2eBenchArgs, E2eReport, Via, Workload};
 pub use bench::isolation::{
     hog as bench_hog, run as bench_isolation, IsolationBenchArgs, IsolationReport, PhaseResult as IsolationPhase,
+    RoundRatios as IsolationRound,
 };
 pub use bench::orderer::{
     run as bench_orderer, BenchReport as OrdererBenchReport, OrdererBenchArgs, RunResult as OrdererBenchRun,

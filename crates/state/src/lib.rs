@@ -3,7 +3,7 @@
 //! Fabric keeps `(namespace, key) -> (value, metadata, version)` in LevelDB or CouchDB
 //! (`core/ledger/kvledger/txmgmt/statedb`). Ferrofabric keeps it in memory:
 //!
-//! * point reads go to a [`dashmap::DashMap`] (sharded, so validation threads read in parallel);
+//! * point reads go to a [`ShardMap`] (sharded, so validation threads read in parallel, and grown without stalls);
 //! * range queries and phantom-read checks walk an ordered key index per namespace and collection;
 //! * one block's updates are applied atomically ([`WorldState::apply`]): a reader holding a [`StateView`] never sees
 //!   half a block.
@@ -17,7 +17,7 @@ use std::ops::Bound;
 use std::sync::{RwLock, RwLockReadGuard};
 
 use bytes::Bytes;
-use dashmap::DashMap;
+use ferrofabric_shardmap::ShardMap;
 
 /// The version of a committed value: the block and the transaction index in it that wrote it
 /// (Fabric's `core/ledger/internal/version.Height`). Ordered by block, then transaction.
@@ -188,17 +188,11 @@ fn upper_bound(namespace: &str, end: &[u8]) -> Bound<StateKey> {
     Bound::Excluded(StateKey::public(namespace, Bytes::copy_from_slice(end)))
 }
 
-/// Shards of the point-read map. The state only grows between deletes, and a shard doubles in one insert that
-/// moves all its entries while its lock is held: with dashmap's default (4 per core, 8 on two cores) each doubling
-/// of the state stalls the commit for tens to hundreds of ms once it holds a few hundred thousand keys, and readers
-/// of that shard wait meanwhile. With 256 shards a doubling moves 1/256 of the keys, and the shards, filled
-/// unevenly, double at different moments.
-const SHARDS: usize = 256;
-
 /// The world state of one channel: concurrent point reads, ordered scans, atomic block application.
 #[derive(Debug)]
 pub struct WorldState {
-    values: DashMap<StateKey, VersionedValue>,
+    /// Point reads. The state only grows between deletes, so its doublings are staggered ([`ShardMap`]).
+    values: ShardMap<StateKey, VersionedValue>,
     /// Ordered index of every present key plus the number of the last committed block, behind the commit gate: `apply` holds it
     /// for writing, [`StateView`]s for reading, so a view is always a whole number of blocks.
     gate: RwLock<Ordered>,
@@ -212,7 +206,7 @@ struct Ordered {
 
 impl Default for WorldState {
     fn default() -> Self {
-        WorldState { values: DashMap::with_shard_amount(SHARDS), gate: RwLock::default() }
+        WorldState { values: ShardMap::new(), gate: RwLock::default() }
     }
 }
 
@@ -277,12 +271,12 @@ pub struct StateView<'a> {
 impl StateView<'_> {
     /// The committed value of `key`, if present.
     pub fn get(&self, key: &StateKey) -> Option<VersionedValue> {
-        self.state.values.get(key).map(|v| v.value().clone())
+        self.state.values.get(key)
     }
 
     /// The committed version of `key`, if present (Fabric's `GetVersion`).
     pub fn version(&self, key: &StateKey) -> Option<Height> {
-        self.state.values.get(key).map(|v| v.value().version)
+        self.state.values.with(key, |v| v.map(|v| v.version))
     }
 
     /// Number of the last block applied, `None` before the first.
@@ -298,17 +292,13 @@ impl StateView<'_> {
         self.ordered
             .keys
             .range((Bound::Included(lo), hi))
-            .filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v.value().clone())))
+            .filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v)))
             .collect()
     }
 
     /// Every present entry in key order (namespace, collection, key).
     pub fn entries(&self) -> Vec<(StateKey, VersionedValue)> {
-        self.ordered
-            .keys
-            .iter()
-            .filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v.value().clone())))
-            .collect()
+        self.ordered.keys.iter().filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v))).collect()
     }
 }
 

@@ -5,25 +5,20 @@
 //! The set only grows, so it must never stop the commit path to grow. One hash set of a million ids doubles in a
 //! single insert that moves every entry (≈ 130 ms for 460,000 ids on one core, longer on a loaded host): a stall
 //! of the validator thread that clients see as a burst of block latency at every doubling. The ids are therefore
-//! spread over 256 sets by a keyed hash, and each set doubles on its own, moving 1/256 of the ids.
+//! kept in a [`ShardMap`]: 256 shards picked by a keyed hash, each doubling on its own at a staggered moment, so
+//! that one insert moves at most 1/256 of the ids and the shards' doublings do not fall together.
 //!
 //! A well-formed txid (64 lowercase hex digits: the hex SHA-256 of nonce ‖ creator that Fabric requires) is kept
 //! as its 32 bytes, a third of the memory of the string; any other id the block index would record (an invalid
 //! transaction's) is kept as it is.
 
-use std::collections::HashSet;
-use std::hash::{BuildHasher, RandomState};
-
-/// Sets the ids are spread over: a doubling then moves 1/256 of the ids.
-const SHARDS: usize = 256;
+use ferrofabric_shardmap::ShardMap;
 
 /// A set of transaction ids (Fabric's txid strings, compared exactly), grown without whole-set rehashing: each
-/// insert moves at most one of 256 shards. Memory: about 40 bytes per well-formed id plus the hash sets' slack.
-#[derive(Debug)]
+/// insert moves at most one of 256 shards. Memory: about 40 bytes per well-formed id plus the hash tables' slack.
+#[derive(Debug, Default)]
 pub struct TxIds {
-    shards: Vec<HashSet<TxId>>,
-    /// Picks an id's shard; keyed, so that nobody can choose ids that all land in one shard.
-    spread: RandomState,
+    ids: ShardMap<TxId, ()>,
     len: usize,
 }
 
@@ -66,28 +61,15 @@ fn hex_lower(digits: &[u8], out: &mut [u8]) -> bool {
     true
 }
 
-impl Default for TxIds {
-    fn default() -> Self {
-        TxIds { shards: (0..SHARDS).map(|_| HashSet::new()).collect(), spread: RandomState::new(), len: 0 }
-    }
-}
-
 impl TxIds {
-    fn shard(&self, id: &TxId) -> usize {
-        (self.spread.hash_one(id) % SHARDS as u64) as usize
-    }
-
     /// Whether `txid` is in the set.
     pub fn contains(&self, txid: &str) -> bool {
-        let id = TxId::of(txid);
-        self.shards[self.shard(&id)].contains(&id)
+        self.ids.contains_key(&TxId::of(txid))
     }
 
     /// Adds `txid`; false if it was there already.
     pub fn insert(&mut self, txid: &str) -> bool {
-        let id = TxId::of(txid);
-        let shard = self.shard(&id);
-        let added = self.shards[shard].insert(id);
+        let added = self.ids.insert(TxId::of(txid), ()).is_none();
         self.len += usize::from(added);
         added
     }
@@ -105,7 +87,7 @@ impl TxIds {
     /// The capacity of the largest shard: what one insert may have to move.
     #[cfg(test)]
     fn largest_shard_capacity(&self) -> usize {
-        self.shards.iter().map(HashSet::capacity).max().unwrap_or(0)
+        self.ids.capacities().into_iter().max().unwrap_or(0)
     }
 }
 
@@ -143,7 +125,7 @@ mod tests {
         }
         assert_eq!(ids.len(), n as usize);
         // Spread evenly, no shard holds more than a few times its fair share, so no doubling moves more than that.
-        let fair = n as usize / SHARDS;
+        let fair = n as usize / ferrofabric_shardmap::SHARDS;
         assert!(ids.largest_shard_capacity() <= 8 * fair, "{} vs fair {fair}", ids.largest_shard_capacity());
         assert!((0..n).step_by(997).all(|i| ids.contains(&sha_hex(i))));
     }

@@ -51,6 +51,11 @@ pub struct IsolationBenchArgs {
     /// Concurrent broadcast streams.
     #[arg(long, default_value_t = 4)]
     pub clients: usize,
+    /// Runs the three phases this many times in turn (alone, hogs, hogs+controller, alone, …) and reports each
+    /// round's ratios and their medians: on a shared host a stall of the host can fall into any one phase, the
+    /// alone phase included, and swing a single round's p99 ratio either way.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// Writes the per-second throughput of each phase and the controller's trace here (JSON, for plots).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
@@ -72,6 +77,7 @@ impl Default for IsolationBenchArgs {
             hogs: None,
             hog_share: DEFAULT_SHARE,
             clients: 4,
+            rounds: 1,
             trace: None,
             json: false,
             quiet: false,
@@ -92,6 +98,8 @@ impl IsolationBenchArgs {
 pub struct PhaseResult {
     /// `alone`, `hogs` or `hogs+controller`.
     pub phase: String,
+    /// The round it belongs to, from 1.
+    pub round: usize,
     /// Measured transactions committed / (their last commit − their first send).
     pub committed_tx_per_s: f64,
     /// Block latency p50 over the blocks of measured transactions (send of a block's earliest transaction →
@@ -123,22 +131,60 @@ pub struct IsolationReport {
     pub hogs: usize,
     /// The hogs' cgroup share.
     pub hog_share: u64,
-    /// `alone`, `hogs`, `hogs+controller`.
+    /// `alone`, `hogs`, `hogs+controller` of round 1, then those of round 2, …
     pub phases: Vec<PhaseResult>,
-    /// hogs+controller throughput / alone throughput (goal ≥ 0.9).
+    /// Each round's ratios, in order.
+    pub rounds: Vec<RoundRatios>,
+    /// Median over the rounds of hogs+controller throughput / alone throughput (goal ≥ 0.9).
     pub controlled_vs_alone: f64,
-    /// hogs throughput / alone throughput (what the controller repairs).
+    /// Median of hogs throughput / alone throughput (what the controller repairs).
     pub hogs_vs_alone: f64,
-    /// hogs+controller p99 / alone p99 (goal ≤ 1.5).
+    /// Median of hogs+controller p99 / alone p99 (goal ≤ 1.5).
     pub controlled_p99_vs_alone: f64,
-    /// The hogs' rate with the controller / without (goal ≥ 0.7).
+    /// Median of the hogs' rate with the controller / without (goal ≥ 0.7).
     pub hogs_kept: f64,
     /// The components in the controller's order (the trace's share columns).
     pub components: Vec<String>,
-    /// The largest share the controller gave each component during the third phase.
+    /// The largest share the controller gave each component in any round's third phase.
     pub largest_shares: BTreeMap<String, u64>,
-    /// The controller's trace during the third phase.
+    /// The controller's trace during the third phase of round 1.
     pub controller: Vec<TracePoint>,
+}
+
+/// One round's ratios between its phases.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RoundRatios {
+    /// hogs+controller throughput / alone throughput.
+    pub controlled_vs_alone: f64,
+    /// hogs throughput / alone throughput.
+    pub hogs_vs_alone: f64,
+    /// hogs+controller p99 / alone p99.
+    pub controlled_p99_vs_alone: f64,
+    /// The hogs' rate with the controller / without.
+    pub hogs_kept: f64,
+}
+
+impl RoundRatios {
+    /// The ratios of one round's `alone`, `hogs` and `hogs+controller` results.
+    fn of(alone: &PhaseResult, hogs: &PhaseResult, controlled: &PhaseResult) -> RoundRatios {
+        RoundRatios {
+            controlled_vs_alone: controlled.committed_tx_per_s / alone.committed_tx_per_s.max(1e-9),
+            hogs_vs_alone: hogs.committed_tx_per_s / alone.committed_tx_per_s.max(1e-9),
+            controlled_p99_vs_alone: controlled.block_latency_ms_p99 / alone.block_latency_ms_p99.max(1e-9),
+            hogs_kept: controlled.hog_rate.unwrap_or(0.0) / hogs.hog_rate.unwrap_or(0.0).max(1e-9),
+        }
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count); 0 for none.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => 0.0,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
+    }
 }
 
 /// Runs the bench and prints the report. Builds its own tokio runtime, so it must not be called from within one;
@@ -147,16 +193,21 @@ pub struct IsolationReport {
 /// 1. A node with `--processes` in a temporary directory (components in cgroups under a node cgroup); this
 ///    process (the load generator) moves to a cgroup of share 8192, so that what is measured is the node.
 /// 2. `3 × rate × (warmup + seconds)` `kv put` transactions (blind writes, one endorsement each, alternately at
-///    Org1's and Org2's endorser; each phase writes the same keys) are endorsed beforehand.
+///    Org1's and Org2's endorser; each phase writes the same keys) are endorsed before each round.
 /// 3. Each phase broadcasts `rate × (warmup + seconds)` of them paced at `rate` over `clients` streams and waits
 ///    until all are committed; the transactions sent in the first `warmup` seconds are not measured. Alone;
 ///    then with one hog process per core (a SHA-256 loop; a sibling cgroup of the node's with share `--hog-share`, default 1024)
 ///    started 2 s before the load; then the same with the controller (threshold default 95% of `rate`)
 ///    running from the hogs' start to the phase's end. Shares go back to the default after.
+/// 4. Steps 2 and 3 are one round; `rounds` rounds run in turn, and the report's ratios are the medians of the
+///    rounds' ratios.
 ///
 /// Errors: no writable cgroup hierarchy, start-up, endorsement or commit failures.
 pub fn run(args: IsolationBenchArgs) -> anyhow::Result<IsolationReport> {
-    anyhow::ensure!(args.rate > 0.0 && args.seconds > 0.0 && args.clients > 0, "--rate, --seconds, --clients > 0");
+    anyhow::ensure!(
+        args.rate > 0.0 && args.seconds > 0.0 && args.clients > 0 && args.rounds > 0,
+        "--rate, --seconds, --clients and --rounds must be > 0"
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("async runtime")?;
     let report = runtime.block_on(bench(&args))?;
     if let Some(path) = &args.trace {
@@ -180,17 +231,33 @@ fn print(args: &IsolationBenchArgs, r: &IsolationReport) -> anyhow::Result<()> {
         "{:<18} {:>8} {:>9} {:>9} {:>11} {:>14}",
         "phase", "tx/s", "p50 ms", "p99 ms", "node cores", "hog blocks/s"
     );
+    let rounds = r.rounds.len();
     for p in &r.phases {
         let hog = p.hog_rate.map(|h| format!("{h:.0}")).unwrap_or_else(|| "-".into());
+        let name = if rounds > 1 { format!("{} {}", p.round, p.phase) } else { p.phase.clone() };
         println!(
             "{:<18} {:>8.0} {:>9.1} {:>9.1} {:>11.2} {:>14}",
-            p.phase, p.committed_tx_per_s, p.block_latency_ms_p50, p.block_latency_ms_p99, p.node_cores, hog
+            name, p.committed_tx_per_s, p.block_latency_ms_p50, p.block_latency_ms_p99, p.node_cores, hog
         );
     }
-    println!(
-        "hogs+controller / alone: {:.2} tx/s, {:.2} p99; hogs / alone: {:.2} tx/s; hogs kept {:.2} of their rate",
-        r.controlled_vs_alone, r.controlled_p99_vs_alone, r.hogs_vs_alone, r.hogs_kept
-    );
+    let line = |x: &RoundRatios| {
+        format!(
+            "hogs+controller / alone: {:.2} tx/s, {:.2} p99; hogs / alone: {:.2} tx/s; hogs kept {:.2} of their rate",
+            x.controlled_vs_alone, x.controlled_p99_vs_alone, x.hogs_vs_alone, x.hogs_kept
+        )
+    };
+    if rounds > 1 {
+        for (k, x) in r.rounds.iter().enumerate() {
+            println!("round {}: {}", k + 1, line(x));
+        }
+    }
+    let medians = RoundRatios {
+        controlled_vs_alone: r.controlled_vs_alone,
+        hogs_vs_alone: r.hogs_vs_alone,
+        controlled_p99_vs_alone: r.controlled_p99_vs_alone,
+        hogs_kept: r.hogs_kept,
+    };
+    println!("{}{}", if rounds > 1 { "median: " } else { "" }, line(&medians));
     let raised: Vec<String> = r.largest_shares.iter().map(|(c, s)| format!("{c}={s}")).collect();
     println!("largest shares the controller gave: {}", raised.join(" "));
     Ok(())
@@ -250,82 +317,87 @@ async fn phases(
         PEER_MSPIDS[0],
         &crypto.join("peerOrganizations/org1.example.com/users/User1@org1.example.com/msp"),
     )?;
-    args.progress(&format!("endorsing {} kv put transactions", 3 * per_phase));
-    let envs = endorse(&client, &creator, 3 * per_phase, per_phase).await?;
     let (components, node_cgroup) = node.processes.controlled()?;
     let names: Vec<String> = components.iter().map(|c| c.name.clone()).collect();
 
     let mut results = Vec::new();
-    let mut trace = Vec::new();
-    for (k, phase) in ["alone", "hogs", "hogs+controller"].into_iter().enumerate() {
-        let batch: Vec<(String, Bytes)> = envs[k * per_phase..(k + 1) * per_phase].to_vec();
-        let controller = if k == 2 {
-            let registry = prometheus::Registry::new();
-            Some(ferrofabric_isolation::run_controller(
-                Controller::new(ControllerConfig::new(threshold), components.len()),
-                components.clone(),
-                node_cgroup.clone(),
-                node.processes.committer_operations.clone(),
-                &registry,
-                ferrofabric_comm::Shutdown::never(),
-            )?)
-        } else {
-            None
-        };
-        let hog_set = if k > 0 { Some(Hogs::start(exe, hogs, &groups.hogs)?) } else { None };
-        if hog_set.is_some() || controller.is_some() {
-            tokio::time::sleep(LEAD_IN).await;
-        }
-        args.progress(&format!("phase {phase}: {per_phase} transactions at {:.0} tx/s", args.rate));
-        let (cpu_before, started) = (node_cpu(&components), Instant::now());
-        let measured = measure(&client, &creator, batch, warm, args.rate, args.clients).await;
-        let node_cores = (node_cpu(&components) - cpu_before) / started.elapsed().as_secs_f64().max(1e-3);
-        let hog_rate = match hog_set {
-            Some(h) => {
-                let now = Instant::now();
-                Some(h.stop(measured.as_ref().map(|m| m.window).unwrap_or((now, now))).await)
+    let mut traces = Vec::new();
+    for round in 1..=args.rounds {
+        args.progress(&format!("round {round}: endorsing {} kv put transactions", 3 * per_phase));
+        let envs = endorse(&client, &creator, 3 * per_phase, per_phase).await?;
+        for (k, phase) in ["alone", "hogs", "hogs+controller"].into_iter().enumerate() {
+            let batch: Vec<(String, Bytes)> = envs[k * per_phase..(k + 1) * per_phase].to_vec();
+            let controller = if k == 2 {
+                let registry = prometheus::Registry::new();
+                Some(ferrofabric_isolation::run_controller(
+                    Controller::new(ControllerConfig::new(threshold), components.len()),
+                    components.clone(),
+                    node_cgroup.clone(),
+                    node.processes.committer_operations.clone(),
+                    &registry,
+                    ferrofabric_comm::Shutdown::never(),
+                )?)
+            } else {
+                None
+            };
+            let hog_set = if k > 0 { Some(Hogs::start(exe, hogs, &groups.hogs)?) } else { None };
+            if hog_set.is_some() || controller.is_some() {
+                tokio::time::sleep(LEAD_IN).await;
             }
-            None => None,
-        };
-        if let Some(c) = controller {
-            c.task.abort();
-            trace = c.trace.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            for c in &components {
-                c.cgroup.set_share(DEFAULT_SHARE)?;
+            args.progress(&format!("phase {phase}: {per_phase} transactions at {:.0} tx/s", args.rate));
+            let (cpu_before, started) = (node_cpu(&components), Instant::now());
+            let measured = measure(&client, &creator, batch, warm, args.rate, args.clients).await;
+            let node_cores = (node_cpu(&components) - cpu_before) / started.elapsed().as_secs_f64().max(1e-3);
+            let hog_rate = match hog_set {
+                Some(h) => {
+                    let now = Instant::now();
+                    Some(h.stop(measured.as_ref().map(|m| m.window).unwrap_or((now, now))).await)
+                }
+                None => None,
+            };
+            if let Some(c) = controller {
+                c.task.abort();
+                traces.push(c.trace.lock().unwrap_or_else(|e| e.into_inner()).clone());
+                for c in &components {
+                    c.cgroup.set_share(DEFAULT_SHARE)?;
+                }
+                node_cgroup.set_share(DEFAULT_SHARE)?;
             }
-            node_cgroup.set_share(DEFAULT_SHARE)?;
+            let m = measured?;
+            args.progress(&format!(
+                "phase {phase}: {:.0} tx/s, p99 {:.0} ms{}",
+                m.result.committed_tx_per_s,
+                m.result.block_latency_ms_p99,
+                hog_rate.map(|h| format!(", hogs {h:.0} blocks/s")).unwrap_or_default()
+            ));
+            results.push(PhaseResult { phase: phase.into(), round, hog_rate, node_cores, ..m.result });
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        let m = measured?;
-        args.progress(&format!(
-            "phase {phase}: {:.0} tx/s, p99 {:.0} ms{}",
-            m.result.committed_tx_per_s,
-            m.result.block_latency_ms_p99,
-            hog_rate.map(|h| format!(", hogs {h:.0} blocks/s")).unwrap_or_default()
-        ));
-        results.push(PhaseResult { phase: phase.into(), hog_rate, node_cores, ..m.result });
-        tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let tp = |i: usize| results[i].committed_tx_per_s;
+    let rounds: Vec<RoundRatios> = results.chunks_exact(3).map(|r| RoundRatios::of(&r[0], &r[1], &r[2])).collect();
+    let med = |f: fn(&RoundRatios) -> f64| median(rounds.iter().map(f).collect());
     Ok(IsolationReport {
         rate: args.rate,
         threshold,
         hogs,
         hog_share: args.hog_share,
-        controlled_vs_alone: tp(2) / tp(0).max(1e-9),
-        hogs_vs_alone: tp(1) / tp(0).max(1e-9),
-        controlled_p99_vs_alone: results[2].block_latency_ms_p99 / results[0].block_latency_ms_p99.max(1e-9),
-        hogs_kept: results[2].hog_rate.unwrap_or(0.0) / results[1].hog_rate.unwrap_or(0.0).max(1e-9),
+        controlled_vs_alone: med(|x| x.controlled_vs_alone),
+        hogs_vs_alone: med(|x| x.hogs_vs_alone),
+        controlled_p99_vs_alone: med(|x| x.controlled_p99_vs_alone),
+        hogs_kept: med(|x| x.hogs_kept),
+        rounds,
         phases: results,
         largest_shares: names
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let top = trace.iter().filter_map(|p| p.shares.get(i).copied()).max().unwrap_or(DEFAULT_SHARE);
+                let top =
+                    traces.iter().flatten().filter_map(|p| p.shares.get(i).copied()).max().unwrap_or(DEFAULT_SHARE);
                 (c.clone(), top)
             })
             .collect(),
         components: names,
-        controller: trace,
+        controller: traces.into_iter().next().unwrap_or_default(),
     })
 }
 
@@ -463,6 +535,7 @@ async fn measure(
     Ok(Measured {
         result: PhaseResult {
             phase: String::new(),
+            round: 0,
             committed_tx_per_s: measured as f64 / (last.saturating_sub(first_send) as f64 / 1e9).max(1e-9),
             block_latency_ms_p50: percentile(&latencies, 50.0),
             block_latency_ms_p99: percentile(&latencies, 99.0),

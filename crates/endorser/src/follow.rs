@@ -7,17 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_comm::ClientTls;
+use ferrofabric_comm::{ClientTls, DeliverApi, DeliverItem};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
-use ferrofabric_protos::peer::deliver_client::DeliverClient;
-use ferrofabric_protos::peer::deliver_response;
 use prost::Message;
 use tokio::sync::watch;
 
 use crate::client::seek_envelope;
 use crate::gateway::RecentBlocks;
-use crate::{Replica, ReplicaError, MAX_MESSAGE_SIZE};
+use crate::{Replica, ReplicaError};
 
 /// Follows the committer at `endpoint` (plain text, e.g. `http://127.0.0.1:7052`), signing its seek requests as
 /// `signer`, until `shutdown` turns `true`; see [`follow_with`].
@@ -66,7 +64,10 @@ pub async fn follow_with(
     }
 }
 
-/// One Deliver stream: returns how many blocks were applied before it ended.
+/// One Deliver stream: returns how many blocks were applied before it ended. Blocks arrive as the bytes the
+/// committer sent ([`ferrofabric_comm::open_deliver`]): the replica decodes them once, and the gateway's window
+/// keeps those same bytes (decoding into prost structs and encoding again cost each endorser a fresh copy of
+/// every block).
 async fn stream_once(
     replica: &Replica,
     endpoint: &str,
@@ -75,32 +76,27 @@ async fn stream_once(
     recent: Option<&RecentBlocks>,
 ) -> Result<u64, String> {
     let channel = ferrofabric_comm::connect(endpoint, tls).await.map_err(|e| format!("connect: {e:#}"))?;
-    let mut client = DeliverClient::new(channel).max_decoding_message_size(MAX_MESSAGE_SIZE);
-    let seek = seek_envelope(signer, replica.channel_id(), replica.height());
+    let seek = Bytes::from(seek_envelope(signer, replica.channel_id(), replica.height()).encode_to_vec());
     let mut stream =
-        client.deliver(tokio_stream::iter(vec![seek])).await.map_err(|e| format!("deliver: {e}"))?.into_inner();
+        ferrofabric_comm::open_deliver(channel, DeliverApi::Peer, seek).await.map_err(|e| format!("deliver: {e}"))?;
     let mut applied = 0;
-    while let Some(msg) = stream.message().await.map_err(|e| format!("deliver stream: {e}"))? {
-        match msg.r#type {
-            Some(deliver_response::Type::Block(block)) => {
-                let number = block.header.as_ref().map_or(0, |h| h.number);
-                let raw = Bytes::from(block.encode_to_vec());
-                match replica.apply_block(raw.clone()) {
-                    Ok(()) => {
-                        applied += 1;
-                        if let Some(r) = recent {
-                            r.push(number, raw);
-                        }
+    while let Some(item) = stream.message().await.map_err(|e| format!("deliver stream: {e}"))? {
+        match item {
+            DeliverItem::Block(raw) => match replica.apply_block(raw.clone()) {
+                Ok(()) => {
+                    applied += 1;
+                    if let Some(r) = recent {
+                        // This task is the replica's only writer: the block just applied is the last one.
+                        r.push(replica.height().saturating_sub(1), raw);
                     }
-                    Err(ReplicaError::OutOfOrder { expected, got }) if got < expected => {}
-                    Err(e) => return Err(format!("block {number}: {e}")),
                 }
-            }
-            Some(deliver_response::Type::Status(s)) => {
+                Err(ReplicaError::OutOfOrder { expected, got }) if got < expected => {}
+                Err(e) => return Err(format!("block after height {}: {e}", replica.height())),
+            },
+            DeliverItem::Status(s) => {
                 let status = Status::try_from(s).map(|s| s.as_str_name()).unwrap_or("UNKNOWN");
                 return if s == Status::Success as i32 { Ok(applied) } else { Err(format!("deliver status {status}")) };
             }
-            _ => {}
         }
     }
     Ok(applied)

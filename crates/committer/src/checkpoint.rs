@@ -1,14 +1,13 @@
 //! State checkpoints: [`Checkpoint`], whose documentation gives the file format, and the writer's own copy of the
 //! state they are written from.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferrofabric_state::{Height, StateKey, Update, UpdateBatch, VersionedValue, WorldState};
+use ferrofabric_state::{Height, OrderedKeys, StateKey, Update, UpdateBatch, VersionedValue, WorldState};
 use sha2::{Digest, Sha256};
 
 const MAGIC: &[u8; 8] = b"FFCKPT01";
@@ -73,10 +72,10 @@ impl Checkpoint {
 
     /// Serializes the checkpoint (see the module docs).
     pub fn encode(&self) -> Vec<u8> {
-        let entries = self.entries.iter().map(|(k, v)| (k, v));
         let out = Vec::with_capacity(64 + self.entries.len() * 96);
         // Writing to a Vec cannot fail.
-        encode_to(out, self.number, self.commit_hash, self.header_hash, entries).unwrap_or_default()
+        encode_to(out, self.number, self.commit_hash, self.header_hash, self.entries.len(), self.keyed())
+            .unwrap_or_default()
     }
 
     /// Parses [`Checkpoint::encode`]'s output; `path` only names the file in errors.
@@ -131,12 +130,18 @@ impl Checkpoint {
         Ok(Checkpoint { number, commit_hash, header_hash, entries })
     }
 
+    /// The entries as [`encode_to`] takes them.
+    fn keyed(&self) -> impl Iterator<Item = (&str, &str, &[u8], &VersionedValue)> {
+        self.entries.iter().map(|(k, v)| (k.namespace.as_str(), k.collection.as_str(), k.key.as_ref(), v))
+    }
+
     /// Writes the checkpoint to `dir/checkpoint` atomically (temporary file, fsync, rename, directory fsync).
     ///
     /// Errors: [`CheckpointError::Io`].
     pub fn write(&self, dir: &Path) -> Result<(), CheckpointError> {
-        let entries = self.entries.iter().map(|(k, v)| (k, v));
-        Staged::write(dir, |out| encode_to(out, self.number, self.commit_hash, self.header_hash, entries))?.publish()
+        let count = self.entries.len();
+        Staged::write(dir, |out| encode_to(out, self.number, self.commit_hash, self.header_hash, count, self.keyed()))?
+            .publish()
     }
 
     /// Reads `dir/checkpoint`; `Ok(None)` when there is none.
@@ -212,7 +217,7 @@ fn io_error(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) ->
 /// block by tens of milliseconds per 100,000 keys). The cost is a second ordered index of the keys; values are
 /// shared with the world state (`Bytes`), not copied.
 pub(crate) struct StateMirror {
-    entries: BTreeMap<StateKey, VersionedValue>,
+    entries: OrderedKeys<VersionedValue>,
     /// The last block applied.
     number: u64,
 }
@@ -221,7 +226,11 @@ impl StateMirror {
     /// A copy of `state` (the validator's state at start, after recovery).
     pub(crate) fn new(state: &WorldState) -> StateMirror {
         let view = state.view();
-        StateMirror { number: view.last_block().unwrap_or(0), entries: view.entries().into_iter().collect() }
+        let mut entries = OrderedKeys::new();
+        for (k, v) in view.entries() {
+            entries.insert(&k, v);
+        }
+        StateMirror { number: view.last_block().unwrap_or(0), entries }
     }
 
     /// Applies block `number`'s updates, as [`WorldState::apply`] does.
@@ -229,7 +238,7 @@ impl StateMirror {
         for (key, update) in updates.iter() {
             match update {
                 Update::Put(v) => {
-                    self.entries.insert(key.clone(), v.clone());
+                    self.entries.insert(key, v.clone());
                 }
                 Update::Delete(_) => {
                     self.entries.remove(key);
@@ -256,7 +265,8 @@ impl StateMirror {
     ) -> Result<Staged, CheckpointError> {
         Staged::write(dir, |out| {
             let paced = Paced::new(out, hurry);
-            encode_to(paced, self.number, commit_hash, header_hash, self.entries.iter()).map(|p| p.inner)
+            let entries = self.entries.iter().map(|(ns, coll, k, v)| (ns, coll, k.as_ref(), v));
+            encode_to(paced, self.number, commit_hash, header_hash, self.entries.len(), entries).map(|p| p.inner)
         })
     }
 
@@ -273,7 +283,8 @@ fn encode_to<'a, W: Write>(
     number: u64,
     commit_hash: Option<[u8; 32]>,
     header_hash: [u8; 32],
-    entries: impl ExactSizeIterator<Item = (&'a StateKey, &'a VersionedValue)>,
+    count: usize,
+    entries: impl Iterator<Item = (&'a str, &'a str, &'a [u8], &'a VersionedValue)>,
 ) -> std::io::Result<W> {
     let mut out = Hashing { inner: out, hash: Sha256::new() };
     out.write_all(MAGIC)?;
@@ -281,15 +292,15 @@ fn encode_to<'a, W: Write>(
     out.write_all(&[u8::from(commit_hash.is_some())])?;
     out.write_all(&commit_hash.unwrap_or([0; 32]))?;
     out.write_all(&header_hash)?;
-    out.write_all(&(entries.len() as u64).to_le_bytes())?;
+    out.write_all(&(count as u64).to_le_bytes())?;
     fn put(out: &mut impl Write, b: &[u8]) -> std::io::Result<()> {
         out.write_all(&(b.len() as u32).to_le_bytes())?;
         out.write_all(b)
     }
-    for (k, v) in entries {
-        put(&mut out, k.namespace.as_bytes())?;
-        put(&mut out, k.collection.as_bytes())?;
-        put(&mut out, &k.key)?;
+    for (namespace, collection, key, v) in entries {
+        put(&mut out, namespace.as_bytes())?;
+        put(&mut out, collection.as_bytes())?;
+        put(&mut out, key)?;
         put(&mut out, &v.value)?;
         out.write_all(&(v.metadata.len() as u32).to_le_bytes())?;
         for (name, value) in &v.metadata {

@@ -12,12 +12,15 @@
 //! for public data; for private data only the *hashed* state is kept, keyed by the key hash) and the key bytes.
 //! Versions are Fabric's [`Height`] (block number, transaction number).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{RwLock, RwLockReadGuard};
 
 use bytes::Bytes;
 use ferrofabric_shardmap::ShardMap;
+
+mod ordered;
+pub use ordered::OrderedKeys;
 
 /// The version of a committed value: the block and the transaction index in it that wrote it
 /// (Fabric's `core/ledger/internal/version.Height`). Ordered by block, then transaction.
@@ -165,6 +168,7 @@ impl UpdateBatch {
 
     /// Pending updates of public keys of `namespace` in `[start, end)`; an empty `end` means "to the end of the
     /// namespace" (Fabric's `UpdateBatch.GetRangeScanIterator`).
+    /// A `start` past a non-empty `end` yields nothing.
     pub fn range<'a>(
         &'a self,
         namespace: &str,
@@ -172,7 +176,8 @@ impl UpdateBatch {
         end: &[u8],
     ) -> impl Iterator<Item = (&'a StateKey, &'a Update)> + 'a {
         let lo = StateKey::public(namespace, Bytes::copy_from_slice(start));
-        self.entries.range((Bound::Included(lo), upper_bound(namespace, end)))
+        let in_order = end.is_empty() || start <= end;
+        in_order.then(|| self.entries.range((Bound::Included(lo), upper_bound(namespace, end)))).into_iter().flatten()
     }
 }
 
@@ -198,9 +203,10 @@ pub struct WorldState {
     gate: RwLock<Ordered>,
 }
 
+/// The ordered index of every present key, and the last committed block.
 #[derive(Debug, Default)]
 struct Ordered {
-    keys: BTreeSet<StateKey>,
+    keys: OrderedKeys<()>,
     last_block: Option<u64>,
 }
 
@@ -237,7 +243,7 @@ impl WorldState {
             match update {
                 Update::Put(v) => {
                     if self.values.insert(key.clone(), v.clone()).is_none() {
-                        ordered.keys.insert(key.clone());
+                        ordered.keys.insert(key, ());
                     }
                 }
                 Update::Delete(_) => {
@@ -286,19 +292,28 @@ impl StateView<'_> {
 
     /// Committed public keys of `namespace` in `[start, end)` (an empty `end` means "to the end of the namespace"),
     /// in key order with their values — Fabric's `GetStateRangeScanIterator`.
+    /// A `start` past a non-empty `end` yields nothing.
     pub fn range(&self, namespace: &str, start: &[u8], end: &[u8]) -> Vec<(StateKey, VersionedValue)> {
-        let lo = StateKey::public(namespace, Bytes::copy_from_slice(start));
-        let hi = upper_bound(namespace, end);
         self.ordered
             .keys
-            .range((Bound::Included(lo), hi))
-            .filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v)))
+            .public_range(namespace, start, end)
+            .filter_map(|(k, ())| {
+                let key = StateKey::public(namespace, k.clone());
+                self.state.values.get(&key).map(|v| (key, v))
+            })
             .collect()
     }
 
     /// Every present entry in key order (namespace, collection, key).
     pub fn entries(&self) -> Vec<(StateKey, VersionedValue)> {
-        self.ordered.keys.iter().filter_map(|k| self.state.values.get(k).map(|v| (k.clone(), v))).collect()
+        let mut out = Vec::with_capacity(self.ordered.keys.len());
+        for (namespace, collection, k, ()) in self.ordered.keys.iter() {
+            let key = StateKey { namespace: namespace.to_owned(), collection: collection.to_owned(), key: k.clone() };
+            if let Some(v) = self.state.values.get(&key) {
+                out.push((key, v));
+            }
+        }
+        out
     }
 }
 
@@ -368,21 +383,54 @@ mod tests {
         assert_eq!(b.range("cc", b"k3", b"").count(), 2);
     }
 
+    #[test]
+    fn a_range_whose_start_is_past_its_end_is_empty() {
+        let s = WorldState::new();
+        let mut b = UpdateBatch::new();
+        for k in ["a", "m", "z"] {
+            b.put(StateKey::public("cc", k), vv(k, 1, 0));
+        }
+        s.apply(1, &b);
+        assert!(s.view().range("cc", b"z", b"a").is_empty());
+        assert_eq!(b.range("cc", b"z", b"a").count(), 0);
+        assert!(s.view().range("cc", b"m", b"m").is_empty(), "[m, m) is empty");
+        assert!(s.view().range("absent", b"", b"").is_empty());
+    }
+
     proptest::proptest! {
         #[test]
-        fn state_matches_a_model_map(ops in proptest::collection::vec((0u8..16, proptest::option::of(0u8..4)), 0..200)) {
+        fn state_matches_a_model_map(
+            ops in proptest::collection::vec((0u8..48, proptest::option::of(0u8..4)), 0..200),
+            ranges in proptest::collection::vec((proptest::collection::vec(0u8..20, 0..2), proptest::collection::vec(0u8..20, 0..2)), 0..8),
+        ) {
+            // Keys spread over two namespaces and, in one of them, a collection besides the public state.
+            let key_of = |k: u8| match k % 3 {
+                0 => StateKey::public("ns", vec![k / 3]),
+                1 => StateKey::public("nt", vec![k / 3]),
+                _ => StateKey::hashed("ns", "coll", vec![k / 3]),
+            };
             let s = WorldState::new();
             let mut model = BTreeMap::new();
             for (i, chunk) in ops.chunks(7).enumerate() {
                 let mut b = UpdateBatch::new();
                 for (k, v) in chunk {
-                    let key = StateKey::public("ns", vec![*k]);
+                    let key = key_of(*k);
                     let h = Height::new(i as u64, 0);
                     let up = match v { Some(v) => Update::Put(VersionedValue { value: Bytes::from(vec![*v]), metadata: vec![], version: h }), None => Update::Delete(h) };
                     b.put(key.clone(), up);
                 }
                 for (k, v) in b.iter() { match v { Update::Put(v) => { model.insert(k.clone(), v.clone()); } Update::Delete(_) => { model.remove(k); } } }
                 s.apply(i as u64, &b);
+            }
+            for (start, end) in &ranges {
+                let got = s.view().range("ns", start, end);
+                let want: Vec<_> = model
+                    .iter()
+                    .filter(|(k, _)| k.namespace == "ns" && k.collection.is_empty())
+                    .filter(|(k, _)| k.key.as_ref() >= start.as_slice() && (end.is_empty() || k.key.as_ref() < end.as_slice()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                proptest::prop_assert_eq!(got, want);
             }
             let got = s.view().entries();
             let want: Vec<_> = model.into_iter().collect();

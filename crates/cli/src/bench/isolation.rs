@@ -53,8 +53,9 @@ pub struct IsolationBenchArgs {
     pub clients: usize,
     /// Runs the three phases this many times in turn (alone, hogs, hogs+controller, alone, …) and reports each
     /// round's ratios and their medians: on a shared host a stall of the host can fall into any one phase, the
-    /// alone phase included, and swing a single round's p99 ratio either way.
-    #[arg(long, default_value_t = 1)]
+    /// alone phase included, and swing a single round's p99 ratio either way. Three by default, so that one such
+    /// stall cannot decide the verdict alone.
+    #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// Writes the per-second throughput of each phase and the controller's trace here (JSON, for plots).
     #[arg(long, value_name = "FILE")]
@@ -77,7 +78,7 @@ impl Default for IsolationBenchArgs {
             hogs: None,
             hog_share: DEFAULT_SHARE,
             clients: 4,
-            rounds: 1,
+            rounds: 3,
             trace: None,
             json: false,
             quiet: false,

@@ -129,7 +129,7 @@ fn qioi_controller_raises_the_starved_component_beside_cpu_hogs() {
         // tell the phases apart on a noisy machine. At 8192 they take most of the CPU (the node commits about a
         // third of its load here); the controller raises the node's shares and wins it back.
         .args(["bench", "isolation", "--quiet", "--json", "--rate", "6000", "--threshold", "5000"])
-        .args(["--warmup", "6", "--seconds", "4", "--hog-share", "8192"])
+        .args(["--warmup", "6", "--seconds", "4", "--hog-share", "8192", "--rounds", "1"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

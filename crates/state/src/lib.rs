@@ -176,9 +176,17 @@ impl UpdateBatch {
         end: &[u8],
     ) -> impl Iterator<Item = (&'a StateKey, &'a Update)> + 'a {
         let lo = StateKey::public(namespace, Bytes::copy_from_slice(start));
-        let in_order = end.is_empty() || start <= end;
-        in_order.then(|| self.entries.range((Bound::Included(lo), upper_bound(namespace, end)))).into_iter().flatten()
+        in_order(start, end)
+            .then(|| self.entries.range((Bound::Included(lo), upper_bound(namespace, end))))
+            .into_iter()
+            .flatten()
     }
+}
+
+/// Whether `[start, end)` is in order (an empty `end` has no upper bound). A range query a transaction carries may
+/// have its start past its end: LevelDB's iterator yields nothing for it, where a `BTreeMap` range would panic.
+fn in_order(start: &[u8], end: &[u8]) -> bool {
+    end.is_empty() || start <= end
 }
 
 fn upper_bound(namespace: &str, end: &[u8]) -> Bound<StateKey> {

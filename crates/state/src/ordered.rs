@@ -86,8 +86,7 @@ impl<V> OrderedKeys<V> {
     }
 
     /// Public keys (empty collection) of `namespace` in `[start, end)`, an empty `end` meaning no upper bound; none
-    /// when `start` is past a non-empty `end` (a range a transaction may carry: LevelDB's iterator yields nothing
-    /// for it, where a `BTreeMap` range would panic).
+    /// when `start` is past a non-empty `end` (a range a transaction may carry: LevelDB yields nothing for it).
     pub fn public_range<'a>(
         &'a self,
         namespace: &str,
@@ -95,7 +94,7 @@ impl<V> OrderedKeys<V> {
         end: &'a [u8],
     ) -> impl Iterator<Item = (&'a Bytes, &'a V)> {
         let hi = if end.is_empty() { Bound::Unbounded } else { Bound::Excluded(end) };
-        let keys = self.namespaces.get(namespace).and_then(|c| c.get("")).filter(|_| end.is_empty() || start <= end);
+        let keys = self.namespaces.get(namespace).and_then(|c| c.get("")).filter(|_| crate::in_order(start, end));
         keys.into_iter().flat_map(move |keys| keys.range::<[u8], _>((Bound::Included(start), hi)))
     }
 }

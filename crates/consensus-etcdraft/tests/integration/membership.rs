@@ -334,7 +334,10 @@ async fn raft_consenter_added_removed_and_rotated_by_config_update() {
         }
     }
     let update = c.consenters_update(3, rotation).await;
-    c.reconfigure(3, update, &live).await;
+    // From the config block on, the others refuse the rotated node's old certificate, its acknowledgements
+    // included, so it may not learn that the block committed until it restarts with the new one (as in Fabric).
+    let others: Vec<usize> = live.iter().copied().filter(|i| *i != rotated).collect();
+    c.reconfigure(3, update, &others).await;
     c.nodes.0[rotated].kill();
     let (cert, key) = c.certs[4].clone();
     rewrite_tls(&c.root, rotated, &cert, &key);

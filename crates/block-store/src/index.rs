@@ -2,14 +2,15 @@
 //!
 //! Keys (all integers big-endian so sled's byte order is numeric order):
 //! - `b` ‖ number (u64)  → file (u32) ‖ offset of the length prefix (u64) ‖ block length (u64)
-//! - `t` ‖ txid (UTF-8)  → block number (u64) ‖ tx index (u32); the first occurrence in chain order wins
+//! - `x` ‖ txid length (u32) ‖ txid (UTF-8) ‖ block number (u64) ‖ tx index (u32) → empty: one entry per
+//!   occurrence, as Fabric's `blkstorage` indexes a txid (`constructTxIDKey`); a lookup takes the first entry of
+//!   the txid's prefix, i.e. the first occurrence in chain order. Appending never reads the index.
 //! - `m/tip`             → height (u64) ‖ SHA-256 of the last header (32 bytes); absent while the store is empty
 //! - `m/version`         → format version (u32)
 //!
 //! The block entry, its txid entries and the new tip go into one sled batch, so a crash leaves the index either at
-//! the old tip or at the new one, never in between.
-
-use std::collections::HashSet;
+//! the old tip or at the new one, never in between. An index of another format version is rebuilt from the block
+//! files on open (version 1 kept one `t` ‖ txid entry per txid and read it before every write).
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
@@ -19,10 +20,10 @@ use sha2::{Digest, Sha256};
 use crate::StoreError;
 
 const BLOCK_PREFIX: u8 = b'b';
-const TX_PREFIX: u8 = b't';
+const TX_PREFIX: u8 = b'x';
 pub(crate) const TIP_KEY: &[u8] = b"m/tip";
 pub(crate) const VERSION_KEY: &[u8] = b"m/version";
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 
 /// Where a block's record lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,10 +60,20 @@ pub(crate) fn block_key(number: u64) -> [u8; 9] {
     k
 }
 
-fn tx_key(txid: &str) -> Vec<u8> {
-    let mut k = Vec::with_capacity(1 + txid.len());
+/// The prefix of every entry of `txid`: the length makes it exact (no other txid's entries start with it).
+fn tx_prefix(txid: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(5 + txid.len() + 12);
     k.push(TX_PREFIX);
+    k.extend_from_slice(&(txid.len() as u32).to_be_bytes());
     k.extend_from_slice(txid.as_bytes());
+    k
+}
+
+/// The entry of `txid` at transaction `tx` of block `block`.
+fn tx_key(txid: &str, block: u64, tx: u32) -> Vec<u8> {
+    let mut k = tx_prefix(txid);
+    k.extend_from_slice(&block.to_be_bytes());
+    k.extend_from_slice(&tx.to_be_bytes());
     k
 }
 
@@ -85,13 +96,12 @@ pub(crate) fn decode_loc(number: u64, v: &[u8]) -> Result<Loc, StoreError> {
     Ok(Loc { file, offset, len })
 }
 
-pub(crate) fn decode_tx_loc(txid: &str, v: &[u8]) -> Result<(u64, u32), StoreError> {
-    let bad = || StoreError::CorruptIndex(format!("location of txid {txid:?} is {} bytes, expected 12", v.len()));
-    if v.len() != 12 {
-        return Err(bad());
-    }
-    let block = u64::from_be_bytes(v.get(..8).and_then(|s| s.try_into().ok()).ok_or_else(bad)?);
-    let tx = u32::from_be_bytes(v.get(8..12).and_then(|s| s.try_into().ok()).ok_or_else(bad)?);
+/// The (block, tx index) of a txid entry's key, which starts with the txid's prefix of `prefix_len` bytes.
+fn decode_tx_loc(txid: &str, key: &[u8], prefix_len: usize) -> Result<(u64, u32), StoreError> {
+    let bad = || StoreError::CorruptIndex(format!("an entry of txid {txid:?} has a {} byte key", key.len()));
+    let at = key.get(prefix_len..).filter(|rest| rest.len() == 12).ok_or_else(bad)?;
+    let block = u64::from_be_bytes(at.get(..8).and_then(|s| s.try_into().ok()).ok_or_else(bad)?);
+    let tx = u32::from_be_bytes(at.get(8..).and_then(|s| s.try_into().ok()).ok_or_else(bad)?);
     Ok((block, tx))
 }
 
@@ -115,9 +125,12 @@ pub(crate) fn decode_tip(v: &[u8]) -> Result<Tip, StoreError> {
     Ok(Tip { height, last_hash: Some(hash) })
 }
 
+/// The first occurrence of `txid` in chain order: (block number, tx index).
 pub(crate) fn lookup_tx(db: &sled::Db, txid: &str) -> Result<Option<(u64, u32)>, StoreError> {
-    let v = db.get(tx_key(txid)).map_err(|e| StoreError::index(format!("looking up txid {txid:?}"), e))?;
-    v.map(|v| decode_tx_loc(txid, &v)).transpose()
+    let prefix = tx_prefix(txid);
+    let first = db.scan_prefix(&prefix).keys().next().transpose();
+    let key = first.map_err(|e| StoreError::index(format!("looking up txid {txid:?}"), e))?;
+    key.map(|k| decode_tx_loc(txid, &k, prefix.len())).transpose()
 }
 
 /// A block that passed [`check_next`]: what the index needs from it.
@@ -195,24 +208,11 @@ fn txid_of(tx: &ferrofabric_arena::TxArena) -> Option<String> {
 pub(crate) fn index_block(db: &sled::Db, block: &Checked, loc: &Loc) -> Result<Tip, StoreError> {
     let mut batch = sled::Batch::default();
     batch.insert(&block_key(block.number)[..], &encode_loc(loc)[..]);
-    let mut seen: HashSet<&str> = HashSet::new();
     for (i, txid) in block.txids.iter().enumerate() {
-        let Some(txid) = txid.as_deref() else { continue };
-        // First occurrence wins: a duplicate inside this block or of an earlier block keeps the earlier location.
-        if !seen.insert(txid) {
-            continue;
+        // Every occurrence gets its entry; a duplicate's sorts after the earlier ones, so lookups still find the first.
+        if let Some(txid) = txid.as_deref() {
+            batch.insert(tx_key(txid, block.number, i as u32), &[][..]);
         }
-        let key = tx_key(txid);
-        let exists = db
-            .contains_key(&key)
-            .map_err(|e| StoreError::index(format!("checking txid {txid:?} of block {}", block.number), e))?;
-        if exists {
-            continue;
-        }
-        let mut v = [0u8; 12];
-        v[..8].copy_from_slice(&block.number.to_be_bytes());
-        v[8..].copy_from_slice(&(i as u32).to_be_bytes());
-        batch.insert(key, &v[..]);
     }
     let tip = Tip { height: block.number + 1, last_hash: Some(block.header_hash) };
     batch.insert(TIP_KEY, encode_tip(&tip));

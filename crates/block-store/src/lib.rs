@@ -7,9 +7,9 @@
 //!   `[8-byte little-endian length][marshaled common.Block]` (the fixture format of
 //!   [`ferrofabric_protoutil::records`]); a new file is started when the next record would push the current one past
 //!   [`StoreOptions::max_file_size`] (a block larger than that gets a file of its own).
-//! - `index/`: a sled database mapping block number → (file, offset, length), txid → (block number, tx index)
-//!   (the first occurrence in chain order wins, as Fabric's txid index returns the lowest block), and the chain tip
-//!   (height, SHA-256 of the last header).
+//! - `index/`: a sled database mapping block number → (file, offset, length), each occurrence of a txid → its
+//!   (block number, tx index) (a lookup returns the first in chain order, as Fabric's txid index returns the lowest
+//!   block), and the chain tip (height, SHA-256 of the last header); layout in docs/FORMATS.md.
 //!
 //! Blocks are stored exactly as given to [`BlockStore::append`] and served byte-identical by [`BlockStore::block`].
 //!

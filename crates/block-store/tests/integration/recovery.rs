@@ -192,6 +192,47 @@ fn emptied_index_directory_is_rebuilt_from_the_files() {
     assert_eq!(store.recovery().reindexed_blocks, 0, "the rebuilt index persisted");
 }
 
+/// Opens the sled index of the store in `dir` directly, once the closed store's flusher has released its lock.
+fn raw_index(dir: &Path) -> sled::Db {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        match sled::open(dir.join("index")) {
+            Ok(db) => return db,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(e) => panic!("opening the index: {e}"),
+        }
+    }
+}
+
+#[test]
+fn an_index_of_the_previous_format_is_rebuilt_from_the_files() {
+    let blocks = orderer_blocks();
+    let tmp = tempfile::tempdir().unwrap();
+    store_with(tmp.path(), &blocks, 29);
+    {
+        // Version 1: one "t" ‖ txid entry per txid, none of the current per-occurrence entries.
+        let db = raw_index(tmp.path());
+        let current: Vec<_> = db.scan_prefix(b"x").keys().collect::<Result<_, _>>().unwrap();
+        assert!(!current.is_empty(), "the store indexed its txids");
+        for k in current {
+            db.remove(k).unwrap();
+        }
+        db.insert(b"t-a-txid-of-version-1", &[0u8; 12][..]).unwrap();
+        db.insert(b"m/version", &1u32.to_be_bytes()[..]).unwrap();
+        db.flush().unwrap();
+    }
+    let store = open(tmp.path());
+    let r = store.recovery();
+    assert!(r.index_discarded.as_deref().unwrap_or_default().contains("format version"), "{r:?}");
+    assert_eq!(r.reindexed_blocks, 29);
+    let exp = expected();
+    let tx = exp["blocks"][23]["txs"][0]["txid"].as_str().unwrap();
+    assert_eq!(store.tx_location(tx).unwrap(), Some((18, 0)), "the rebuilt index finds the first occurrence");
+    assert_eq!(store.tx_location("a-txid-of-version-1").unwrap(), None, "nothing of the old format is left");
+}
+
 #[test]
 fn index_files_truncated_to_zero_are_rebuilt_from_the_files() {
     let blocks = orderer_blocks();

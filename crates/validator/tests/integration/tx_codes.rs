@@ -125,6 +125,26 @@ fn a_metadata_write_after_a_delete_in_the_same_block_leaves_the_key_deleted() {
     assert_eq!(h.get(CC, "gone"), None);
 }
 
+/// A value write keeps its key's metadata, committed in an earlier block; a key without metadata keeps none
+/// (Fabric's `txmgr` retrieves the latest metadata for a value-only write). A write of metadata earlier in the same
+/// block would make the value write an ENDORSEMENT_POLICY_FAILURE (the key's validation parameter changed).
+#[test]
+fn a_value_write_keeps_the_metadata_of_its_key() {
+    let mut h = Harness::new();
+    h.seed(&["tagged", "plain"]);
+    let tag = vec![("tag".to_owned(), Bytes::from_static(b"t1"))];
+    let r = h.commit(&[h.tx().metadata_write(CC, "tagged", &[("tag", b"t1")]).build().unwrap().envelope]);
+    assert_eq!(r.codes, [Code::Valid]);
+    let r = h.commit(&[
+        h.tx().write(CC, "tagged", "v2").build().unwrap().envelope,
+        h.tx().write(CC, "plain", "p2").build().unwrap().envelope,
+    ]);
+    assert_eq!(r.codes, [Code::Valid; 2]);
+    let tagged = h.get(CC, "tagged").unwrap();
+    assert_eq!((tagged.value.as_ref(), &tagged.metadata), (&b"v2"[..], &tag));
+    assert!(h.get(CC, "plain").unwrap().metadata.is_empty());
+}
+
 #[test]
 fn bad_payload_when_the_envelope_payload_is_not_a_payload() {
     let mut h = Harness::new();

@@ -91,11 +91,18 @@ async fn node_writes_its_files_commits_smallbank_and_transfer_and_keeps_state_ac
     assert!(orderer_metrics
         .lines()
         .any(|l| l.starts_with(r#"broadcast_processed_count{status="SUCCESS"}"#) && !l.ends_with(" 0")));
-    let (_, committer_metrics) = http_get(&ops("committer"), "/metrics").await;
-    assert!(
-        committer_metrics.contains(&format!(r#"ledger_blockchain_height{{channel="mychannel"}} {height}"#)),
-        "{committer_metrics}"
-    );
+    // The committer sets the height gauge just after the store publishes the block (which is what the events
+    // follow), so on a busy machine the gauge may lag the events for a moment.
+    let height_line = format!(r#"ledger_blockchain_height{{channel="mychannel"}} {height}"#);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let committer_metrics = loop {
+        let (_, text) = http_get(&ops("committer"), "/metrics").await;
+        if text.contains(&height_line) || tokio::time::Instant::now() > deadline {
+            break text;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(committer_metrics.contains(&height_line), "{committer_metrics}");
     assert!(committer_metrics.contains("ledger_block_processing_time_count"), "{committer_metrics}");
     assert!(committer_metrics.contains(r#"ledger_transaction_count{channel="mychannel",validation_code="VALID"}"#));
     drop((events, client));

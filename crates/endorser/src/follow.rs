@@ -66,8 +66,8 @@ pub async fn follow_with(
 
 /// One Deliver stream: returns how many blocks were applied before it ended. Blocks arrive as the bytes the
 /// committer sent ([`ferrofabric_comm::open_deliver`]): the replica decodes them once, and the gateway's window
-/// keeps those same bytes (decoding into prost structs and encoding again cost each endorser a fresh copy of
-/// every block).
+/// keeps those same bytes with the transaction IDs the replica read (decoding into prost structs and encoding
+/// again cost each endorser a fresh copy of every block; decoding it twice, a second pass over it).
 async fn stream_once(
     replica: &Replica,
     endpoint: &str,
@@ -83,11 +83,11 @@ async fn stream_once(
     while let Some(item) = stream.message().await.map_err(|e| format!("deliver stream: {e}"))? {
         match item {
             DeliverItem::Block(raw) => match replica.apply_block(raw.clone()) {
-                Ok(()) => {
+                Ok(ids) => {
                     applied += 1;
                     if let Some(r) = recent {
                         // This task is the replica's only writer: the block just applied is the last one.
-                        r.push(replica.height().saturating_sub(1), raw);
+                        r.push(replica.height().saturating_sub(1), raw, ids);
                     }
                 }
                 Err(ReplicaError::OutOfOrder { expected, got }) if got < expected => {}

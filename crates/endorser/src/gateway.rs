@@ -47,16 +47,10 @@ impl RecentBlocks {
         RecentBlocks { inner: Mutex::default(), height: watch::channel(height).0 }
     }
 
-    /// Records block `number` (marshaled, with its TRANSACTIONS_FILTER) once the replica has applied it; the
-    /// oldest block leaves the window when it is full. A block that does not decode is still counted in the
-    /// height (the replica applied it), but none of its transactions can be found here.
-    pub fn push(&self, number: u64, block: Bytes) {
-        let ids: Vec<String> = match BlockArena::decode(block.clone()) {
-            Ok(arena) => {
-                arena.txs().iter().map(|tx| tx.channel_header().map(|h| h.tx_id.clone()).unwrap_or_default()).collect()
-            }
-            Err(_) => Vec::new(),
-        };
+    /// Records block `number` (marshaled, with its TRANSACTIONS_FILTER) once the replica has applied it, with
+    /// `ids`, each transaction's ID in block order as [`Replica::apply_block`] returns them (empty for none); the
+    /// oldest block leaves the window when it is full.
+    pub fn push(&self, number: u64, block: Bytes, ids: Vec<String>) {
         {
             let mut r = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             for (i, id) in ids.iter().enumerate() {
@@ -227,14 +221,14 @@ mod tests {
             assert_eq!(b.header.as_ref().unwrap().number, n);
             Bytes::from(b.encode_to_vec())
         };
-        recent.push(1, block(1, &["a", "b"]));
+        recent.push(1, block(1, &["a", "b"]), vec!["a".into(), "b".into()]);
         assert!(rx.has_changed().unwrap());
         assert_eq!(*rx.borrow_and_update(), 2);
-        recent.push(2, block(2, &["b", "c"]));
+        recent.push(2, block(2, &["b", "c"]), vec!["b".into(), "c".into()]);
         assert_eq!(recent.tx_location("b"), Some((1, 1)), "the first transaction of an ID, as Fabric's index");
         assert_eq!(recent.tx_location("c"), Some((2, 1)));
         for n in 3..(3 + RECENT_BLOCKS as u64) {
-            recent.push(n, block(n, &[]));
+            recent.push(n, block(n, &[]), Vec::new());
         }
         assert_eq!(recent.oldest(), Some(3));
         assert_eq!(recent.tx_location("a"), None, "blocks that left the window leave the index too");

@@ -186,8 +186,11 @@ impl Replica {
     /// endorser transactions at height (block, tx index) as Fabric's `applyWriteSet` does, the configuration of a
     /// VALID config transaction, and every transaction ID. Nothing is re-validated.
     ///
+    /// Returns each transaction's ID in block order (empty where the transaction has none or its header does not
+    /// decode), so that a caller indexing the block need not decode it again.
+    ///
     /// Errors: undecodable block, wrong number, missing or short filter, unusable configuration; nothing is applied.
-    pub fn apply_block(&self, block: Bytes) -> Result<(), ReplicaError> {
+    pub fn apply_block(&self, block: Bytes) -> Result<Vec<String>, ReplicaError> {
         let arena = BlockArena::decode(block).map_err(|e| ReplicaError::Decode(e.to_string()))?;
         let number = arena.number();
         let _serial = self.serial();
@@ -209,10 +212,11 @@ impl Replica {
         let mut txids = Vec::with_capacity(arena.txs().len());
         let mut new_config = None;
         for (i, tx) in arena.txs().iter().enumerate() {
-            let Ok(ch) = tx.channel_header() else { continue };
-            if !ch.tx_id.is_empty() {
-                txids.push(ch.tx_id.as_str());
-            }
+            let Ok(ch) = tx.channel_header() else {
+                txids.push(String::new());
+                continue;
+            };
+            txids.push(ch.tx_id.clone());
             if filter[i] != TxValidationCode::Valid as u8 {
                 continue;
             }
@@ -233,12 +237,12 @@ impl Replica {
         // transaction IDs.
         let mut committed = self.committed_mut();
         self.state.apply(number, &batch);
-        for txid in txids {
+        for txid in txids.iter().filter(|t| !t.is_empty()) {
             committed.txids.insert(txid);
         }
         if let Some(c) = new_config {
             committed.config = Arc::new(c);
         }
-        Ok(())
+        Ok(txids)
     }
 }

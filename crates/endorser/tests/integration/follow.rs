@@ -74,10 +74,15 @@ fn applying_the_peers_validated_blocks_reproduces_its_world_state() {
     assert!(matches!(replica.apply_block(unvalidated[1].clone()), Err(ReplicaError::NotValidated { .. })));
     assert!(matches!(replica.apply_block(Bytes::from_static(b"\x0a\x01")), Err(ReplicaError::Decode(_))));
     assert_eq!(replica.height(), 1);
+    let mut ids = Vec::new();
     for b in &blocks[1..] {
-        replica.apply_block(b.clone()).unwrap();
+        let block_ids = replica.apply_block(b.clone()).unwrap();
+        let arena = ferrofabric_arena::BlockArena::decode(b.clone()).unwrap();
+        assert_eq!(block_ids.len(), arena.txs().len(), "one ID per transaction, in block order");
+        ids.extend(block_ids);
     }
     assert_eq!(replica.height(), blocks.len() as u64);
+    assert!(ids.iter().any(|id| id == "c705a6654b0c78d3b5e8956ade594d1eb34fa826e7439c498a047aef6cb7955f"));
     let expected = expected_state();
     assert_eq!(expected.len(), 221);
     assert_eq!(replica_state(&replica), expected);

@@ -33,9 +33,18 @@ const READY_MARKER: &str = "Kafka Server started";
 
 /// The broker JVM: a heap enough for test traffic and small enough for three brokers beside the rest of a test run
 /// (about 200 MB resident each), the serial collector (no concurrent GC threads competing for few cores), no
-/// `hsperfdata` files in /tmp.
-const BROKER_JVM_FLAGS: &[&str] =
-    &["-Xms128m", "-Xmx384m", "-XX:+UseSerialGC", "-XX:-UsePerfData", "-Djava.awt.headless=true"];
+/// `hsperfdata` files in /tmp, and only the quick JIT tier: these brokers live for one test or one benchmark run of
+/// seconds, during which the optimising compiler would still be compiling Kafka's hot paths on the cores the
+/// orderers use (a long-running broker finished that long before); without it, Kafka ordering in `bench orderer`
+/// ran 17–26% slower (docs/PERFORMANCE.md).
+const BROKER_JVM_FLAGS: &[&str] = &[
+    "-Xms128m",
+    "-Xmx384m",
+    "-XX:+UseSerialGC",
+    "-XX:-UsePerfData",
+    "-XX:TieredStopAtLevel=1",
+    "-Djava.awt.headless=true",
+];
 
 /// The storage formatter runs for about a second: a small heap and the quick JIT tier start it faster.
 const TOOL_JVM_FLAGS: &[&str] = &["-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-XX:-UsePerfData"];

@@ -782,7 +782,11 @@ async fn cluster_run(
             identity: None,
         };
         let addrs: Vec<String> = nodes.iter().map(|n| n.grpc_addr.to_string()).collect();
-        wait_until_ordering(&addrs[0], &tls, warmup).await?;
+        // Every node, for the clients are spread over all of them: a Kafka orderer answers SERVICE_UNAVAILABLE
+        // until its own connection to the brokers is up, which may come after node 0's.
+        for addr in &addrs {
+            wait_until_ordering(addr, &tls, warmup).await?;
+        }
         let egress = || nodes.iter().map(|n| n.registrar.metrics().cluster_egress_bytes()).sum::<u64>();
         let posted = || {
             nodes
@@ -809,7 +813,8 @@ async fn cluster_run(
     result
 }
 
-/// Broadcasts `warmup` to `addr` until it is answered SUCCESS (a leader exists and holds it), for up to 60 s.
+/// Broadcasts `warmup` to `addr` until it is answered SUCCESS (the node orders: a leader exists, or its Kafka
+/// connection is up), for up to 60 s.
 async fn wait_until_ordering(addr: &str, tls: &ClientTls, warmup: &Bytes) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

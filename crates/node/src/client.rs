@@ -1,6 +1,6 @@
 //! A Fabric client of a node, as an SDK does it without a gateway: [`NetworkClient`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
@@ -285,13 +285,17 @@ impl CommitEvents {
         timeout: Duration,
     ) -> anyhow::Result<HashMap<String, TxValidationCode>> {
         let deadline = tokio::time::Instant::now() + timeout;
-        while txids.iter().any(|t| !self.seen.contains_key(t)) {
+        // Counted down per block, so waiting for n transactions costs O(n), not a rescan of them per block.
+        let mut pending: HashSet<&str> =
+            txids.iter().filter(|t| !self.seen.contains_key(*t)).map(String::as_str).collect();
+        while !pending.is_empty() {
             let (_, block) = tokio::time::timeout_at(deadline, self.next_block())
                 .await
                 .map_err(|_| anyhow!("transactions not committed within {timeout:?}"))??;
             for t in &block.filtered_transactions {
                 let code =
                     TxValidationCode::try_from(t.tx_validation_code).unwrap_or(TxValidationCode::InvalidOtherReason);
+                pending.remove(t.txid.as_str());
                 self.seen.insert(t.txid.clone(), code);
             }
         }

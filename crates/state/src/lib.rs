@@ -12,12 +12,12 @@
 //! for public data; for private data only the *hashed* state is kept, keyed by the key hash) and the key bytes.
 //! Versions are Fabric's [`Height`] (block number, transaction number).
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::{RwLock, RwLockReadGuard};
+use std::sync::{OnceLock, RwLock, RwLockReadGuard};
 
 use bytes::Bytes;
 use ferrofabric_shardmap::ShardMap;
+use indexmap::IndexMap;
 
 mod ordered;
 pub use ordered::OrderedKeys;
@@ -123,11 +123,17 @@ impl Update {
     }
 }
 
-/// The updates of one block, in key order (deterministic: the commit hash is computed by walking it).
-/// Built by the validator's MVCC stage, applied with [`WorldState::apply`].
+/// The updates of one block. Point operations (`put`, `get`, `contains`: two or three per write of every
+/// transaction) hash the key once; ordered reads (`iter`, `range`: the commit hash, range-query checks) walk a
+/// key order sorted on the first ordered read after a new key was added, so the order is deterministic without a
+/// search tree's comparisons on every point operation. Built by the validator's MVCC stage, applied with
+/// [`WorldState::apply`].
 #[derive(Clone, Debug, Default)]
 pub struct UpdateBatch {
-    entries: BTreeMap<StateKey, Update>,
+    /// Updates in insertion order; an update of a key already present replaces it in place.
+    entries: IndexMap<StateKey, Update>,
+    /// Positions in `entries` in key order; cleared whenever a new key is added.
+    order: OnceLock<Vec<usize>>,
 }
 
 impl UpdateBatch {
@@ -138,7 +144,9 @@ impl UpdateBatch {
 
     /// Records an update of `key`, replacing an earlier update of the same key.
     pub fn put(&mut self, key: StateKey, update: Update) {
-        self.entries.insert(key, update);
+        if let (_, None) = self.entries.insert_full(key, update) {
+            self.order.take();
+        }
     }
 
     /// Whether an earlier transaction of this block updated `key` (Fabric's `UpdateBatch.Exists`).
@@ -163,7 +171,7 @@ impl UpdateBatch {
 
     /// All updates in key order (namespace, collection, key bytes).
     pub fn iter(&self) -> impl Iterator<Item = (&StateKey, &Update)> {
-        self.entries.iter()
+        self.in_order(self.order())
     }
 
     /// Pending updates of public keys of `namespace` in `[start, end)`; an empty `end` means "to the end of the
@@ -175,16 +183,37 @@ impl UpdateBatch {
         start: &[u8],
         end: &[u8],
     ) -> impl Iterator<Item = (&'a StateKey, &'a Update)> + 'a {
+        let order = self.order();
+        let key_at = |p: &usize| self.entries.get_index(*p).map(|(k, _)| k);
         let lo = StateKey::public(namespace, Bytes::copy_from_slice(start));
-        in_order(start, end)
-            .then(|| self.entries.range((Bound::Included(lo), upper_bound(namespace, end))))
-            .into_iter()
-            .flatten()
+        let first = order.partition_point(|p| key_at(p).is_some_and(|k| *k < lo));
+        let last = match upper_bound(namespace, end) {
+            Bound::Excluded(hi) => order.partition_point(|p| key_at(p).is_some_and(|k| *k < hi)),
+            _ => order.len(),
+        };
+        let slice = if in_order(start, end) && first < last { &order[first..last] } else { &[][..] };
+        self.in_order(slice)
+    }
+
+    /// The key order, sorted now if a key was added since it was last sorted.
+    fn order(&self) -> &[usize] {
+        self.order.get_or_init(|| {
+            let mut order: Vec<usize> = (0..self.entries.len()).collect();
+            order.sort_unstable_by(|a, b| {
+                self.entries.get_index(*a).map(|e| e.0).cmp(&self.entries.get_index(*b).map(|e| e.0))
+            });
+            order
+        })
+    }
+
+    fn in_order<'a>(&'a self, positions: &'a [usize]) -> impl Iterator<Item = (&'a StateKey, &'a Update)> + 'a {
+        positions.iter().filter_map(|p| self.entries.get_index(*p))
     }
 }
 
 /// Whether `[start, end)` is in order (an empty `end` has no upper bound). A range query a transaction carries may
-/// have its start past its end: LevelDB's iterator yields nothing for it, where a `BTreeMap` range would panic.
+/// have its start past its end: LevelDB's iterator yields nothing for it, and so must a scan of the state or of a
+/// batch.
 fn in_order(start: &[u8], end: &[u8]) -> bool {
     end.is_empty() || start <= end
 }
@@ -206,8 +235,8 @@ fn upper_bound(namespace: &str, end: &[u8]) -> Bound<StateKey> {
 pub struct WorldState {
     /// Point reads. The state only grows between deletes, so its doublings are staggered ([`ShardMap`]).
     values: ShardMap<StateKey, VersionedValue>,
-    /// Ordered index of every present key plus the number of the last committed block, behind the commit gate: `apply` holds it
-    /// for writing, [`StateView`]s for reading, so a view is always a whole number of blocks.
+    /// Ordered index of every present key plus the number of the last committed block, behind the commit gate:
+    /// `apply` holds it for writing, [`StateView`]s for reading, so a view is always a whole number of blocks.
     gate: RwLock<Ordered>,
 }
 
@@ -247,7 +276,8 @@ impl WorldState {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        for (key, update) in batch.iter() {
+        // Keys are distinct, so the order of application does not matter: skip sorting them.
+        for (key, update) in batch.entries.iter() {
             match update {
                 Update::Put(v) => {
                     if self.values.insert(key.clone(), v.clone()).is_none() {
@@ -329,6 +359,7 @@ impl StateView<'_> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn vv(v: &str, b: u64, t: u64) -> Update {
         Update::Put(VersionedValue {
@@ -406,6 +437,42 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn a_batch_iterates_and_scans_in_key_order_between_puts(
+            rounds in proptest::collection::vec(proptest::collection::vec((0u8..30, 0u8..4), 0..12), 1..6),
+            ranges in proptest::collection::vec((proptest::collection::vec(0u8..12, 0..2), proptest::collection::vec(0u8..12, 0..2)), 0..6),
+        ) {
+            let key_of = |k: u8| match k % 3 {
+                0 => StateKey::public("ns", vec![k / 3]),
+                1 => StateKey::public("nt", vec![k / 3]),
+                _ => StateKey::hashed("ns", "coll", vec![k / 3]),
+            };
+            let mut b = UpdateBatch::new();
+            let mut model = BTreeMap::new();
+            // Ordered reads between rounds of puts: the key order must follow every new key.
+            for (i, round) in rounds.iter().enumerate() {
+                for (k, v) in round {
+                    let up = vv(&v.to_string(), i as u64, u64::from(*k));
+                    b.put(key_of(*k), up.clone());
+                    model.insert(key_of(*k), up);
+                }
+                let got: Vec<_> = b.iter().map(|(k, u)| (k.clone(), u.clone())).collect();
+                let want: Vec<_> = model.iter().map(|(k, u)| (k.clone(), u.clone())).collect();
+                proptest::prop_assert_eq!(got, want);
+                for (start, end) in &ranges {
+                    let got: Vec<_> = b.range("ns", start, end).map(|(k, _)| k.clone()).collect();
+                    let want: Vec<_> = model
+                        .keys()
+                        .filter(|k| k.namespace == "ns" && k.collection.is_empty())
+                        .filter(|k| k.key.as_ref() >= start.as_slice() && (end.is_empty() || k.key.as_ref() < end.as_slice()))
+                        .cloned()
+                        .collect();
+                    proptest::prop_assert_eq!(got, want);
+                }
+                proptest::prop_assert_eq!(b.len(), model.len());
+            }
+        }
+
         #[test]
         fn state_matches_a_model_map(
             ops in proptest::collection::vec((0u8..48, proptest::option::of(0u8..4)), 0..200),

@@ -73,6 +73,10 @@ pub fn open_store(data_dir: &Path, sync_every_block: bool) -> anyhow::Result<Blo
         sync: if sync_every_block { SyncPolicy::EveryBlock } else { SyncPolicy::None },
         // The validator checks every block's data hash before it is stored (the genesis block: `recover`).
         verify_data_hash: false,
+        // Nothing looks transactions up here: the block-store service answers `GetTransactionByID` from its own
+        // index (FastFabric III-F), and the validator keeps the committed txids for DUPLICATE_TXID itself (they
+        // travel with the state checkpoint). A key-value write per transaction spared on the commit path.
+        index_txids: false,
         ..StoreOptions::default()
     };
     let dir = data_dir.join("ledger");

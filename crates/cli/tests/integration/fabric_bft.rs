@@ -226,7 +226,32 @@ pub(crate) fn broadcast_with(fabric: &Fabric, orderer: &str, msp_id: &str, msp: 
         .args(["--txs", &txs.to_string(), "--clients", "1", "--skip-o2-off", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "bench orderer against {orderer}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "bench orderer against {orderer}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        orderer_logs(fabric)
+    );
+}
+
+/// The last lines of every orderer's log in the work directory, for a failure message: what SmartBFT said (view
+/// changes, complaints, refused requests) while the test waited.
+pub(crate) fn orderer_logs(fabric: &Fabric) -> String {
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&fabric.work)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    logs.retain(|p| {
+        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("orderer") && n.ends_with(".log"))
+    });
+    logs.sort();
+    let mut text = String::new();
+    for log in logs {
+        let content = std::fs::read_to_string(&log).unwrap_or_default();
+        let lines: Vec<&str> = content.lines().collect();
+        let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+        text.push_str(&format!("--- {} (last {} lines)\n{tail}\n", log.display(), lines.len().min(40)));
+    }
+    text
 }
 
 /// The height of `bftchannel` at the orderer `orderer`.
@@ -286,7 +311,9 @@ fn committer_leaves_a_censoring_orderer_and_gateway_submits_to_a_quorum_on_a_rea
         assert_eq!((&ours.header, &ours.data), (&theirs.header, &theirs.data), "block {n}");
     }
 
-    // Freeze the block source: the other orderers' attestations show it withholding the next blocks.
+    // Freeze the block source: the other orderers' attestations show it withholding the next blocks. The three
+    // left must all be up and level with the leader, or one frozen node would leave no quorum.
+    every_orderer_at(&fabric, &orderers, first_height);
     let candidates: Vec<String> = orderers[1..].iter().map(|o| o.grpc.clone()).collect();
     let source = block_source(&log, &candidates).expect("the committer logs its block source");
     let frozen = orderers.iter().find(|o| o.grpc == source).expect("the source is one of orderers 2-4");
@@ -311,6 +338,31 @@ fn committer_leaves_a_censoring_orderer_and_gateway_submits_to_a_quorum_on_a_rea
     );
     drop(committer);
     gateway_submit_needs_a_quorum_of_orderers(&fabric, &orderers);
+}
+
+/// Waits (up to [`WAIT`]) until every orderer of `orderers` serves `height` blocks; fails naming the ones that do
+/// not, with the orderers' logs.
+fn every_orderer_at(fabric: &Fabric, orderers: &[Orderer], height: u64) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let behind: Vec<(&str, Result<u64, String>)> = orderers
+            .iter()
+            .map(|o| {
+                let h = fabric.fetch_from_orderer(&o.grpc, "newest").map(|b| b.header.map_or(0, |h| h.number + 1));
+                (o.grpc.as_str(), h)
+            })
+            .filter(|(_, h)| !matches!(h, Ok(h) if *h >= height))
+            .collect();
+        if behind.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "orderers not at height {height} within {WAIT:?}: {behind:?}\n{}",
+            orderer_logs(fabric)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }
 
 /// Starts our committer as Org1's peer0, following the orderers `followed` of `bftchannel` over TLS with the BFT

@@ -236,7 +236,7 @@ pub(crate) fn broadcast_with(fabric: &Fabric, orderer: &str, msp_id: &str, msp: 
 
 /// The last lines of every orderer's log in the work directory, for a failure message: what SmartBFT said (view
 /// changes, complaints, refused requests) while the test waited.
-pub(crate) fn orderer_logs(fabric: &Fabric) -> String {
+fn orderer_logs(fabric: &Fabric) -> String {
     let mut logs: Vec<PathBuf> = std::fs::read_dir(&fabric.work)
         .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
         .unwrap_or_default();
@@ -256,7 +256,12 @@ pub(crate) fn orderer_logs(fabric: &Fabric) -> String {
 
 /// The height of `bftchannel` at the orderer `orderer`.
 pub(crate) fn orderer_height(fabric: &Fabric, orderer: &str) -> u64 {
-    fabric.fetch_from_orderer(orderer, "newest").unwrap().header.map_or(0, |h| h.number + 1)
+    try_orderer_height(fabric, orderer).unwrap()
+}
+
+/// [`orderer_height`], or why the orderer did not answer.
+fn try_orderer_height(fabric: &Fabric, orderer: &str) -> Result<u64, String> {
+    fabric.fetch_from_orderer(orderer, "newest").map(|b| b.header.map_or(0, |h| h.number + 1))
 }
 
 /// Waits until our committer at `peer` serves block `number`; returns it.
@@ -347,10 +352,7 @@ fn every_orderer_at(fabric: &Fabric, orderers: &[Orderer], height: u64) {
     loop {
         let behind: Vec<(&str, Result<u64, String>)> = orderers
             .iter()
-            .map(|o| {
-                let h = fabric.fetch_from_orderer(&o.grpc, "newest").map(|b| b.header.map_or(0, |h| h.number + 1));
-                (o.grpc.as_str(), h)
-            })
+            .map(|o| (o.grpc.as_str(), try_orderer_height(fabric, &o.grpc)))
             .filter(|(_, h)| !matches!(h, Ok(h) if *h >= height))
             .collect();
         if behind.is_empty() {

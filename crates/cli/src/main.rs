@@ -34,6 +34,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Every daemon and bench of this binary allocates through jemalloc. Decoded blocks and gRPC messages are many small
+/// pieces allocated on one thread and freed on another; glibc's malloc spent ~11% of `bench e2e`'s CPU on them
+/// (arena locks, consolidation), jemalloc's thread caches ~5% (docs/PERFORMANCE.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Ferrofabric: Hyperledger Fabric's ordering and commit path, in Rust.
 #[derive(Parser)]
 #[command(name = "ferrofabric", version, about)]

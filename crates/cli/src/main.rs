@@ -35,8 +35,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 /// Every daemon and bench of this binary allocates through jemalloc. Decoded blocks and gRPC messages are many small
-/// pieces allocated on one thread and freed on another; glibc's malloc spent ~11% of `bench e2e`'s CPU on them
-/// (arena locks, consolidation), jemalloc's thread caches ~5% (docs/PERFORMANCE.md).
+/// pieces allocated on one thread and freed on another: `bench e2e` spent ~12% of its CPU in glibc's malloc and free
+/// (arena locks, consolidation), ~7% in jemalloc's with the kernel's page zeroing (docs/PERFORMANCE.md).
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

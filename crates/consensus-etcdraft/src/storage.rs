@@ -12,6 +12,10 @@
 //! running channel starts from the genesis voters too and replays the `ConfChange`s, or gets a snapshot).
 //! The voters are kept up to date under a key of their own whenever a `ConfChange` is applied or a snapshot
 //! installed.
+//!
+//! The newest entries written are also kept in memory ([`RECENT_ENTRY_BYTES`]): raft-rs reads every entry back
+//! right after persisting it (to apply it once committed, to send it to followers, and for its term), and
+//! raft-engine answers each such read from its file, with a read, a checksum and a decode of the whole block.
 
 use std::fs::File;
 use std::io::Write;
@@ -32,6 +36,10 @@ const HARD_STATE_KEY: &[u8] = b"hard_state";
 const CONF_STATE_KEY: &[u8] = b"conf_state";
 /// Snapshot files kept on disk (the newest ones).
 const SNAPSHOTS_KEPT: usize = 2;
+/// Encoded bytes of the newest entries kept in memory (at least the newest entry is kept whatever its size):
+/// 32 MiB is 80 blocks of 100 envelopes of 4 KB, more than the entries in flight between persisting and
+/// applying, while the ledger holds every block anyway.
+const RECENT_ENTRY_BYTES: usize = 32 << 20;
 
 /// Tells raft-engine how to read the index of an `eraftpb.Entry`.
 #[derive(Debug, Clone, Copy)]
@@ -77,6 +85,73 @@ pub(crate) struct WalStorage {
     conf_state: ConfState,
     snapshot: Snapshot,
     snap_dir: PathBuf,
+    recent: RecentEntries,
+}
+
+/// The newest entries of the log, consecutive by index, with their encoded sizes; a copy of the log's tail
+/// that never disagrees with it: staging entries replaces the same suffix here, and a snapshot or a failed
+/// write empties it.
+#[derive(Debug, Default)]
+struct RecentEntries {
+    entries: std::collections::VecDeque<(Entry, usize)>,
+    bytes: usize,
+}
+
+impl RecentEntries {
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes = 0;
+    }
+
+    /// Adds `new` (consecutive by index), dropping any kept entry at or after `new`'s first index, or every
+    /// kept entry if `new` does not follow them; then the oldest ones beyond [`RECENT_ENTRY_BYTES`].
+    fn extend(&mut self, new: &[Entry]) {
+        let Some(first) = new.first().map(|e| e.index) else { return };
+        while self.entries.back().is_some_and(|(e, _)| e.index >= first) {
+            if let Some((_, size)) = self.entries.pop_back() {
+                self.bytes -= size;
+            }
+        }
+        if self.entries.back().is_some_and(|(e, _)| e.index + 1 != first) {
+            self.clear();
+        }
+        for e in new {
+            let size = e.compute_size() as usize;
+            self.bytes += size;
+            self.entries.push_back((e.clone(), size));
+        }
+        while self.bytes > RECENT_ENTRY_BYTES && self.entries.len() > 1 {
+            if let Some((_, size)) = self.entries.pop_front() {
+                self.bytes -= size;
+            }
+        }
+    }
+
+    /// The kept entry at `index`.
+    fn get(&self, index: u64) -> Option<&Entry> {
+        let first = self.entries.front()?.0.index;
+        let at = usize::try_from(index.checked_sub(first)?).ok()?;
+        self.entries.get(at).map(|(e, _)| e)
+    }
+
+    /// Entries `low..high` if all are kept, cut like raft-engine's `fetch_entries_to`: the first one always,
+    /// then each one while the encoded bytes so far stay within `max`.
+    fn range(&self, low: u64, high: u64, max: Option<usize>) -> Option<Vec<Entry>> {
+        self.get(high.checked_sub(1)?)?;
+        let first = self.entries.front()?.0.index;
+        let from = usize::try_from(low.checked_sub(first)?).ok()?;
+        let count = usize::try_from(high - low).ok()?;
+        let mut out = Vec::with_capacity(count.min(1024));
+        let mut total = 0usize;
+        for (e, size) in self.entries.range(from..from + count) {
+            total += size;
+            if !out.is_empty() && max.is_some_and(|m| total > m) {
+                break;
+            }
+            out.push(e.clone());
+        }
+        Some(out)
+    }
 }
 
 impl std::fmt::Debug for WalStorage {
@@ -162,7 +237,14 @@ impl WalStorage {
         if hard_state.term < snapshot.get_metadata().term {
             hard_state.term = snapshot.get_metadata().term;
         }
-        Ok(WalStorage { engine, hard_state, conf_state, snapshot, snap_dir: snap_dir.to_path_buf() })
+        Ok(WalStorage {
+            engine,
+            hard_state,
+            conf_state,
+            snapshot,
+            snap_dir: snap_dir.to_path_buf(),
+            recent: RecentEntries::default(),
+        })
     }
 
     /// Index of the newest snapshot (0 when there is none).
@@ -197,10 +279,12 @@ impl WalStorage {
         &self.hard_state
     }
 
-    /// Adds `entries` to `batch` (entries at or after an index already in the log replace the old suffix).
-    pub(crate) fn stage_entries(&self, batch: &mut LogBatch, entries: &[Entry]) -> Result<(), WalError> {
+    /// Adds `entries` to `batch` (entries at or after an index already in the log replace the old suffix), and
+    /// to the entries kept in memory.
+    pub(crate) fn stage_entries(&mut self, batch: &mut LogBatch, entries: &[Entry]) -> Result<(), WalError> {
         if !entries.is_empty() {
             batch.add_entries::<EntryExt>(GROUP, entries)?;
+            self.recent.extend(entries);
         }
         Ok(())
     }
@@ -219,10 +303,14 @@ impl WalStorage {
         self.stage_hard_state(batch, hs)
     }
 
-    /// Writes `batch`, with `fdatasync` if `sync`.
-    pub(crate) fn write(&self, batch: &mut LogBatch, sync: bool) -> Result<(), WalError> {
+    /// Writes `batch`, with `fdatasync` if `sync`. After a failure the entries kept in memory are forgotten,
+    /// since the log may not hold the ones just staged.
+    pub(crate) fn write(&mut self, batch: &mut LogBatch, sync: bool) -> Result<(), WalError> {
         if !batch.is_empty() {
-            self.engine.write(batch, sync)?;
+            if let Err(e) = self.engine.write(batch, sync) {
+                self.recent.clear();
+                return Err(e.into());
+            }
         }
         Ok(())
     }
@@ -236,6 +324,7 @@ impl WalStorage {
         let meta = snapshot.get_metadata().clone();
         let mut batch = LogBatch::default();
         batch.add_command(GROUP, Command::Clean);
+        self.recent.clear();
         self.engine.write(&mut batch, true)?;
         let mut hs = self.hard_state.clone();
         hs.commit = meta.index;
@@ -343,6 +432,9 @@ impl Storage for WalStorage {
             return Ok(Vec::new());
         }
         let max = max_size.into().map(|m| usize::try_from(m).unwrap_or(usize::MAX));
+        if let Some(kept) = self.recent.range(low, high, max) {
+            return Ok(kept);
+        }
         let mut out = Vec::with_capacity(usize::try_from(high - low).unwrap_or(0).min(1024));
         self.engine.fetch_entries_to::<EntryExt>(GROUP, low, high, max, &mut out).map_err(|e| {
             tracing::error!(low, high, error = %e, "raft WAL read failed");
@@ -361,6 +453,9 @@ impl Storage for WalStorage {
         }
         if idx > self.last_index()? {
             return Err(unavailable());
+        }
+        if let Some(e) = self.recent.get(idx) {
+            return Ok(e.term);
         }
         match self.engine.get_entry::<EntryExt>(GROUP, idx) {
             Ok(Some(e)) => Ok(e.term),
@@ -403,6 +498,22 @@ mod tests {
 
     fn entry(index: u64, term: u64, data: &'static [u8]) -> Entry {
         Entry { index, term, data: Bytes::from_static(data), ..Entry::default() }
+    }
+
+    /// A new storage in `dir` (voters 1, 2, 3) holding `entries`, written with fdatasync.
+    fn storage_with(dir: &Path, entries: &[Entry]) -> WalStorage {
+        let mut s = WalStorage::open(&dir.join("wal"), &dir.join("snap"), &[1, 2, 3]).unwrap();
+        let mut batch = LogBatch::default();
+        s.stage_entries(&mut batch, entries).unwrap();
+        s.write(&mut batch, true).unwrap();
+        s
+    }
+
+    /// A snapshot received from a leader at `index` of `term`, its ledger tip block `b"tip"`.
+    fn incoming_snapshot(index: u64, term: u64) -> Snapshot {
+        let mut incoming = Snapshot { data: Bytes::from_static(b"tip"), ..Snapshot::default() };
+        incoming.set_metadata(SnapshotMetadata { index, term, ..SnapshotMetadata::default() });
+        incoming
     }
 
     #[test]
@@ -457,18 +568,49 @@ mod tests {
         assert_eq!(s.latest_snapshot().get_metadata().get_conf_state().voters, vec![1, 2, 3, 4]);
     }
 
+    /// Entries and terms served from memory are the log's own, after a suffix is replaced and with size limits:
+    /// the storage answers like one over the same engine that keeps nothing in memory.
+    #[test]
+    fn kept_entries_agree_with_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let old: Vec<Entry> = (1..=10).map(|i| entry(i, 1, b"an entry of the first term")).collect();
+        let mut s = storage_with(dir.path(), &old);
+        let mut batch = LogBatch::default();
+        let new: Vec<Entry> = (6..=8).map(|i| entry(i, 2, b"second")).collect();
+        s.stage_entries(&mut batch, &new).unwrap();
+        s.write(&mut batch, true).unwrap();
+        assert!(s.recent.get(6).is_some_and(|e| e.term == 2) && s.recent.get(9).is_none());
+        let log_only = WalStorage {
+            engine: Arc::clone(&s.engine),
+            hard_state: s.hard_state.clone(),
+            conf_state: s.conf_state.clone(),
+            snapshot: s.snapshot.clone(),
+            snap_dir: s.snap_dir.clone(),
+            recent: RecentEntries::default(),
+        };
+        assert_eq!(log_only.last_index().unwrap(), 8);
+        let ctx = || GetEntriesContext::empty(false);
+        for low in 1..=9 {
+            assert_eq!(s.term(low).ok(), log_only.term(low).ok(), "term of {low}");
+            for high in low..=9 {
+                for max in [None, Some(0), Some(40), Some(100)] {
+                    let kept = s.entries(low, high, max, ctx()).unwrap();
+                    let read = log_only.entries(low, high, max, ctx()).unwrap();
+                    assert_eq!(kept, read, "entries {low}..{high} within {max:?}");
+                }
+            }
+        }
+        s.apply_snapshot(incoming_snapshot(40, 3)).unwrap();
+        assert!(s.recent.get(8).is_none());
+    }
+
     #[test]
     fn a_received_snapshot_replaces_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let (wal, snap) = (dir.path().join("wal"), dir.path().join("snap"));
-        let mut s = WalStorage::open(&wal, &snap, &[1, 2, 3]).unwrap();
-        let mut batch = LogBatch::default();
         let ents: Vec<Entry> = (1..=5).map(|i| entry(i, 1, b"old")).collect();
-        s.stage_entries(&mut batch, &ents).unwrap();
-        s.write(&mut batch, true).unwrap();
-        let mut incoming = Snapshot { data: Bytes::from_static(b"tip"), ..Snapshot::default() };
-        incoming.set_metadata(SnapshotMetadata { index: 40, term: 3, ..SnapshotMetadata::default() });
-        s.apply_snapshot(incoming).unwrap();
+        let mut s = storage_with(dir.path(), &ents);
+        s.apply_snapshot(incoming_snapshot(40, 3)).unwrap();
         assert_eq!((s.first_index().unwrap(), s.last_index().unwrap()), (41, 40));
         assert_eq!(s.term(40).unwrap(), 3);
         drop(s);

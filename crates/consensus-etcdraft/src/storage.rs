@@ -140,7 +140,7 @@ impl RecentEntries {
         self.get(high.checked_sub(1)?)?;
         let first = self.entries.front()?.0.index;
         let from = usize::try_from(low.checked_sub(first)?).ok()?;
-        let count = usize::try_from(high - low).ok()?;
+        let count = usize::try_from(high.checked_sub(low)?).ok()?;
         let mut out = Vec::with_capacity(count.min(1024));
         let mut total = 0usize;
         for (e, size) in self.entries.range(from..from + count) {

@@ -17,6 +17,7 @@
 //! right after persisting it (to apply it once committed, to send it to followers, and for its term), and
 //! raft-engine answers each such read from its file, with a read, a checksum and a decode of the whole block.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -93,7 +94,7 @@ pub(crate) struct WalStorage {
 /// write empties it.
 #[derive(Debug, Default)]
 struct RecentEntries {
-    entries: std::collections::VecDeque<(Entry, usize)>,
+    entries: VecDeque<(Entry, usize)>,
     bytes: usize,
 }
 
@@ -107,10 +108,8 @@ impl RecentEntries {
     /// kept entry if `new` does not follow them; then the oldest ones beyond [`RECENT_ENTRY_BYTES`].
     fn extend(&mut self, new: &[Entry]) {
         let Some(first) = new.first().map(|e| e.index) else { return };
-        while self.entries.back().is_some_and(|(e, _)| e.index >= first) {
-            if let Some((_, size)) = self.entries.pop_back() {
-                self.bytes -= size;
-            }
+        while let Some((_, size)) = self.entries.pop_back_if(|(e, _)| e.index >= first) {
+            self.bytes -= size;
         }
         if self.entries.back().is_some_and(|(e, _)| e.index + 1 != first) {
             self.clear();
@@ -121,9 +120,8 @@ impl RecentEntries {
             self.entries.push_back((e.clone(), size));
         }
         while self.bytes > RECENT_ENTRY_BYTES && self.entries.len() > 1 {
-            if let Some((_, size)) = self.entries.pop_front() {
-                self.bytes -= size;
-            }
+            let Some((_, size)) = self.entries.pop_front() else { break };
+            self.bytes -= size;
         }
     }
 

@@ -23,6 +23,7 @@ const PROTO_FILES: &[&str] = &[
     "orderer/etcdraft/configuration.proto",
     "orderer/etcdraft/metadata.proto",
     "orderer/smartbft/configuration.proto",
+    "smartbft/messages.proto",
     "peer/proposal.proto",
     "peer/proposal_response.proto",
     "peer/transaction.proto",

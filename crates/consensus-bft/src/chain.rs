@@ -22,8 +22,9 @@ use ferrofabric_protos::common::{
     BlockHeader, ChannelHeader, Envelope, HeaderType, IdentifierHeader, MetadataSignature, OrdererBlockMetadata,
     Payload,
 };
+use ferrofabric_protos::smartbftprotos::ViewMetadata;
 use ferrofabric_protoutil::{
-    block_data_hash, block_header_hash, encode_block, new_nonce, orderer_metadata, signature_value, signed_bytes,
+    bft_signature_value, block_data_hash, block_header_hash, encode_block, new_nonce, orderer_metadata, signed_bytes,
 };
 use futures::FutureExt;
 use malachitebft_core_consensus::{
@@ -440,7 +441,7 @@ impl Host {
 
     fn metadata_value(&self, number: u64, config: bool, round: Round) -> Bytes {
         let last_config = if config { number } else { self.last_config };
-        signature_value(last_config, &view_metadata(round, number))
+        bft_signature_value(last_config, &view_metadata(round, number))
     }
 
     /// The block this node proposes for `height` (None with an empty pool).
@@ -773,18 +774,8 @@ fn mt_id(b: &Batch) -> BatchId {
     malachitebft_core_types::Value::id(b)
 }
 
-/// SmartBFT's `ViewMetadata` shape for the consenter metadata: `view_id` = the deciding round, `latest_sequence` =
-/// the block number.
-#[derive(Clone, PartialEq, prost::Message)]
-struct ViewMetadata {
-    #[prost(uint64, tag = "1")]
-    view_id: u64,
-    #[prost(uint64, tag = "2")]
-    latest_sequence: u64,
-    #[prost(uint64, tag = "3")]
-    decisions_in_view: u64,
-}
-
+/// SmartBFT's `ViewMetadata` as the consenter metadata of a block: `view_id` = the deciding round,
+/// `latest_sequence` = the block number.
 fn view_metadata(round: Round, number: u64) -> Vec<u8> {
     let view_id = u64::try_from(round.as_i64()).unwrap_or(0);
     ViewMetadata { view_id, latest_sequence: number, decisions_in_view: 0 }.encode_to_vec()

@@ -22,7 +22,7 @@ pub const PEER_MSPIDS: [&str; 2] = ["Org1MSP", "Org2MSP"];
 ///                             Org1 and Org2 with peer0 and Admin@/User1@, NodeOUs on)
 /// DIR/configtx.yaml           the configtxgen profile the channel was made from (kept for the user to read)
 /// DIR/genesis.block           block 0 of the channel (ferrofabric-configtxgen)
-/// DIR/orderer/                the orderer's ledger (FileLedger.Location)
+/// DIR/orderer/                the orderer's ledger (FileLedger.Location), its Raft WAL and snapshots in etcdraft/
 /// DIR/committer/              the committer's block store and state checkpoints
 /// DIR/blockstore/             the block-store service's copy of the chain
 /// DIR/tls-ca.pem              the TLS CA certificates of the three organisations (what a client trusts)

@@ -299,6 +299,12 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     oc.general.local_msp_dir = Some(layout.orderer_node().join("msp"));
     oc.general.local_msp_id = Some("OrdererMSP".into());
     oc.file_ledger.location = Some(layout.dir.join("orderer"));
+    // One etcdraft consenter, run as Fabric's test network runs it: Raft over its WAL (so that its blocks carry
+    // etcdraft's consenter metadata), the node named among the consenters by its TLS certificate.
+    oc.general.cluster.client_certificate = Some(layout.orderer_node().join("tls/server.crt"));
+    oc.general.cluster.client_private_key = Some(layout.orderer_node().join("tls/server.key"));
+    oc.consensus.wal_dir = Some(layout.dir.join("orderer/etcdraft/wal"));
+    oc.consensus.snap_dir = Some(layout.dir.join("orderer/etcdraft/snapshot"));
     let plugins = orderer_plugins(&oc).context("the orderer's Raft cluster")?;
     let orderer = ferrofabric_orderer::start(oc, plugins).await.context("starting the orderer")?;
     if orderer.registrar.channel(&channel_id).is_none() {

@@ -513,8 +513,17 @@ fn child_specs(
             "TLS": json(&orderer_tls),
             "LocalMSPDir": path(&layout.orderer_node().join("msp")),
             "LocalMSPID": "OrdererMSP",
+            // The channel's one etcdraft consenter, named by its TLS certificate; Raft over the WAL below.
+            "Cluster": {
+                "ClientCertificate": path(&layout.orderer_node().join("tls/server.crt")),
+                "ClientPrivateKey": path(&layout.orderer_node().join("tls/server.key")),
+            },
         },
         "FileLedger": { "Location": path(&layout.dir.join("orderer")) },
+        "Consensus": {
+            "WALDir": path(&layout.dir.join("orderer/etcdraft/wal")),
+            "SnapDir": path(&layout.dir.join("orderer/etcdraft/snapshot")),
+        },
         "Admin": { "ListenAddress": "" },
         "Operations": { "ListenAddress": addr(ports.orderer_operations) },
     });

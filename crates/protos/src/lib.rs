@@ -84,6 +84,13 @@ pub mod orderer {
     }
 }
 
+/// Package `smartbftprotos`: SmartBFT's `ViewMetadata`, the consenter metadata of Fabric 3 BFT blocks
+/// (`proto/smartbft/messages.proto`).
+#[allow(missing_docs, clippy::all)]
+pub mod smartbftprotos {
+    generated!("smartbftprotos.rs");
+}
+
 /// Package `etcdraft`: Raft consensus config and block metadata
 /// (`proto/orderer/etcdraft/*.proto`).
 #[allow(missing_docs, clippy::all)]

@@ -73,6 +73,20 @@ pub fn signature_value(last_config: u64, consenter_metadata: &[u8]) -> Bytes {
     )
 }
 
+/// The marshaled `OrdererBlockMetadata{last_config: {index: last_config}, consenter_metadata: view_metadata}` of a
+/// BFT block: SmartBFT's assembler (Fabric `orderer/consensus/smartbft/assembler.go`) puts its marshaled
+/// `ViewMetadata` there as it is, where the block writer of the other consensus types wraps theirs in a `Metadata`
+/// ([`signature_value`]); the blocks of a real Fabric 3.1 BFT ordering service show it.
+pub fn bft_signature_value(last_config: u64, view_metadata: &[u8]) -> Bytes {
+    Bytes::from(
+        OrdererBlockMetadata {
+            last_config: Some(LastConfig { index: last_config }),
+            consenter_metadata: Bytes::copy_from_slice(view_metadata),
+        }
+        .encode_to_vec(),
+    )
+}
+
 /// The bytes an orderer signs for a block: `value ‖ signature_header ‖ DER(header)` (Fabric's
 /// `addBlockSignature`, verified by `protoutil.BlockSignatureVerifier`).
 pub fn signed_bytes(value: &[u8], signature_header: &[u8], header: &BlockHeader) -> Vec<u8> {

@@ -38,9 +38,7 @@ use tempfile::TempDir;
 
 use crate::bft_cluster::tx_ids;
 use crate::configtxgen_support::{network, CONFIGTX};
-use crate::fabric_bft::cluster_lock;
-use crate::fabric_orderer::wait_listening;
-use crate::fabric_peers::free_port;
+use crate::processes::{cluster_lock, free_port, wait_listening};
 use crate::sdk::Running;
 
 /// The brokers, started by the first test that needs them and stopped by the last.

@@ -163,7 +163,8 @@ fn run_client_against_node(
     let (node, node_json) = start_node_with(&tmp.path().join("net"), &node_log, orderer_port, extra);
     let client = client(&node_json);
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_logged(client, what, &tmp.path().join("client.log"), CLIENT_TIMEOUT)
+        run_logged(client, what, &tmp.path().join("client.log"), CLIENT_TIMEOUT);
+        node_blocks_have_fabrics_shape(&node_json);
     }));
     drop(node);
     if let Err(e) = run {
@@ -172,6 +173,37 @@ fn run_client_against_node(
     }
     let output = std::fs::read_to_string(tmp.path().join("client.log")).unwrap();
     assert!(output.lines().any(|l| l == format!("{tag} PASS")), "the client did not report PASS:\n{output}");
+}
+
+/// The node's chain after a client's transactions, as its orderer delivers it and as Org1's peer committed it, has
+/// the metadata of the blocks a real Fabric 2.5.16 etcdraft orderer and peer wrote (the `fabric-2.5` fixture's):
+/// signatures, last config, etcdraft's consenter metadata, one validation code per transaction, commit hashes.
+/// Together with the fixture replays (our validator gives the real peer's codes and commit hashes on its ledgers)
+/// this is what a real peer that joins the node's channel checks.
+fn node_blocks_have_fabrics_shape(node_json: &Path) {
+    use crate::block_shape::{assert_same_shapes, fixture_blocks};
+    use crate::processes::deliver_blocks;
+    use ferrofabric_comm::DeliverApi;
+    let info = ferrofabric_node::NodeInfo::read(node_json).unwrap();
+    let admin = info.crypto.join("peerOrganizations/org1.example.com/users/Admin@org1.example.com/msp");
+    let admin = ferrofabric_msp::SigningIdentity::from_msp_dir("Org1MSP", &admin).unwrap();
+    let tls = info.tls_ca.as_deref();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let read = |addr: &str, api| -> Vec<ferrofabric_protos::common::Block> {
+        let raw = runtime.block_on(deliver_blocks(addr, api, tls, &info.channel, &admin, None));
+        raw.into_iter().map(|b| prost::Message::decode(b).unwrap()).collect()
+    };
+    let ordered = read(&info.orderer, DeliverApi::Orderer);
+    let peer = info.events.clone().unwrap_or_else(|| info.peers["Org1MSP"].clone());
+    let committed = read(&peer, DeliverApi::Peer);
+    assert!(ordered.len() > 2, "the node's chain is too short to compare: {} blocks", ordered.len());
+    assert_same_shapes(&ordered, &fixture_blocks("fabric-2.5", "orderer-blocks.bin"), (None, None));
+    let n = ordered.len().min(committed.len());
+    for (i, (o, c)) in ordered[..n].iter().zip(&committed[..n]).enumerate() {
+        assert_eq!((&o.header, &o.data), (&c.header, &c.data), "block {i}: the peer's and the orderer's");
+    }
+    assert_same_shapes(&committed, &fixture_blocks("fabric-2.5", "peer-blocks.bin"), (None, None));
+    println!("{} blocks of the node, of the shape of Fabric 2.5.16's", ordered.len());
 }
 
 /// [`run_client_against_node`] with the Node.js script `script` of tests/sdk and its extra arguments `args`.
@@ -202,7 +234,7 @@ fn fabric_node_sdk_submits_smallbank_and_gets_commit_events() {
 /// discovery service, not from the connection profile.
 #[test]
 fn fabric_node_sdk_with_discovery_submits_smallbank_and_gets_commit_events() {
-    run_script_against_node("smallbank.js", &["--discovery"], "[sdk]", crate::fabric_peers::free_port());
+    run_script_against_node("smallbank.js", &["--discovery"], "[sdk]", crate::processes::free_port());
 }
 
 /// `@hyperledger/fabric-gateway` (tests/sdk/gateway.js) through the Gateway service of Org1's peer port: smallbank

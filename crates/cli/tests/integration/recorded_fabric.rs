@@ -1,0 +1,417 @@
+//! The real Fabric 2.5.16 `peer` CLI's requests, as `../shared/fixtures/fabric-2.5-peer` recorded them between the
+//! CLI and a real orderer and peer (its README), replayed against our daemons in those roles:
+//!
+//! * `ferrofabric orderer`, joined to the recorded channel with its genesis block over the participation API (the
+//!   answers those `osnadmin` printed), receives every envelope the CLI broadcast, step by step: it answers each as
+//!   Fabric's orderer did and writes Fabric's blocks, header and data byte for byte, with metadata of the shape a
+//!   Fabric peer checks; the CLI's `peer channel fetch` requests, each at the height it was made, get Fabric's
+//!   answers; the deprecated `configtxgen -outputAnchorPeersUpdate` transaction is refused with Fabric's words, and
+//!   an anchor-peer update of today's kind becomes a config block;
+//! * `ferrofabric committer`, following an orderer that serves the real orderer's blocks, commits every one of
+//!   them as the real peer stored it, byte for byte (validation codes and commit hashes included), and the CLI's
+//!   `peer channel fetch` requests to the peer get the real peer's answers byte for byte.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use ferrofabric_comm::{broadcast, connect, deliver_with, DeliverApi, DeliverItem};
+use ferrofabric_protos::common::{Block, Status};
+use ferrofabric_protos::orderer::BroadcastResponse;
+use futures::StreamExt;
+use prost::Message;
+use serde_json::Value;
+
+use crate::block_shape::assert_same_shapes;
+use crate::processes::{free_port, wait_listening};
+use crate::sdk::Running;
+
+/// How long a daemon may take to listen, a block to be cut, a Deliver answer to come.
+const WAIT: Duration = Duration::from_secs(60);
+/// What Fabric 2.5.16's orderer answered to the deprecated `configtxgen -outputAnchorPeersUpdate` transaction on a
+/// channel made with the participation API (recorded from a real orderer on 2026-11-26).
+const FABRIC_STALE_UPDATE: &str = "error applying config update to existing channel 'mychannel': error authorizing \
+    update: error validating ReadSet: proposed update requires that key [Group]  /Channel/Application be at version 1, \
+    but it is currently at version 0";
+
+/// The recorded fixture's directory.
+fn recorded() -> PathBuf {
+    ferrofabric_testkit::fixture("fabric-2.5-peer")
+}
+
+/// A file of cryptogen's output in the fixture.
+fn crypto(path: &str) -> PathBuf {
+    recorded().join("crypto").join(path)
+}
+
+/// One recorded gRPC call: its method, who called whom, and its messages (direction, bytes) in the order the proxy
+/// saw them.
+struct Call {
+    method: String,
+    role: String,
+    messages: Vec<(String, Bytes)>,
+}
+
+/// One recorded step: its number, name, the orderer's height after it, and the calls opened in it.
+struct Step {
+    number: u64,
+    name: String,
+    height_after: u64,
+    calls: Vec<Call>,
+}
+
+/// The steps of `exchanges.json`, in the order they ran.
+fn steps() -> Vec<Step> {
+    let text = std::fs::read_to_string(recorded().join("exchanges.json")).unwrap();
+    let json: Value = serde_json::from_str(&text).unwrap();
+    let b64 = |v: &Value| Bytes::from(base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap()).unwrap());
+    json["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| Step {
+            number: s["step"].as_u64().unwrap(),
+            name: s["name"].as_str().unwrap().to_owned(),
+            height_after: s["height_after"].as_u64().unwrap(),
+            calls: s["calls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|c| c["opened_in_step"].as_bool().unwrap_or(true))
+                .map(|c| Call {
+                    method: c["method"].as_str().unwrap().to_owned(),
+                    role: c["role"].as_str().unwrap().to_owned(),
+                    messages: c["messages"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|m| (m["dir"].as_str().unwrap().to_owned(), b64(&m["b64"])))
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// `[u64 LE length][block]` records of a fixture file.
+fn blocks(file: &str) -> Vec<Bytes> {
+    let data = Bytes::from(std::fs::read(recorded().join(file)).unwrap());
+    ferrofabric_protoutil::records(data).map(|r| r.unwrap().1).collect()
+}
+
+/// Replays the client's requests of a recorded Deliver `call` on one stream to `addr`: after each request, the
+/// answers up to the closing status. Returns, per answer, the recorded one and ours.
+async fn replay_deliver(addr: &str, api: DeliverApi, call: &Call) -> Vec<(DeliverItem, DeliverItem)> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    let requests = stream_of(rx);
+    let ch = connect(addr, None).await.unwrap();
+    let mut stream = deliver_with(ch, api, requests).await.unwrap();
+    let mut pairs = Vec::new();
+    let mut recorded_answers = call.messages.iter().filter(|(d, _)| d == "s2c").map(|(_, m)| deliver_item(m));
+    for (_, request) in call.messages.iter().filter(|(d, _)| d == "c2s") {
+        tx.send(request.clone()).unwrap();
+        loop {
+            let ours = tokio::time::timeout(WAIT, stream.next()).await.expect("Deliver answer").unwrap().unwrap();
+            let theirs = recorded_answers.next().expect("we answered more than Fabric did");
+            let done = matches!(ours, DeliverItem::Status(_));
+            pairs.push((theirs, ours));
+            if done {
+                break;
+            }
+        }
+    }
+    pairs
+}
+
+/// A stream of what `rx` receives.
+fn stream_of(mut rx: tokio::sync::mpsc::UnboundedReceiver<Bytes>) -> impl futures::Stream<Item = Bytes> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// A recorded `DeliverResponse` (the orderer's and the peer's: status = 1, block = 2), its block kept as the bytes
+/// Fabric sent.
+fn deliver_item(raw: &Bytes) -> DeliverItem {
+    let mut buf = raw.clone();
+    let key = prost::encoding::decode_varint(&mut buf).unwrap();
+    let value = prost::encoding::decode_varint(&mut buf).unwrap();
+    match key {
+        0x08 => DeliverItem::Status(value as i32),
+        0x12 => {
+            assert_eq!(buf.len() as u64, value, "one block per recorded DeliverResponse");
+            DeliverItem::Block(buf)
+        }
+        k => panic!("a recorded DeliverResponse with field key {k}"),
+    }
+}
+
+/// The header and data of a Deliver answer's block (`None` for a status).
+fn header_and_data(item: &DeliverItem) -> Option<Block> {
+    match item {
+        DeliverItem::Block(raw) => {
+            let b = Block::decode(raw.clone()).unwrap();
+            Some(Block { header: b.header, data: b.data, metadata: None })
+        }
+        DeliverItem::Status(_) => None,
+    }
+}
+
+/// The orderer's height of `mychannel`, read with a Deliver request for the newest block as Org1's admin.
+async fn height(addr: &str) -> u64 {
+    let admin = org1_admin();
+    let newest = Some(ferrofabric_protoutil::seek_newest());
+    let seek = ferrofabric_protos::orderer::SeekInfo {
+        start: newest,
+        stop: newest,
+        behavior: ferrofabric_protos::orderer::seek_info::SeekBehavior::BlockUntilReady as i32,
+        ..Default::default()
+    };
+    let env = ferrofabric_comm::seek_envelope("mychannel", admin.serialized(), |m| admin.sign(m), &seek);
+    let ch = connect(addr, None).await.unwrap();
+    let mut stream = deliver_with(ch, DeliverApi::Orderer, futures::stream::iter([env])).await.unwrap();
+    match stream.next().await {
+        Some(Ok(DeliverItem::Block(raw))) => Block::decode(raw).unwrap().header.map_or(0, |h| h.number + 1),
+        other => panic!("no newest block from {addr}: {other:?}"),
+    }
+}
+
+/// Org1's admin of the recording, who ran the CLI's channel commands.
+fn org1_admin() -> ferrofabric_msp::SigningIdentity {
+    let msp = crypto("peerOrganizations/org1.example.com/users/Admin@org1.example.com/msp");
+    ferrofabric_msp::SigningIdentity::from_msp_dir("Org1MSP", &msp).unwrap()
+}
+
+/// Blocks `0..height` of `mychannel` from the daemon at `addr` (its Deliver service `api`), as Org1's admin.
+async fn chain(addr: &str, api: DeliverApi, height: u64) -> Vec<Bytes> {
+    crate::processes::deliver_blocks(addr, api, None, "mychannel", &org1_admin(), Some(height - 1)).await
+}
+
+/// Sends one envelope with Broadcast to `addr`; returns the answer.
+async fn broadcast_one(addr: &str, envelope: Bytes) -> BroadcastResponse {
+    let ch = connect(addr, None).await.unwrap();
+    let mut responses = broadcast(ch, futures::stream::iter([envelope])).await.unwrap();
+    tokio::time::timeout(WAIT, responses.next()).await.unwrap().unwrap().unwrap()
+}
+
+/// `curl` against the participation API at `admin` (`args` after the URL's path `path`): (HTTP status, JSON body).
+fn participation(admin: &str, path: &str, args: &[&str]) -> (u16, Value) {
+    let out = Command::new("curl")
+        .args(["-sS", "-w", "\n%{http_code}"])
+        .args(args)
+        .arg(format!("http://{admin}/participation/v1/channels{path}"))
+        .output()
+        .expect("curl must be installed");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (body, status) = text.rsplit_once('\n').unwrap();
+    let body = if body.trim().is_empty() { Value::Null } else { serde_json::from_str(body).unwrap() };
+    (status.trim().parse().unwrap(), body)
+}
+
+/// What `osnadmin` printed in the recording, per command: (HTTP status, JSON body).
+fn osnadmin_answers() -> Vec<(u16, Value)> {
+    let text = std::fs::read_to_string(recorded().join("osnadmin.txt")).unwrap();
+    text.split("$ osnadmin")
+        .skip(1)
+        .map(|part| {
+            let status = part.lines().find_map(|l| l.strip_prefix("Status: ")).unwrap().trim().parse().unwrap();
+            let body = &part[part.find('{').unwrap()..=part.rfind('}').unwrap()];
+            (status, serde_json::from_str(body).unwrap())
+        })
+        .collect()
+}
+
+/// Writes the orderer.yaml of our orderer in the recorded orderer's role (its MSP and its TLS certificate, which
+/// names it among the consenters; plain text on every listener as in the recording) and starts it; returns it, its
+/// gRPC and admin addresses.
+fn start_orderer(home: &Path) -> (Running, String, String) {
+    let (port, admin) = (free_port(), free_port());
+    let node = crypto("ordererOrganizations/example.com/orderers/orderer.example.com");
+    let yaml = format!(
+        "General:\n  ListenAddress: 127.0.0.1\n  ListenPort: {port}\n  TLS:\n    Enabled: false\n  Cluster:\n    \
+         ClientCertificate: {tls}/server.crt\n    ClientPrivateKey: {tls}/server.key\n  LocalMSPDir: {msp}\n  \
+         LocalMSPID: OrdererMSP\n  Authentication:\n    TimeWindow: 87600h\nFileLedger:\n  Location: {home}/ledger\n\
+         Admin:\n  ListenAddress: 127.0.0.1:{admin}\n  TLS:\n    Enabled: false\nChannelParticipation:\n  Enabled: true\n\
+         Operations:\n  ListenAddress: \"\"\nConsensus:\n  WALDir: {home}/wal\n  SnapDir: {home}/snap\n",
+        tls = node.join("tls").display(),
+        msp = node.join("msp").display(),
+        home = home.display(),
+    );
+    std::fs::create_dir_all(home).unwrap();
+    std::fs::write(home.join("orderer.yaml"), yaml).unwrap();
+    let log = home.join("orderer.log");
+    let process = Running(
+        Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+            .args(["orderer", "--config"])
+            .arg(home.join("orderer.yaml"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let admin = format!("127.0.0.1:{admin}");
+    wait_listening(&admin, "ferrofabric orderer", &log);
+    (process, format!("127.0.0.1:{port}"), admin)
+}
+
+#[test]
+fn our_orderer_answers_the_recorded_cli_as_fabric_and_writes_fabrics_blocks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_orderer, grpc, admin) = start_orderer(&tmp.path().join("orderer"));
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+
+    // osnadmin channel join, then list: Fabric's answers.
+    let answers = osnadmin_answers();
+    let genesis = recorded().join("genesis.block");
+    let form = format!("config-block=@{}", genesis.display());
+    assert_eq!(participation(&admin, "", &["-F", &form]), answers[0], "osnadmin channel join");
+    assert_eq!(participation(&admin, "", &[]), answers[1], "osnadmin channel list");
+
+    // Every recorded Broadcast and every `peer channel fetch` at the orderer, step by step, each at the height it
+    // was made at.
+    let (mut broadcasts, mut fetches) = (0, 0);
+    for step in steps() {
+        for call in step.calls.iter().filter(|c| c.role == "client->orderer") {
+            if call.method.ends_with("/Broadcast") {
+                let requests = call.messages.iter().filter(|(d, _)| d == "c2s");
+                let answers = call.messages.iter().filter(|(d, _)| d == "s2c");
+                for ((_, envelope), (_, answer)) in requests.zip(answers) {
+                    let theirs = BroadcastResponse::decode(answer.clone()).unwrap();
+                    let ours = runtime.block_on(broadcast_one(&grpc, envelope.clone()));
+                    assert_eq!(ours, theirs, "step {} ({}): Broadcast answer", step.number, step.name);
+                    broadcasts += 1;
+                }
+            } else if call.method.ends_with("/Deliver") {
+                for (theirs, ours) in runtime.block_on(replay_deliver(&grpc, DeliverApi::Orderer, call)) {
+                    match (header_and_data(&theirs), header_and_data(&ours)) {
+                        (Some(t), Some(o)) => {
+                            assert_eq!(o, t, "step {} ({}): the block's header and data", step.number, step.name)
+                        }
+                        _ => assert_eq!(ours, theirs, "step {} ({}): Deliver answer", step.number, step.name),
+                    }
+                }
+                fetches += 1;
+            }
+        }
+        // The CLI waited for the commit; the orderer cut the block after its batch timeout.
+        let deadline = Instant::now() + WAIT;
+        while runtime.block_on(height(&grpc)) < step.height_after {
+            assert!(
+                Instant::now() < deadline,
+                "step {} ({}): no block {}",
+                step.number,
+                step.name,
+                step.height_after - 1
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert!(broadcasts > 30 && fetches >= 3, "{broadcasts} broadcasts and {fetches} fetches replayed");
+
+    // The whole chain: Fabric's headers and data, and metadata of the shape Fabric's orderer writes.
+    let theirs: Vec<Block> = blocks("orderer-blocks.bin").into_iter().map(|b| Block::decode(b).unwrap()).collect();
+    let raw = runtime.block_on(chain(&grpc, DeliverApi::Orderer, theirs.len() as u64));
+    assert_eq!(raw[0], blocks("orderer-blocks.bin")[0], "block 0 is the genesis block, byte for byte");
+    let ours: Vec<Block> = raw.into_iter().map(|b| Block::decode(b).unwrap()).collect();
+    for (n, (o, t)) in ours.iter().zip(&theirs).enumerate() {
+        assert_eq!((&o.header, &o.data), (&t.header, &t.data), "block {n}: header and data");
+    }
+    assert_same_shapes(&ours, &theirs, (None, None));
+
+    // The deprecated anchor-peer update of configtxgen, made for a channel of the system-channel era (its read set
+    // expects the Application group at version 1): refused with Fabric's words.
+    let config = ferrofabric_channelconfig::ChannelConfig::from_config_block(&theirs[0]).unwrap();
+    let admin_id = org1_admin();
+    let mut stale =
+        ferrofabric_configtx::anchor_peer_update("mychannel", config.config(), "Org1MSP", "127.0.0.1", 7051).unwrap();
+    let read_app = stale.read_set.as_mut().unwrap().groups.get_mut("Application").unwrap();
+    read_app.version = 1;
+    let envelope = ferrofabric_configtx::config_update_envelope("mychannel", &stale, &[&admin_id], &admin_id);
+    let refused = runtime.block_on(broadcast_one(&grpc, envelope.encode_to_vec().into()));
+    assert_eq!((refused.status, refused.info.as_str()), (Status::BadRequest as i32, FABRIC_STALE_UPDATE));
+
+    // Today's anchor-peer update (fetch, edit, compute the update): a config block of its own, naming itself last.
+    let update =
+        ferrofabric_configtx::anchor_peer_update("mychannel", config.config(), "Org1MSP", "127.0.0.1", 7051).unwrap();
+    let envelope = ferrofabric_configtx::config_update_envelope("mychannel", &update, &[&admin_id], &admin_id);
+    let accepted = runtime.block_on(broadcast_one(&grpc, envelope.encode_to_vec().into()));
+    assert_eq!(accepted.status, Status::Success as i32, "{}", accepted.info);
+    let next = theirs.len() as u64;
+    let deadline = Instant::now() + WAIT;
+    while runtime.block_on(height(&grpc)) <= next {
+        assert!(Instant::now() < deadline, "no config block after the anchor-peer update");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let block = Block::decode(runtime.block_on(chain(&grpc, DeliverApi::Orderer, next + 1)).pop().unwrap()).unwrap();
+    assert!(ferrofabric_protoutil::sole_config_envelope(&block).is_some(), "block {next} is a config block");
+    assert_eq!(
+        ferrofabric_protoutil::last_config_index(&block).unwrap(),
+        next,
+        "block {next} names itself last config"
+    );
+    println!("{broadcasts} recorded broadcasts and {fetches} fetches: Fabric's answers and Fabric's {next} blocks");
+}
+
+#[test]
+fn our_committer_stores_the_real_peers_bytes_and_answers_the_recorded_cli_as_the_peer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let orderer_blocks = blocks("orderer-blocks.bin");
+    let peer_blocks = blocks("peer-blocks.bin");
+    let node = crypto("ordererOrganizations/example.com/orderers/orderer.example.com");
+    let orderer = runtime.block_on(crate::support::TestOrderer::start_as(
+        &orderer_blocks,
+        "mychannel",
+        &node.join("msp"),
+        "OrdererMSP",
+        &node.join("tls/server.crt"),
+    ));
+
+    let listen = format!("127.0.0.1:{}", free_port());
+    let config = tmp.path().join("committer.yaml");
+    let peer0 = crypto("peerOrganizations/org1.example.com/peers/peer0.org1.example.com");
+    std::fs::write(
+        &config,
+        format!(
+            "Channel: mychannel\nGenesisBlock: {genesis}\nDataDir: {data}\nLocalMSPDir: {msp}\nLocalMSPID: Org1MSP\n\
+             Orderers: [\"{orderer}\"]\nListenAddress: {listen}\nTimeWindow: 87600h\n",
+            genesis = recorded().join("genesis.block").display(),
+            data = tmp.path().join("committer").display(),
+            msp = peer0.join("msp").display(),
+            orderer = orderer.addr,
+        ),
+    )
+    .unwrap();
+    let log = tmp.path().join("committer.log");
+    let committer = crate::processes::start_committer(&config, &log);
+
+    // Every block as the real peer stored it, byte for byte.
+    let committed = runtime.block_on(chain(&listen, DeliverApi::Peer, peer_blocks.len() as u64));
+    assert_eq!(committed.len(), peer_blocks.len());
+    for (n, (ours, theirs)) in committed.iter().zip(&peer_blocks).enumerate() {
+        if ours != theirs {
+            let (o, t) = (Block::decode(ours.clone()).unwrap(), Block::decode(theirs.clone()).unwrap());
+            assert_eq!(o.metadata, t.metadata, "block {n}: metadata (validation codes, commit hash)");
+            panic!("block {n} differs from the real peer's\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        }
+    }
+
+    // The CLI's `peer channel fetch` requests to the peer: the real peer's answers, byte for byte.
+    let mut fetches = 0;
+    for step in steps() {
+        for call in step.calls.iter().filter(|c| c.role == "client->peer" && c.method == "/protos.Deliver/Deliver") {
+            for (theirs, ours) in runtime.block_on(replay_deliver(&listen, DeliverApi::Peer, call)) {
+                assert_eq!(ours, theirs, "step {} ({}): the peer's Deliver answer", step.number, step.name);
+            }
+            fetches += 1;
+        }
+    }
+    assert!(fetches >= 4, "only {fetches} recorded fetches from the peer");
+    println!("{} blocks committed as the real peer stored them; {fetches} recorded fetches answered", committed.len());
+    drop(committer);
+    runtime.block_on(async move {
+        let mut orderer = orderer;
+        orderer.stop().await;
+    });
+}

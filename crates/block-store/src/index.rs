@@ -5,12 +5,15 @@
 //! - `x` ‖ txid length (u32) ‖ txid (UTF-8) ‖ block number (u64) ‖ tx index (u32) → empty: one entry per
 //!   occurrence, as Fabric's `blkstorage` indexes a txid (`constructTxIDKey`); a lookup takes the first entry of
 //!   the txid's prefix, i.e. the first occurrence in chain order. Appending never reads the index.
+//! - `h` ‖ SHA-256 of a block header (32 bytes) → block number (u64): Fabric's block-hash index
+//!   (`IndexableAttrBlockHash`), for qscc's `GetBlockByHash`
 //! - `m/tip`             → height (u64) ‖ SHA-256 of the last header (32 bytes); absent while the store is empty
 //! - `m/version`         → format version (u32)
 //!
-//! The block entry, its txid entries and the new tip go into one sled batch, so a crash leaves the index either at
+//! The block entry, its hash entry, its txid entries and the new tip go into one sled batch, so a crash leaves the index either at
 //! the old tip or at the new one, never in between. An index of another format version is rebuilt from the block
-//! files on open (version 1 kept one `t` ‖ txid entry per txid and read it before every write).
+//! files on open (version 1 kept one `t` ‖ txid entry per txid and read it before every write; version 2 had no
+//! block-hash entries).
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
@@ -21,9 +24,10 @@ use crate::StoreError;
 
 const BLOCK_PREFIX: u8 = b'b';
 const TX_PREFIX: u8 = b'x';
+const HASH_PREFIX: u8 = b'h';
 pub(crate) const TIP_KEY: &[u8] = b"m/tip";
 pub(crate) const VERSION_KEY: &[u8] = b"m/version";
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
 
 /// Where a block's record lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +62,26 @@ pub(crate) fn block_key(number: u64) -> [u8; 9] {
     k[0] = BLOCK_PREFIX;
     k[1..].copy_from_slice(&number.to_be_bytes());
     k
+}
+
+/// The entry of the block whose header hashes to `hash`.
+fn hash_key(hash: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + hash.len());
+    k.push(HASH_PREFIX);
+    k.extend_from_slice(hash);
+    k
+}
+
+/// The number of the block whose header hashes to `hash` (any length is looked up; only 32 bytes can be found).
+pub(crate) fn lookup_hash(db: &sled::Db, hash: &[u8]) -> Result<Option<u64>, StoreError> {
+    let value = db.get(hash_key(hash)).map_err(|e| StoreError::index("looking up a block hash".to_owned(), e))?;
+    value
+        .map(|v| {
+            <[u8; 8]>::try_from(v.as_ref()).map(u64::from_be_bytes).map_err(|_| {
+                StoreError::CorruptIndex(format!("the entry of block hash {} is {} bytes", hex::encode(hash), v.len()))
+            })
+        })
+        .transpose()
 }
 
 /// The prefix of every entry of `txid`: the length makes it exact (no other txid's entries start with it).
@@ -208,6 +232,7 @@ fn txid_of(tx: &ferrofabric_arena::TxArena) -> Option<String> {
 pub(crate) fn index_block(db: &sled::Db, block: &Checked, loc: &Loc) -> Result<Tip, StoreError> {
     let mut batch = sled::Batch::default();
     batch.insert(&block_key(block.number)[..], &encode_loc(loc)[..]);
+    batch.insert(hash_key(&block.header_hash), &block.number.to_be_bytes()[..]);
     for (i, txid) in block.txids.iter().enumerate() {
         // Every occurrence gets its entry; a duplicate's sorts after the earlier ones, so lookups still find the first.
         if let Some(txid) = txid.as_deref() {

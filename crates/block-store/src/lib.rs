@@ -7,7 +7,8 @@
 //!   `[8-byte little-endian length][marshaled common.Block]` (the fixture format of
 //!   [`ferrofabric_protoutil::records`]); a new file is started when the next record would push the current one past
 //!   [`StoreOptions::max_file_size`] (a block larger than that gets a file of its own).
-//! - `index/`: a sled database mapping block number → (file, offset, length), each occurrence of a txid → its
+//! - `index/`: a sled database mapping block number → (file, offset, length), header hash → block number, each
+//!   occurrence of a txid → its
 //!   (block number, tx index) (a lookup returns the first in chain order, as Fabric's txid index returns the lowest
 //!   block), and the chain tip (height, SHA-256 of the last header); layout in docs/FORMATS.md.
 //!
@@ -51,8 +52,8 @@
 //! of waiters share one value without per-waiter queues.
 //!
 //! # Differences from Fabric
-//! Length prefixes are 8-byte little-endian instead of varints, only the block-number and txid indexes exist (no
-//! block-hash or (block, tx) index, no stored validation codes), transactions whose txid cannot be extracted are not
+//! Length prefixes are 8-byte little-endian instead of varints, only the block-number, block-hash and txid indexes exist (no
+//! (block, tx) index, no stored validation codes), transactions whose txid cannot be extracted are not
 //! indexed (Fabric indexes them under the empty txid), the data hash is checked on append by default, and there is no snapshot
 //! bootstrap, rollback or reset.
 
@@ -512,6 +513,14 @@ impl BlockStore {
     /// Errors: [`StoreError::Index`], [`StoreError::CorruptIndex`].
     pub fn tx_location(&self, txid: &str) -> Result<Option<(u64, u32)>, StoreError> {
         index::lookup_tx(&self.db, txid)
+    }
+
+    /// The number of the block whose header's SHA-256 (Fabric's `protoutil.BlockHeaderHash`) is `hash`; `None` for
+    /// a hash no stored block has (Fabric's block-hash index, `GetBlockByHash`).
+    ///
+    /// Errors: [`StoreError::Index`], [`StoreError::CorruptIndex`].
+    pub fn block_number_by_hash(&self, hash: &[u8]) -> Result<Option<u64>, StoreError> {
+        index::lookup_hash(&self.db, hash)
     }
 
     /// A receiver of the height (number of stored blocks); it changes after each `append`, once the block is

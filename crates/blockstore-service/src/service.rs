@@ -14,7 +14,7 @@ use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::{Block, BlockMetadataIndex, Envelope};
 use ferrofabric_protos::ferrofabric::blockstore::block_store_server::{BlockStore as BlockStoreApi, BlockStoreServer};
 use ferrofabric_protos::ferrofabric::blockstore::{
-    BlockByNumberRequest, ChainInfo, ChainInfoRequest, TransactionByIdRequest,
+    BlockByHashRequest, BlockByNumberRequest, ChainInfo, ChainInfoRequest, TransactionByIdRequest,
 };
 use ferrofabric_protos::peer::{ProcessedTransaction, TxValidationCode};
 use ferrofabric_protoutil::{is_config_block, last_config_index};
@@ -157,6 +157,16 @@ impl BlockStoreApi for QueryService {
 
     async fn get_block_by_number(&self, request: Request<BlockByNumberRequest>) -> Result<Response<Block>, Status> {
         self.block(request.into_inner().number).map(Response::new)
+    }
+
+    async fn get_block_by_hash(&self, request: Request<BlockByHashRequest>) -> Result<Response<Block>, Status> {
+        let hash = request.into_inner().hash;
+        let number = self
+            .store
+            .block_number_by_hash(&hash)
+            .map_err(|e| Status::internal(format!("block-hash index: {e}")))?
+            .ok_or_else(|| Status::not_found(format!("no block has header hash {}", hex::encode(&hash))))?;
+        self.block(number).map(Response::new)
     }
 
     async fn get_transaction_by_id(

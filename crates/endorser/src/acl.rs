@@ -2,18 +2,23 @@
 //! and `core/policy/policy.go`).
 //!
 //! * Peer-scoped resources (`_lifecycle/ApproveChaincodeDefinitionForMyOrg`, the install and
-//!   approved-definition queries) require an administrator of the peer's own organisation (the local MSP's `Admins`).
+//!   approved-definition queries, `cscc/JoinChain`) require an administrator of the peer's own organisation (the
+//!   local MSP's `Admins`); `cscc/GetChannels` any member of it (`Members`).
 //! * Channel-scoped resources (`peer/Propose`, `_lifecycle/CommitChaincodeDefinition`, `CheckCommitReadiness`,
 //!   `QueryChaincodeDefinition(s)`) use the policy the channel's `ACLs` value names, else
-//!   `/Channel/Application/Writers`.
+//!   `/Channel/Application/Writers`; the ledger queries of `qscc` and `cscc/GetChannelConfig` likewise, else
+//!   `/Channel/Application/Readers`.
 
 use bytes::Bytes;
 use ferrofabric_chaincode::Acl;
+
+use crate::proposal::UnpackedProposal;
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_protos::common::{msp_principal::Classification, msp_role::MspRoleType, MspPrincipal, MspRole};
 use prost::Message;
 
 const CHANNEL_WRITERS: &str = "/Channel/Application/Writers";
+const CHANNEL_READERS: &str = "/Channel/Application/Readers";
 
 const PEER_ADMIN_RESOURCES: &[&str] = &[
     "_lifecycle/InstallChaincode",
@@ -22,6 +27,21 @@ const PEER_ADMIN_RESOURCES: &[&str] = &[
     "_lifecycle/QueryInstalledChaincodes",
     "_lifecycle/ApproveChaincodeDefinitionForMyOrg",
     "_lifecycle/QueryApprovedChaincodeDefinition",
+    "cscc/JoinChain",
+];
+
+/// Peer-scoped resources any member of the peer's own organisation may use (the local MSP's `Members`).
+const PEER_MEMBER_RESOURCES: &[&str] = &["cscc/GetChannels"];
+
+/// Channel-scoped resources whose default policy is the channel's Readers (Fabric's `defaultaclprovider.go`).
+const CHANNEL_READER_RESOURCES: &[&str] = &[
+    "qscc/GetChainInfo",
+    "qscc/GetBlockByNumber",
+    "qscc/GetBlockByHash",
+    "qscc/GetTransactionByID",
+    "qscc/GetBlockByTxID",
+    "cscc/GetConfigBlock",
+    "cscc/GetChannelConfig",
 ];
 
 const CHANNEL_WRITER_RESOURCES: &[&str] = &[
@@ -42,7 +62,18 @@ pub(crate) struct ProposalAcl<'a> {
     pub creator: &'a Bytes,
 }
 
-impl ProposalAcl<'_> {
+impl<'a> ProposalAcl<'a> {
+    /// The ACL of proposal `up` on `config`'s channel, for a peer of `org_mspid`.
+    pub(crate) fn of(config: &'a ChannelConfig, org_mspid: &'a str, up: &'a UnpackedProposal) -> Self {
+        ProposalAcl {
+            config,
+            org_mspid,
+            proposal_bytes: &up.proposal_bytes,
+            signature: &up.signature,
+            creator: &up.signature_header.creator,
+        }
+    }
+
     /// Evaluates the policy at `path` on the proposal's signature. Also returns whether that signature verifies:
     /// the evaluation usually had to verify it already, so the endorser's own check of the creator's signature
     /// reuses the result instead of verifying a second time.
@@ -76,20 +107,21 @@ impl ProposalAcl<'_> {
             );
         }
         let (r, ok) = self.evaluate_and_verify(CHANNEL_WRITERS);
-        (r.map_err(|e| self.default_error(&e)), ok)
+        (r.map_err(|e| self.default_error(CHANNEL_WRITERS, &e)), ok)
     }
 
-    fn default_error(&self, e: &str) -> String {
+    fn default_error(&self, policy: &str, e: &str) -> String {
         format!(
-            "Failed evaluating policy on signed data during check policy on channel [{}] with policy [{CHANNEL_WRITERS}]: [{e}]",
+            "Failed evaluating policy on signed data during check policy on channel [{}] with policy [{policy}]: [{e}]",
             self.config.channel_id()
         )
     }
 
-    /// The local MSP's `Admins` check (Fabric's `CheckPolicyNoChannel`): the creator must be of this peer's MSP,
-    /// hold the ADMIN role, and have signed the proposal.
-    fn local_admin(&self) -> Result<(), String> {
-        let what = "during channelless check policy with policy [Admins]";
+    /// The local MSP's `Admins` (`MEMBER` false) or `Members` check (Fabric's `CheckPolicyNoChannel`): the creator
+    /// must be of this peer's MSP, hold the ADMIN (or MEMBER) role, and have signed the proposal.
+    fn local(&self, role: MspRoleType) -> Result<(), String> {
+        let policy = if role == MspRoleType::Admin { "Admins" } else { "Members" };
+        let what = format!("during channelless check policy with policy [{policy}]");
         let msps = self.config.msp_manager();
         let id = msps
             .deserialize_identity(self.creator)
@@ -104,7 +136,7 @@ impl ProposalAcl<'_> {
         let principal = MspPrincipal {
             principal_classification: Classification::Role as i32,
             principal: Bytes::from(
-                MspRole { msp_identifier: self.org_mspid.to_owned(), role: MspRoleType::Admin as i32 }.encode_to_vec(),
+                MspRole { msp_identifier: self.org_mspid.to_owned(), role: role as i32 }.encode_to_vec(),
             ),
         };
         msps.satisfies_principal(&id, &principal).map_err(|e| {
@@ -117,16 +149,23 @@ impl ProposalAcl<'_> {
 impl Acl for ProposalAcl<'_> {
     fn check(&self, resource: &str) -> Result<(), String> {
         if PEER_ADMIN_RESOURCES.contains(&resource) {
-            return self.local_admin();
+            return self.local(MspRoleType::Admin);
+        }
+        if PEER_MEMBER_RESOURCES.contains(&resource) {
+            return self.local(MspRoleType::Member);
         }
         if let Some(path) = self.config.application().and_then(|a| a.acl_policy(resource)) {
             return self
                 .evaluate(path)
                 .map_err(|e| format!("failed evaluating policy on signed data during check policy [{path}]: [{e}]"));
         }
-        if !CHANNEL_WRITER_RESOURCES.contains(&resource) {
+        let policy = if CHANNEL_WRITER_RESOURCES.contains(&resource) {
+            CHANNEL_WRITERS
+        } else if CHANNEL_READER_RESOURCES.contains(&resource) {
+            CHANNEL_READERS
+        } else {
             return Err(format!("Unmapped policy for {resource}"));
-        }
-        self.evaluate(CHANNEL_WRITERS).map_err(|e| self.default_error(&e))
+        };
+        self.evaluate(policy).map_err(|e| self.default_error(policy, &e))
     }
 }

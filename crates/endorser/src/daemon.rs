@@ -227,18 +227,27 @@ pub async fn start(config: &EndorserConfig) -> anyhow::Result<RunningEndorser> {
     let addr: SocketAddr = config.listen.parse().with_context(|| format!("listen address '{}'", config.listen))?;
     let (incoming, addr) = ferrofabric_comm::bind_grpc(addr).with_context(|| format!("binding {}", config.listen))?;
     let follower_signer = Arc::new(signer.clone());
-    let endorser = Endorser::new(replica.clone(), signer, Registry::builtin());
     let (trigger, shutdown) = Shutdown::new();
     let recent = Arc::new(RecentBlocks::new(replica.height()));
+    let gateway_tls = match &config.gateway {
+        Some(g) => ClientTls::from_config(&g.client_tls).context("the gateway's client TLS")?,
+        None => None,
+    };
+    // The committed blocks qscc, cscc and the gateway read: the follower's window, then the block store.
+    let source = config
+        .gateway
+        .as_ref()
+        .and_then(|g| g.block_store.as_ref())
+        .map(|a| BlockSource { address: host_port(a).to_owned(), tls: gateway_tls.clone() });
+    let ledger = Arc::new(DaemonLedger::new(replica.clone(), recent.clone(), source));
+    let endorser = Endorser::new(replica.clone(), signer, Registry::builtin()).with_ledger(ledger.clone());
     let mut tasks = Vec::new();
 
     let mut builder = ferrofabric_comm::grpc_server_builder(&config.tls)?;
     let mut router = builder.add_service(grpc_service(endorser.clone()));
     if let Some(g) = &config.gateway {
-        let tls = ClientTls::from_config(&g.client_tls).context("the gateway's client TLS")?;
+        let tls = gateway_tls;
         let (endorsers, signers) = gateway_peers(&g.peers)?;
-        let source = g.block_store.as_ref().map(|a| BlockSource { address: host_port(a).to_owned(), tls: tls.clone() });
-        let ledger = Arc::new(DaemonLedger::new(replica.clone(), recent.clone(), source));
         let gateway = Gateway::new(
             GatewayConfig {
                 local_mspid: config.msp_id.clone(),

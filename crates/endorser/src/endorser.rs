@@ -8,12 +8,15 @@ use ferrofabric_chaincode::{
 };
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::peer::{
-    ChaincodeAction, ChaincodeId, Endorsement, ProposalResponse, ProposalResponsePayload, Response, SignedProposal,
+    ChaincodeAction, ChaincodeId, ChaincodeInterest, Endorsement, ProposalResponse, ProposalResponsePayload, Response,
+    SignedProposal,
 };
 use prost::Message;
 
 use crate::acl::ProposalAcl;
-use crate::proposal::unpack;
+use crate::gateway::DaemonLedger;
+use crate::proposal::{unpack, UnpackedProposal};
+use crate::syscc::{LedgerQuery, CSCC, QSCC};
 use crate::Replica;
 
 /// A proposal refused before simulation (undecodable, invalid, forged, replayed or denied by the channel's ACL).
@@ -30,6 +33,7 @@ pub struct Endorser {
     replica: Arc<Replica>,
     signer: Arc<SigningIdentity>,
     registry: Arc<Registry>,
+    ledger: Option<Arc<DaemonLedger>>,
 }
 
 fn failure(status: i32, message: String) -> ProposalResponse {
@@ -40,7 +44,14 @@ impl Endorser {
     /// An endorser signing as `signer` (its MSP ID is the peer's organisation), simulating against `replica`,
     /// running the chaincodes of `registry` (plus `_lifecycle`).
     pub fn new(replica: Arc<Replica>, signer: SigningIdentity, registry: Registry) -> Self {
-        Endorser { replica, signer: Arc::new(signer), registry: Arc::new(registry) }
+        Endorser { replica, signer: Arc::new(signer), registry: Arc::new(registry), ledger: None }
+    }
+
+    /// The same endorser answering `qscc` and `cscc`'s ledger queries from `ledger`'s committed blocks (without
+    /// one they answer that no block is readable).
+    pub fn with_ledger(mut self, ledger: Arc<DaemonLedger>) -> Self {
+        self.ledger = Some(ledger);
+        self
     }
 
     /// The replica this endorser simulates against.
@@ -69,7 +80,59 @@ impl Endorser {
     ///    where the payload is `ProposalResponsePayload{proposal_hash, ChaincodeAction}` and the endorsement signs
     ///    payload ‖ endorser identity.
     pub fn process_proposal(&self, signed: &SignedProposal) -> Result<ProposalResponse, Rejected> {
+        self.process_unpacked(unpack(signed).map_err(Rejected)?)
+    }
+
+    /// [`Endorser::process_proposal`], with the system chaincodes that read the ledger: a proposal for `qscc` or
+    /// `cscc` (which may name no channel, as `peer channel list`, `getinfo` and `join` send them) is checked as
+    /// Fabric checks a proposal (its txid against the ledger only when it names a channel) and answered from the
+    /// committed blocks (see the `syscc` module): unendorsed when it names no channel, as Fabric answers
+    /// channel-less invocations, else endorsed, without read-write set or chaincode interest.
+    pub async fn process(&self, signed: &SignedProposal) -> Result<ProposalResponse, Rejected> {
         let up = unpack(signed).map_err(Rejected)?;
+        if !matches!(up.chaincode_name.as_str(), QSCC | CSCC) {
+            return self.process_unpacked(up);
+        }
+        let channel = up.channel_header.channel_id.clone();
+        if !channel.is_empty() && channel != self.replica.channel_id() {
+            return Ok(failure(500, format!("channel '{channel}' not found")));
+        }
+        let config = self.replica.config();
+        let invalid = |e: String| Rejected(format!("error validating proposal: {e}"));
+        up.validate(config.msp_manager()).map_err(invalid)?;
+        let creator = up.signature_header.creator.clone();
+        {
+            let id = config.msp_manager().deserialize_identity(&creator).map_err(|e| invalid(e.to_string()))?;
+            if id.verify(&up.proposal_bytes, &up.signature).is_err() {
+                return Err(invalid(up.signature_error(id.mspid())));
+            }
+        }
+        if !channel.is_empty() {
+            self.refuse_committed(&up)?;
+        }
+        let acl = ProposalAcl::of(&config, self.signer.mspid(), &up);
+        let query = LedgerQuery { channel: self.replica.channel_id(), ledger: self.ledger.as_deref(), acl: &acl };
+        let response = query.invoke(&up.chaincode_name, &up.args).await;
+        let chaincode_id =
+            ChaincodeId { name: up.chaincode_name.clone(), version: "syscc".into(), path: String::new() };
+        let action =
+            ChaincodeAction { response: Some(response), chaincode_id: Some(chaincode_id), ..Default::default() };
+        Ok(self.respond(&up, action, None, None, channel.is_empty()))
+    }
+
+    /// Fabric's check of a proposal's txid against the ledger: a transaction already committed is refused.
+    fn refuse_committed(&self, up: &UnpackedProposal) -> Result<(), Rejected> {
+        let tx_id = &up.channel_header.tx_id;
+        if self.replica.contains_txid(tx_id) {
+            return Err(Rejected(format!(
+                "duplicate transaction found [{tx_id}]. Creator [{}]",
+                hex::encode(&up.signature_header.creator)
+            )));
+        }
+        Ok(())
+    }
+
+    fn process_unpacked(&self, up: UnpackedProposal) -> Result<ProposalResponse, Rejected> {
         let channel = up.channel_header.channel_id.clone();
         if channel != self.replica.channel_id() {
             return Ok(failure(500, format!("channel '{channel}' not found")));
@@ -81,13 +144,7 @@ impl Endorser {
         let tx_id = up.channel_header.tx_id.clone();
         let creator = up.signature_header.creator.clone();
         let mspid = self.signer.mspid().to_owned();
-        let acl = ProposalAcl {
-            config: &config,
-            org_mspid: &mspid,
-            proposal_bytes: &up.proposal_bytes,
-            signature: &up.signature,
-            creator: &creator,
-        };
+        let acl = ProposalAcl::of(&config, &mspid, &up);
         let name = up.chaincode_name.as_str();
         // Fabric verifies the creator's signature, then looks for the txid in the ledger, then checks the channel's
         // `peer/Propose` ACL (user chaincodes only). The ACL evaluation verifies the same signature, so it runs
@@ -102,12 +159,7 @@ impl Endorser {
             let id = config.msp_manager().deserialize_identity(&creator).map_err(|e| invalid(e.to_string()))?;
             return Err(invalid(up.signature_error(id.mspid())));
         }
-        if self.replica.contains_txid(&tx_id) {
-            return Err(Rejected(format!(
-                "duplicate transaction found [{tx_id}]. Creator [{}]",
-                hex::encode(&creator)
-            )));
-        }
+        self.refuse_committed(&up)?;
         propose_acl.map_err(Rejected)?;
 
         let view = self.replica.view();
@@ -141,9 +193,26 @@ impl Endorser {
         let action = ChaincodeAction {
             results: sim.results,
             events,
-            response: Some(response.clone()),
+            response: Some(response),
             chaincode_id: Some(ChaincodeId { name: name.to_owned(), version: info.version, path: String::new() }),
         };
+        Ok(self.respond(&up, action, Some(sim.interest), Some(&info.endorsement_plugin), false))
+    }
+
+    /// The `ProposalResponse` of a simulated `action` (Fabric's `ProcessProposalSuccessfullyOrError`): a status
+    /// ≥ 500 gives an unendorsed response with the payload (and `interest`), 400–499 a bare response, and so does a
+    /// proposal that names no channel (`channel_less`); below 400 the response endorsed with the plugin `plugin`
+    /// (only Fabric's built-in `escc` exists; `None`: a system chaincode, always `escc`), whose payload is
+    /// `ProposalResponsePayload{proposal_hash, action}` and whose endorsement signs payload ‖ endorser identity.
+    fn respond(
+        &self,
+        up: &UnpackedProposal,
+        action: ChaincodeAction,
+        interest: Option<ChaincodeInterest>,
+        plugin: Option<&str>,
+        channel_less: bool,
+    ) -> ProposalResponse {
+        let response = action.response.clone().unwrap_or_default();
         let payload = Bytes::from(
             ProposalResponsePayload {
                 proposal_hash: up.proposal_hash.clone(),
@@ -152,31 +221,23 @@ impl Endorser {
             .encode_to_vec(),
         );
         if response.status >= ferrofabric_chaincode::ERROR {
-            return Ok(ProposalResponse {
-                response: Some(response),
-                payload,
-                interest: Some(sim.interest),
-                ..Default::default()
-            });
+            return ProposalResponse { response: Some(response), payload, interest, ..Default::default() };
         }
-        if response.status >= ferrofabric_chaincode::ERROR_THRESHOLD {
-            return Ok(ProposalResponse { response: Some(response), ..Default::default() });
+        if response.status >= ferrofabric_chaincode::ERROR_THRESHOLD || channel_less {
+            return ProposalResponse { response: Some(response), ..Default::default() };
         }
-        if info.endorsement_plugin != "escc" {
-            return Ok(failure(
-                500,
-                format!("endorsing with plugin failed: plugin with name {} wasn't found", info.endorsement_plugin),
-            ));
+        if let Some(plugin) = plugin.filter(|p| *p != "escc") {
+            return failure(500, format!("endorsing with plugin failed: plugin with name {plugin} wasn't found"));
         }
         let endorsement = endorse(&self.signer, &payload);
-        Ok(ProposalResponse {
+        ProposalResponse {
             version: 1,
             timestamp: None,
             response: Some(response),
             payload,
             endorsement: Some(endorsement),
-            interest: Some(sim.interest),
-        })
+            interest,
+        }
     }
 }
 

@@ -15,7 +15,7 @@ use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_comm::ClientTls;
 use ferrofabric_gateway::ChaincodeInfo;
 use ferrofabric_protos::ferrofabric::blockstore::block_store_client::BlockStoreClient;
-use ferrofabric_protos::ferrofabric::blockstore::{BlockByNumberRequest, TransactionByIdRequest};
+use ferrofabric_protos::ferrofabric::blockstore::{BlockByHashRequest, BlockByNumberRequest, TransactionByIdRequest};
 use prost::Message;
 use tokio::sync::watch;
 use tonic::Code;
@@ -82,6 +82,20 @@ impl RecentBlocks {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner).txids.get(txid).copied()
     }
 
+    /// The block of the window whose header hashes to `hash`.
+    fn by_hash(&self, hash: &[u8]) -> Option<Bytes> {
+        let r = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        r.blocks
+            .iter()
+            .find(|(_, b, _)| {
+                ferrofabric_protos::common::Block::decode(b.clone())
+                    .ok()
+                    .and_then(|b| b.header)
+                    .is_some_and(|h| ferrofabric_protoutil::block_header_hash(&h).as_slice() == hash)
+            })
+            .map(|(_, b, _)| b.clone())
+    }
+
     /// The oldest block number in the window, `None` while it is empty.
     fn oldest(&self) -> Option<u64> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner).blocks.front().map(|(n, _, _)| *n)
@@ -130,6 +144,45 @@ impl DaemonLedger {
             })
             .await?;
         Ok(client.clone())
+    }
+}
+
+impl DaemonLedger {
+    /// The header of committed block `number` (block 0's from the replica, which starts from it); `Ok(None)` above
+    /// the height.
+    ///
+    /// Errors: the block cannot be read or does not decode.
+    pub async fn header(&self, number: u64) -> Result<Option<ferrofabric_protos::common::BlockHeader>, String> {
+        use ferrofabric_gateway::Ledger as _;
+        if number == 0 {
+            return Ok(Some(self.replica.genesis_header().clone()));
+        }
+        match self.block(number).await? {
+            Some(raw) => ferrofabric_protos::common::Block::decode(raw)
+                .map(|b| Some(b.header.unwrap_or_default()))
+                .map_err(|e| format!("block {number}: {e}")),
+            None => Ok(None),
+        }
+    }
+
+    /// The committed block whose header's SHA-256 is `hash` (Fabric's `GetBlockByHash`), with its
+    /// TRANSACTIONS_FILTER; `Ok(None)` if no committed block has it.
+    ///
+    /// Errors: the block store cannot be read.
+    pub async fn block_by_hash(&self, hash: &[u8]) -> Result<Option<Bytes>, String> {
+        if let Some(b) = self.recent.by_hash(hash) {
+            return Ok(Some(b));
+        }
+        // Without a block store only the window can be searched (block 0 is never in it).
+        if self.source.is_none() {
+            return Ok(None);
+        }
+        let request = BlockByHashRequest { hash: Bytes::copy_from_slice(hash) };
+        match self.client().await?.get_block_by_hash(request).await {
+            Ok(b) => Ok(Some(Bytes::from(b.into_inner().encode_to_vec()))),
+            Err(s) if s.code() == Code::NotFound => Ok(None),
+            Err(s) => Err(format!("finding block hash {} in the block store: {}", hex::encode(hash), s.message())),
+        }
     }
 }
 

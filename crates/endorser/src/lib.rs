@@ -20,6 +20,7 @@ mod follow;
 mod gateway;
 mod proposal;
 mod replica;
+mod syscc;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -48,7 +49,7 @@ impl ferrofabric_protos::peer::endorser_server::Endorser for EndorserService {
         &self,
         request: tonic::Request<SignedProposal>,
     ) -> Result<tonic::Response<ProposalResponse>, tonic::Status> {
-        self.0.process_proposal(request.get_ref()).map(tonic::Response::new).map_err(|r| tonic::Status::unknown(r.0))
+        self.0.process(request.get_ref()).await.map(tonic::Response::new).map_err(|r| tonic::Status::unknown(r.0))
     }
 }
 

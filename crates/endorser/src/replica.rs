@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
 use ferrofabric_channelconfig::ChannelConfig;
-use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType};
+use ferrofabric_protos::common::{BlockHeader, BlockMetadataIndex, ConfigEnvelope, HeaderType};
 use ferrofabric_protos::peer::TxValidationCode;
 use ferrofabric_state::{Height, StateView, UpdateBatch, WorldState};
 use ferrofabric_validator::{apply_write_set, TxIds};
@@ -49,6 +49,8 @@ struct Committed {
 /// read through [`Replica::view`] while blocks are applied (a view always sees whole blocks).
 pub struct Replica {
     channel_id: String,
+    /// The header of block 0, which the follower never delivers (the replica starts from it).
+    genesis_header: BlockHeader,
     state: WorldState,
     committed: RwLock<Committed>,
     /// Serialises block application (height check to state update). Lock order: `apply_lock`, `committed`, the
@@ -92,6 +94,7 @@ impl Replica {
         state.apply(0, &UpdateBatch::new());
         Ok(Replica {
             channel_id,
+            genesis_header: arena.header().clone(),
             state,
             committed: RwLock::new(Committed { config: Arc::new(config), txids }),
             apply_lock: Mutex::new(()),
@@ -118,6 +121,11 @@ impl Replica {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         }
+    }
+
+    /// The header of the channel's genesis block (block 0).
+    pub fn genesis_header(&self) -> &BlockHeader {
+        &self.genesis_header
     }
 
     /// The channel's name.

@@ -382,18 +382,20 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         .collect();
     for (org, mspid, signer, incoming, bound) in ports {
         let replica = Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?);
-        let endorser = Endorser::new(replica.clone(), signer.clone(), ferrofabric_chaincode_registry());
         let recent = Arc::new(RecentBlocks::new(replica.height()));
         tasks.push(tokio::spawn(ferrofabric_endorser::follow_with(
             replica.clone(),
             committer.deliver_addr.to_string(),
             None,
-            Arc::new(signer),
+            Arc::new(signer.clone()),
             Some(recent.clone()),
             shutdown_rx.clone(),
         )));
         let client_tls = crate::profile::client_tls(tls_ca.as_deref(), peer_client_pair(&layout.peer_node(org)))?;
         let source = BlockSource { address: blockstore.listen_addr.to_string(), tls: client_tls.clone() };
+        let ledger = Arc::new(DaemonLedger::new(replica.clone(), recent.clone(), Some(source)));
+        let endorser = Endorser::new(replica.clone(), signer.clone(), ferrofabric_chaincode_registry())
+            .with_ledger(ledger.clone());
         let deliver = committer.deliver_service();
         let service = EndorserServer::new(PeerEndorser {
             inner: EndorserService(endorser.clone()),
@@ -410,7 +412,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
                 signers: gateway_signers.clone(),
                 ..GatewayConfig::default()
             },
-            Arc::new(DaemonLedger::new(replica, recent, Some(source))),
+            ledger,
             ferrofabric_comm::Shutdown::from_watch(shutdown_rx.clone()),
         );
         let discovery = gateway.discovery_service();

@@ -10,6 +10,7 @@ use crate::support::*;
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreOptions, SyncPolicy};
 use ferrofabric_protoutil::encode_records;
+use prost::Message;
 
 fn open(dir: &Path) -> BlockStore {
     BlockStore::open(dir, StoreOptions::default()).unwrap()
@@ -231,6 +232,9 @@ fn an_index_of_the_previous_format_is_rebuilt_from_the_files() {
     let tx = exp["blocks"][23]["txs"][0]["txid"].as_str().unwrap();
     assert_eq!(store.tx_location(tx).unwrap(), Some((18, 0)), "the rebuilt index finds the first occurrence");
     assert_eq!(store.tx_location("a-txid-of-version-1").unwrap(), None, "nothing of the old format is left");
+    let header = ferrofabric_protos::common::Block::decode(blocks[18].clone()).unwrap().header.unwrap();
+    let hash = ferrofabric_protoutil::block_header_hash(&header);
+    assert_eq!(store.block_number_by_hash(&hash).unwrap(), Some(18), "the rebuilt index has the block hashes");
 }
 
 #[test]

@@ -104,6 +104,30 @@ fn txid_lookups_match_the_fixture_first_occurrence_wins() {
     assert_eq!(store.tx_location(tx1).unwrap(), Some((1, 0)), "the index survives a reopen");
 }
 
+/// Every block is found by the SHA-256 of its header (Fabric's block-hash index, qscc's `GetBlockByHash`), after a
+/// reopen too; a hash no block has, of any length, finds nothing.
+#[test]
+fn block_hash_lookups_find_every_block_after_reopen() {
+    use ferrofabric_protos::common::Block;
+    use prost::Message;
+    let blocks = orderer_blocks();
+    let tmp = tempfile::tempdir().unwrap();
+    {
+        let store = open(tmp.path());
+        for b in &blocks {
+            store.append(b.clone()).unwrap();
+        }
+    }
+    let store = open(tmp.path());
+    for (n, raw) in blocks.iter().enumerate() {
+        let header = Block::decode(raw.clone()).unwrap().header.unwrap();
+        let hash = ferrofabric_protoutil::block_header_hash(&header);
+        assert_eq!(store.block_number_by_hash(&hash).unwrap(), Some(n as u64), "block {n}");
+    }
+    assert_eq!(store.block_number_by_hash(&[7u8; 32]).unwrap(), None);
+    assert_eq!(store.block_number_by_hash(b"a39044c5").unwrap(), None, "hex text is not a hash");
+}
+
 #[test]
 fn a_block_number_only_index_serves_blocks_but_no_txids() {
     let blocks = orderer_blocks();

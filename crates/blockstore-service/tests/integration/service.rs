@@ -9,7 +9,9 @@ use std::time::Duration;
 use crate::support::*;
 use ferrofabric_blockstore_service::BlockstoreConfig;
 use ferrofabric_protos::ferrofabric::blockstore::block_store_client::BlockStoreClient;
-use ferrofabric_protos::ferrofabric::blockstore::{BlockByNumberRequest, ChainInfoRequest, TransactionByIdRequest};
+use ferrofabric_protos::ferrofabric::blockstore::{
+    BlockByHashRequest, BlockByNumberRequest, ChainInfoRequest, TransactionByIdRequest,
+};
 use ferrofabric_testkit::fabric_fixture;
 use prost::Message;
 
@@ -56,6 +58,12 @@ async fn stores_the_committers_chain_and_serves_blocks_transactions_and_deliver(
     assert_eq!(b7.encode_to_vec(), peer_blocks[7].to_vec());
     let missing = client.get_block_by_number(BlockByNumberRequest { number: 29 }).await.unwrap_err();
     assert_eq!(missing.code(), tonic::Code::NotFound);
+    // By the header hash Fabric's peer recorded for block 7.
+    let hash = hex::decode(expected["blocks"][7]["header_hash"].as_str().unwrap()).unwrap();
+    let by_hash = client.get_block_by_hash(BlockByHashRequest { hash: hash.into() }).await.unwrap().into_inner();
+    assert_eq!(by_hash.encode_to_vec(), peer_blocks[7].to_vec());
+    let unknown = client.get_block_by_hash(BlockByHashRequest { hash: vec![7u8; 32].into() }).await.unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
 
     // Block 18 holds the same envelope twice: the first is VALID, the second DUPLICATE_TXID; lookups return the
     // first occurrence, as Fabric's txid index does.

@@ -9,7 +9,9 @@
 //!   an anchor-peer update of today's kind becomes a config block;
 //! * `ferrofabric committer`, following an orderer that serves the real orderer's blocks, commits every one of
 //!   them as the real peer stored it, byte for byte (validation codes and commit hashes included), and the CLI's
-//!   `peer channel fetch` requests to the peer get the real peer's answers byte for byte.
+//!   `peer channel fetch` requests to the peer get the real peer's answers byte for byte;
+//! * `ferrofabric endorser` answers the CLI's channel and ledger queries (`peer channel list`, `getinfo`, qscc,
+//!   cscc) as the real peer did.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -18,9 +20,11 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use bytes::Bytes;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_comm::{broadcast, connect, deliver_with, DeliverApi, DeliverItem};
 use ferrofabric_protos::common::{Block, Status};
 use ferrofabric_protos::orderer::BroadcastResponse;
+use ferrofabric_protos::peer::ProposalResponse;
 use futures::StreamExt;
 use prost::Message;
 use serde_json::Value;
@@ -353,23 +357,23 @@ fn our_orderer_answers_the_recorded_cli_as_fabric_and_writes_fabrics_blocks() {
     println!("{broadcasts} recorded broadcasts and {fetches} fetches: Fabric's answers and Fabric's {next} blocks");
 }
 
-#[test]
-fn our_committer_stores_the_real_peers_bytes_and_answers_the_recorded_cli_as_the_peer() {
-    let tmp = tempfile::tempdir().unwrap();
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let orderer_blocks = blocks("orderer-blocks.bin");
-    let peer_blocks = blocks("peer-blocks.bin");
+/// Our orderer serving the real orderer's blocks of the recording (in this process, on `runtime`) and our
+/// `ferrofabric committer` following it as peer0.org1 (data and log under `tmp`); returns both and the committer's
+/// peer Deliver address.
+fn committer_of_the_recorded_blocks(
+    tmp: &Path,
+    runtime: &tokio::runtime::Runtime,
+) -> (crate::support::TestOrderer, Running, String) {
     let node = crypto("ordererOrganizations/example.com/orderers/orderer.example.com");
     let orderer = runtime.block_on(crate::support::TestOrderer::start_as(
-        &orderer_blocks,
+        &blocks("orderer-blocks.bin"),
         "mychannel",
         &node.join("msp"),
         "OrdererMSP",
         &node.join("tls/server.crt"),
     ));
-
     let listen = format!("127.0.0.1:{}", free_port());
-    let config = tmp.path().join("committer.yaml");
+    let config = tmp.join("committer.yaml");
     let peer0 = crypto("peerOrganizations/org1.example.com/peers/peer0.org1.example.com");
     std::fs::write(
         &config,
@@ -377,14 +381,23 @@ fn our_committer_stores_the_real_peers_bytes_and_answers_the_recorded_cli_as_the
             "Channel: mychannel\nGenesisBlock: {genesis}\nDataDir: {data}\nLocalMSPDir: {msp}\nLocalMSPID: Org1MSP\n\
              Orderers: [\"{orderer}\"]\nListenAddress: {listen}\nTimeWindow: 87600h\n",
             genesis = recorded().join("genesis.block").display(),
-            data = tmp.path().join("committer").display(),
+            data = tmp.join("committer").display(),
             msp = peer0.join("msp").display(),
             orderer = orderer.addr,
         ),
     )
     .unwrap();
+    let committer = crate::processes::start_committer(&config, &tmp.join("committer.log"));
+    (orderer, committer, listen)
+}
+
+#[test]
+fn our_committer_stores_the_real_peers_bytes_and_answers_the_recorded_cli_as_the_peer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let peer_blocks = blocks("peer-blocks.bin");
+    let (orderer, committer, listen) = committer_of_the_recorded_blocks(tmp.path(), &runtime);
     let log = tmp.path().join("committer.log");
-    let committer = crate::processes::start_committer(&config, &log);
 
     // Every block as the real peer stored it, byte for byte.
     let committed = runtime.block_on(chain(&listen, DeliverApi::Peer, peer_blocks.len() as u64));
@@ -410,6 +423,166 @@ fn our_committer_stores_the_real_peers_bytes_and_answers_the_recorded_cli_as_the
     assert!(fetches >= 4, "only {fetches} recorded fetches from the peer");
     println!("{} blocks committed as the real peer stored them; {fetches} recorded fetches answered", committed.len());
     drop(committer);
+    runtime.block_on(async move {
+        let mut orderer = orderer;
+        orderer.stop().await;
+    });
+}
+
+/// Starts `ferrofabric endorser` as the recording's peer0.org1 (its MSP), on the recorded channel's genesis block,
+/// following the committer at `committer` if given; returns it and its address.
+fn start_endorser(home: &Path, committer: Option<&str>) -> (Running, String) {
+    let listen = format!("127.0.0.1:{}", free_port());
+    let peer0 = crypto("peerOrganizations/org1.example.com/peers/peer0.org1.example.com");
+    std::fs::create_dir_all(home).unwrap();
+    let log = home.join("endorser.log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ferrofabric"));
+    cmd.args(["endorser", "--listen", &listen, "--msp-id", "Org1MSP", "--msp-dir"]).arg(peer0.join("msp"));
+    cmd.arg("--genesis").arg(recorded().join("genesis.block"));
+    if let Some(c) = committer {
+        cmd.args(["--committer", c]);
+    }
+    let process = Running(cmd.stdout(Stdio::null()).stderr(std::fs::File::create(&log).unwrap()).spawn().unwrap());
+    wait_listening(&listen, "ferrofabric endorser", &log);
+    (process, listen)
+}
+
+/// The name of the chaincode a recorded `SignedProposal` invokes.
+fn invoked_chaincode(signed: &ferrofabric_protos::peer::SignedProposal) -> String {
+    use ferrofabric_protos::common::{ChannelHeader, Header};
+    use ferrofabric_protos::peer::{ChaincodeHeaderExtension, Proposal};
+    let proposal = Proposal::decode(signed.proposal_bytes.clone()).unwrap();
+    let header = Header::decode(proposal.header).unwrap();
+    let channel_header = ChannelHeader::decode(header.channel_header).unwrap();
+    let extension = ChaincodeHeaderExtension::decode(channel_header.extension).unwrap();
+    extension.chaincode_id.map(|c| c.name).unwrap_or_default()
+}
+
+/// The recorded ProcessProposal calls of the CLI to peer0.org1 that invoke `qscc` or `cscc`, with their step:
+/// (step, request, Fabric's answer).
+fn recorded_ledger_queries() -> Vec<(Step, Vec<(ferrofabric_protos::peer::SignedProposal, Bytes)>)> {
+    use ferrofabric_protos::peer::SignedProposal;
+    steps()
+        .into_iter()
+        .filter_map(|step| {
+            let mut exchanges = Vec::new();
+            for call in step.calls.iter().filter(|c| c.role == "client->peer" && c.method.ends_with("/ProcessProposal"))
+            {
+                let request = call.messages.iter().find(|(d, _)| d == "c2s").map(|(_, m)| m.clone());
+                let answer = call.messages.iter().find(|(d, _)| d == "s2c").map(|(_, m)| m.clone());
+                if let (Some(request), Some(answer)) = (request, answer) {
+                    let signed = SignedProposal::decode(request).unwrap();
+                    if matches!(invoked_chaincode(&signed).as_str(), "qscc" | "cscc") {
+                        exchanges.push((signed, answer));
+                    }
+                }
+            }
+            (!exchanges.is_empty()).then_some((step, exchanges))
+        })
+        .collect()
+}
+
+/// Holds our `ProposalResponse` against Fabric's for the same request: version, response (status, message,
+/// payload), `ProposalResponsePayload` and interest byte for byte, the endorser identity; our endorsement's
+/// signature is ECDSA's own and is verified instead. A channel configuration (cscc's GetChannelConfig) is compared
+/// as a message, since Fabric marshals its maps in no fixed order.
+fn assert_same_answer(what: &str, ours: &ProposalResponse, theirs: &ProposalResponse, config: &ChannelConfig) {
+    let same_payload = |a: &Bytes, b: &Bytes| {
+        a == b
+            || what.contains("GetChannelConfig")
+                && ferrofabric_protos::common::Config::decode(a.clone()).ok()
+                    == ferrofabric_protos::common::Config::decode(b.clone()).ok()
+    };
+    let (o, t) = (ours.response.clone().unwrap_or_default(), theirs.response.clone().unwrap_or_default());
+    assert_eq!((o.status, &o.message), (t.status, &t.message), "{what}: response status and message");
+    assert!(same_payload(&o.payload, &t.payload), "{what}: response payload");
+    assert_eq!(ours.version, theirs.version, "{what}: version");
+    assert_eq!(ours.interest, theirs.interest, "{what}: chaincode interest");
+    if ours.payload != theirs.payload {
+        use ferrofabric_protos::peer::{ChaincodeAction, ProposalResponsePayload};
+        let (o, t) = (
+            ProposalResponsePayload::decode(ours.payload.clone()).unwrap(),
+            ProposalResponsePayload::decode(theirs.payload.clone()).unwrap(),
+        );
+        assert_eq!(o.proposal_hash, t.proposal_hash, "{what}: proposal hash");
+        let (mut o, mut t) =
+            (ChaincodeAction::decode(o.extension).unwrap(), ChaincodeAction::decode(t.extension).unwrap());
+        let (or, tr) = (o.response.take().unwrap_or_default(), t.response.take().unwrap_or_default());
+        assert!(same_payload(&or.payload, &tr.payload), "{what}: the chaincode action's response");
+        assert_eq!(o, t, "{what}: the chaincode action");
+    }
+    match (&ours.endorsement, &theirs.endorsement) {
+        (None, None) => {}
+        (Some(o), Some(t)) => {
+            assert_eq!(o.endorser, t.endorser, "{what}: endorser identity");
+            let id = config.msp_manager().deserialize_identity(&o.endorser).unwrap();
+            let signed: Vec<u8> = [ours.payload.as_ref(), o.endorser.as_ref()].concat();
+            id.verify(&signed, &o.signature).unwrap_or_else(|e| panic!("{what}: our endorsement does not verify: {e}"));
+        }
+        (o, t) => panic!("{what}: endorsement {} where Fabric's {}", o.is_some(), t.is_some()),
+    }
+}
+
+/// Sends `request` to our peer at `addr`; its answer.
+async fn process_proposal(addr: &str, request: ferrofabric_protos::peer::SignedProposal) -> ProposalResponse {
+    let ch = connect(addr, None).await.unwrap();
+    let mut client = ferrofabric_protos::peer::endorser_client::EndorserClient::new(ch);
+    client.process_proposal(request).await.unwrap().into_inner()
+}
+
+/// `peer channel list`, `getinfo` (of our channel and of an unknown one) and `join` of the channel again, and
+/// `peer chaincode query` of qscc (GetChainInfo, GetBlockByNumber, GetBlockByHash given as text and as bytes,
+/// GetTransactionByID, GetBlockByTxID, unknown ids, beyond the height) and cscc (GetChannelConfig), as the real CLI
+/// sent them to the real peer: our peer, at the same height, gives the real peer's answers. Only the first joins
+/// (steps answered 200 by a peer that had not joined yet) are left out: our peer starts on its channel.
+#[test]
+fn our_peer_answers_the_recorded_channel_and_ledger_queries_as_fabric() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let genesis = Block::decode(blocks("orderer-blocks.bin")[0].clone()).unwrap();
+    let config = ChannelConfig::from_config_block(&genesis).unwrap();
+    let queries = recorded_ledger_queries();
+    let replay = |addr: &str, at: u64| {
+        let mut n = 0;
+        for (step, exchanges) in queries.iter().filter(|(s, _)| s.height_after == at) {
+            if step.name.starts_with("channel join (") {
+                continue;
+            }
+            for (request, answer) in exchanges {
+                let theirs = ProposalResponse::decode(answer.clone()).unwrap();
+                let ours = runtime.block_on(process_proposal(addr, request.clone()));
+                assert_same_answer(&format!("step {} ({})", step.number, step.name), &ours, &theirs, &config);
+                n += 1;
+            }
+        }
+        n
+    };
+
+    // At height 1: a peer that follows nobody.
+    let (first, addr) = start_endorser(&tmp.path().join("at-genesis"), None);
+    let early = replay(&addr, 1);
+    drop(first);
+
+    // At the recording's last height: a peer following a committer of the real orderer's blocks.
+    let (orderer, committer, listen) = committer_of_the_recorded_blocks(tmp.path(), &runtime);
+    let (endorser, addr) = start_endorser(&tmp.path().join("at-tip"), Some(&format!("http://{listen}")));
+    let height = blocks("orderer-blocks.bin").len() as u64;
+    // `peer channel getinfo` until the peer is at the recording's height.
+    let (getinfo, _) = &queries.iter().rfind(|(s, _)| s.name.starts_with("channel getinfo")).unwrap().1[0];
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let ours = runtime.block_on(process_proposal(&addr, getinfo.clone()));
+        let info = ferrofabric_protos::common::BlockchainInfo::decode(ours.response.unwrap_or_default().payload);
+        if info.is_ok_and(|i| i.height == height) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "our peer did not reach height {height}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let late = replay(&addr, height);
+    assert!(early >= 3 && late >= 9, "{early} and {late} recorded queries replayed");
+    println!("{} recorded channel and ledger queries answered as the real peer did", early + late);
+    drop((endorser, committer));
     runtime.block_on(async move {
         let mut orderer = orderer;
         orderer.stop().await;

@@ -11,8 +11,9 @@ use std::collections::BTreeMap;
 use bytes::Bytes;
 use ferrofabric_protos::common::SignaturePolicyEnvelope;
 use ferrofabric_protos::kvrwset::{KvRead, RangeQueryInfo};
-use ferrofabric_protos::peer::{ChaincodeCall, ChaincodeEvent, ChaincodeInterest};
-use ferrofabric_state::{StateKey, StateView};
+use ferrofabric_protos::peer::{ChaincodeCall, ChaincodeEvent, ChaincodeInterest, SignedProposal};
+use ferrofabric_protos::queryresult::KeyModification;
+use ferrofabric_state::{StateKey, StateView, VersionedValue};
 use prost::Message;
 
 use crate::rwset::{range_reads_info, sha256, version, RwSetBuilder};
@@ -30,6 +31,14 @@ const VALIDATION_PARAMETER: &str = "VALIDATION_PARAMETER";
 pub trait Acl {
     /// `Ok` if allowed; `Err` with Fabric's reason otherwise.
     fn check(&self, resource: &str) -> Result<(), String>;
+}
+
+/// The history of keys (Fabric's history database, `core/ledger/kvledger/history`): every committed write of a
+/// public key by a valid transaction. Implemented by the endorser's replica when `ledger.history` is on.
+pub trait History: Send + Sync {
+    /// The modifications of `key` in `namespace`, newest first (Fabric's `GetHistoryForKey` order): transaction
+    /// ID, value (empty for a delete), the transaction's timestamp and whether it was a delete.
+    fn for_key(&self, namespace: &str, key: &str) -> Vec<KeyModification>;
 }
 
 /// An [`Acl`] that allows everything: for re-simulating already endorsed transactions (whose signed proposals are
@@ -73,7 +82,33 @@ pub struct TxContext<'a> {
     written_metadata: BTreeMap<(String, String, String), Vec<(String, Bytes)>>,
     /// (namespace, collection) pairs whose private values were read.
     private_reads: BTreeMap<(String, String), ()>,
+    /// The client's signed proposal, for chaincodes that read it (`GetSignedProposal`, `GetCreator`, transient data).
+    proposal: Option<SignedProposal>,
+    /// Range iterators opened by a shim chaincode, in the order opened.
+    iterators: Vec<RangeIterator>,
+    /// The history database, when the peer keeps one.
+    history: Option<&'a dyn History>,
 }
+
+/// A range iterator of a shim chaincode (Fabric's `resultsItr` in `txmgr/query_executor.go`): the committed
+/// results of `[start, end)` at the simulation's view; every result handed out is a recorded read, and the range is
+/// recorded in the read/write set when the simulation finishes, exhausted only if the iterator was read to its end.
+struct RangeIterator {
+    namespace: String,
+    start: String,
+    end: String,
+    results: Vec<(String, VersionedValue)>,
+    next: usize,
+    /// At most this many results are handed out (a paginated query's page size).
+    limit: usize,
+    reads: Vec<KvRead>,
+    exhausted: bool,
+    end_key: String,
+}
+
+/// A handle on a range iterator opened with [`TxContext::open_range`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RangeHandle(usize);
 
 impl<'a> TxContext<'a> {
     /// A context for invoking chaincode `namespace` in transaction `tx_id` of `channel_id`, reading `view`.
@@ -97,7 +132,149 @@ impl<'a> TxContext<'a> {
             event: None,
             written_metadata: BTreeMap::new(),
             private_reads: BTreeMap::new(),
+            proposal: None,
+            iterators: Vec::new(),
+            history: None,
         }
+    }
+
+    /// The same context answering history queries from `history`.
+    pub fn with_history(mut self, history: &'a dyn History) -> Self {
+        self.history = Some(history);
+        self
+    }
+
+    /// The modifications of `key` in the chaincode's namespace, newest first (not a recorded read: Fabric's history
+    /// queries are not part of the read/write set); `None` when the peer keeps no history.
+    pub fn history(&self, key: &str) -> Option<Vec<KeyModification>> {
+        self.history.map(|h| h.for_key(&self.namespace, key))
+    }
+
+    /// The same context carrying the client's signed proposal (sent to shim chaincodes with the transaction).
+    pub fn with_proposal(mut self, proposal: SignedProposal) -> Self {
+        self.proposal = Some(proposal);
+        self
+    }
+
+    /// The client's signed proposal, when the endorser gave it.
+    pub fn proposal(&self) -> Option<&SignedProposal> {
+        self.proposal.as_ref()
+    }
+
+    /// Runs `f` with the unqualified state functions pointed at namespace `ns` (a chaincode called by another on
+    /// the same channel shares its caller's simulation, Fabric's `INVOKE_CHAINCODE`), then restores the namespace.
+    pub fn in_namespace<R>(&mut self, ns: &str, f: impl FnOnce(&mut Self) -> R) -> R {
+        let saved = std::mem::replace(&mut self.namespace, ns.to_owned());
+        let r = f(self);
+        self.namespace = saved;
+        r
+    }
+
+    /// The committed value and key-level metadata of `key` in the chaincode's namespace, recording the read
+    /// (Fabric's `GetState` together with `GetStateMetadata`: both read the same versioned value).
+    pub fn get_state_metadata(&mut self, key: &str) -> Vec<(String, Bytes)> {
+        let ns = self.namespace.clone();
+        let v = self.view.get(&StateKey::public(&ns, Bytes::copy_from_slice(key.as_bytes())));
+        self.rwset.add_read(&ns, key, v.as_ref().map(|v| v.version));
+        v.map(|v| v.metadata).unwrap_or_default()
+    }
+
+    /// The committed hash of private `key` in `collection` of the chaincode's namespace, recording a hashed read
+    /// (Fabric's `GetPrivateDataHash`).
+    pub fn get_private_data_hash(&mut self, collection: &str, key: &str) -> Option<Bytes> {
+        let ns = self.namespace.clone();
+        self.get_private_data_hash_in(&ns, collection, key)
+    }
+
+    /// The committed version `(block, tx)` of the hash of private `key` in `collection`, recording the hashed read a
+    /// `GetPrivateData` makes (and counting it as a private read); `None` when the key has no value.
+    pub fn read_private_version(&mut self, collection: &str, key: &str) -> Option<(u64, u64)> {
+        let ns = self.namespace.clone();
+        self.private_reads.insert((ns.clone(), collection.to_owned()), ());
+        let v = self.view.get(&StateKey::hashed(&ns, collection, sha256(key.as_bytes())));
+        self.rwset.add_hashed_read(&ns, collection, key, v.as_ref().map(|v| v.version));
+        v.map(|v| (v.version.block_num, v.version.tx_num))
+    }
+
+    /// Records a private write (or, with an empty value, a delete) of `key` in `collection` of the chaincode's
+    /// namespace: the value into the private write set, its hashes into the public one (Fabric's `PutPrivateData`).
+    ///
+    /// Errors: [`SimError::InvalidKey`] for an empty key.
+    pub fn put_private_data(&mut self, collection: &str, key: &str, value: impl Into<Bytes>) -> Result<(), SimError> {
+        check_key(key)?;
+        let ns = self.namespace.clone();
+        self.put_private_data_in(&ns, collection, key, value.into());
+        Ok(())
+    }
+
+    /// Records a purge of private `key` in `collection` of the chaincode's namespace (Fabric 2.5's
+    /// `PurgePrivateData`: the value and its history are removed at commit).
+    ///
+    /// Errors: [`SimError::InvalidKey`] for an empty key.
+    pub fn purge_private_data(&mut self, collection: &str, key: &str) -> Result<(), SimError> {
+        check_key(key)?;
+        let ns = self.namespace.clone();
+        self.rwset.add_private_purge(&ns, collection, key);
+        self.note_written(&ns, collection, key);
+        Ok(())
+    }
+
+    /// Opens a range iterator over the committed keys of the chaincode's namespace in `[start, end)` (an empty
+    /// `end`: to the end of the namespace), handing out at most `limit` results. Keys are taken as given: the shim
+    /// has already checked them and substituted an empty start.
+    pub fn open_range(&mut self, start: &str, end: &str, limit: usize) -> RangeHandle {
+        let ns = self.namespace.clone();
+        let results = self
+            .view
+            .range(&ns, start.as_bytes(), end.as_bytes())
+            .into_iter()
+            .map(|(k, v)| (String::from_utf8_lossy(&k.key).into_owned(), v))
+            .collect();
+        self.iterators.push(RangeIterator {
+            namespace: ns,
+            start: start.to_owned(),
+            end: end.to_owned(),
+            results,
+            next: 0,
+            limit,
+            reads: Vec::new(),
+            exhausted: false,
+            end_key: String::new(),
+        });
+        RangeHandle(self.iterators.len() - 1)
+    }
+
+    /// The next result of a range iterator, recorded as a read; `None` at its end (which marks the range exhausted)
+    /// or once it handed out its limit (which does not).
+    pub fn range_next(&mut self, handle: RangeHandle) -> Option<(String, Bytes)> {
+        let it = self.iterators.get_mut(handle.0)?;
+        if it.reads.len() >= it.limit {
+            return None;
+        }
+        match it.results.get(it.next) {
+            Some((key, v)) => {
+                it.next += 1;
+                it.reads.push(KvRead { key: key.clone(), version: version(Some(v.version)) });
+                it.end_key = key.clone();
+                Some((key.clone(), v.value.clone()))
+            }
+            None => {
+                it.exhausted = true;
+                it.end_key = it.end.clone();
+                None
+            }
+        }
+    }
+
+    /// Whether a range iterator handed out its limit.
+    pub fn range_at_limit(&self, handle: RangeHandle) -> bool {
+        self.iterators.get(handle.0).is_some_and(|it| it.reads.len() >= it.limit)
+    }
+
+    /// The key a next page would start at (the first result not handed out), empty when there is none (Fabric's
+    /// `GetBookmarkAndClose`); not a recorded read.
+    pub fn range_bookmark(&self, handle: RangeHandle) -> String {
+        self.iterators.get(handle.0).and_then(|it| it.results.get(it.next)).map(|(k, _)| k.clone()).unwrap_or_default()
     }
 
     /// The channel the transaction is for.
@@ -278,7 +455,16 @@ impl<'a> TxContext<'a> {
     }
 
     /// Ends the simulation: the marshaled read/write sets, the event and the endorsement interest.
-    pub fn finish(self) -> Simulation {
+    pub fn finish(mut self) -> Simulation {
+        for it in std::mem::take(&mut self.iterators) {
+            let info = RangeQueryInfo {
+                start_key: it.start,
+                end_key: it.end_key,
+                itr_exhausted: it.exhausted,
+                reads_info: range_reads_info(it.reads),
+            };
+            self.rwset.add_range_query(&it.namespace, info);
+        }
         let (results, private) = self.rwset.build();
         let interest = self.interest();
         let event = self.event.map(|(event_name, payload)| ChaincodeEvent {

@@ -22,10 +22,14 @@ use bytes::Bytes;
 use ferrofabric_channelconfig::{compile_signature_policy, ChannelConfig};
 use ferrofabric_protos::common::{msp_principal::Classification, signature_policy, MspRole, OrganizationUnit};
 use ferrofabric_protos::lifecycle::{
-    chaincode_source, query_chaincode_definitions_result, state_data, ApproveChaincodeDefinitionForMyOrgArgs,
-    ChaincodeEndorsementInfo, ChaincodeValidationInfo, CheckCommitReadinessArgs, CommitChaincodeDefinitionArgs,
-    QueryChaincodeDefinitionArgs, QueryChaincodeDefinitionResult, QueryChaincodeDefinitionsArgs,
-    QueryChaincodeDefinitionsResult, StateData, StateMetadata,
+    chaincode_source, query_chaincode_definitions_result, query_installed_chaincodes_result, state_data,
+    ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeEndorsementInfo, ChaincodeValidationInfo,
+    CheckCommitReadinessArgs, CommitChaincodeDefinitionArgs, GetInstalledChaincodePackageArgs,
+    GetInstalledChaincodePackageResult, InstallChaincodeArgs, InstallChaincodeResult,
+    QueryApprovedChaincodeDefinitionArgs, QueryChaincodeDefinitionArgs, QueryChaincodeDefinitionResult,
+    QueryChaincodeDefinitionsArgs, QueryChaincodeDefinitionsResult, QueryInstalledChaincodeArgs,
+    QueryInstalledChaincodeResult, QueryInstalledChaincodesArgs, QueryInstalledChaincodesResult, StateData,
+    StateMetadata,
 };
 use ferrofabric_protos::peer::{application_policy, collection_config, ApplicationPolicy, CollectionConfigPackage};
 use prost::Message;
@@ -56,6 +60,39 @@ pub struct EndorsementInfo {
     pub endorsement_plugin: String,
     /// Whether the definition requires `Init` first.
     pub init_required: bool,
+    /// The installed package this org approved for the definition (`None` for built-in chaincodes and
+    /// `_lifecycle`).
+    pub package_id: Option<String>,
+}
+
+/// Where the endorser would run a user chaincode from.
+#[derive(Debug, Clone, Copy)]
+pub enum Installed<'a> {
+    /// Compiled into the peer (or not: `false`).
+    Builtin(bool),
+    /// From the installed packages with these IDs: the one this org approved for the definition runs.
+    Packages(&'a [String]),
+}
+
+/// An installed chaincode package as `_lifecycle` reports it (Fabric's `chaincode.InstalledChaincode`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstalledChaincode {
+    /// `label:hex(SHA-256(package))`.
+    pub package_id: String,
+    /// The package's label.
+    pub label: String,
+}
+
+/// The peer's chaincode package store behind `_lifecycle`'s install functions (Fabric's `ChaincodeStore`,
+/// `ChaincodeBuilder` and `InstalledChaincodesLister`). Errors are Fabric's texts, which `_lifecycle` prefixes
+/// with `failed to invoke backing implementation of '<function>': `.
+pub trait ChaincodeInstaller: Send + Sync {
+    /// Parses, stores and prepares a package (`InstallChaincode`).
+    fn install(&self, package: &[u8]) -> Result<InstalledChaincode, String>;
+    /// Every installed package, by package ID (`QueryInstalledChaincodes`).
+    fn installed(&self) -> Vec<InstalledChaincode>;
+    /// The bytes of an installed package (`GetInstalledChaincodePackage`).
+    fn package(&self, package_id: &str) -> Result<Bytes, String>;
 }
 
 /// Fabric's `ChaincodeEndorsementInfoSource.ChaincodeEndorsementInfo`, run inside the transaction's simulation: for
@@ -70,13 +107,14 @@ pub fn endorsement_info(
     config: &ChannelConfig,
     org_mspid: &str,
     name: &str,
-    installed: bool,
+    installed: Installed<'_>,
 ) -> Result<EndorsementInfo, String> {
     if name == LIFECYCLE {
         return Ok(EndorsementInfo {
             version: SYSCC_VERSION.into(),
             endorsement_plugin: "escc".into(),
             init_required: false,
+            package_id: None,
         });
     }
     if crate::is_system_chaincode(name) {
@@ -117,14 +155,51 @@ pub fn endorsement_info(
             "chaincode definition for '{name}' at sequence {seq} on channel '{channel}' has not yet been approved by this org"
         ));
     }
-    if !installed {
-        return Err(format!("chaincode definition for '{name}' exists, but chaincode is not installed"));
-    }
+    let package_id = match installed {
+        Installed::Builtin(true) => None,
+        Installed::Builtin(false) => {
+            return Err(format!("chaincode definition for '{name}' exists, but chaincode is not installed"))
+        }
+        Installed::Packages(ids) => Some(
+            approved_package(ctx, &coll, &format!("{name}#{seq}"), ids)
+                .ok_or_else(|| format!("chaincode definition for '{name}' exists, but chaincode is not installed"))?,
+        ),
+    };
     Ok(EndorsementInfo {
         version: def.params.endorsement.version.clone(),
         endorsement_plugin: def.params.endorsement.endorsement_plugin.clone(),
         init_required: def.params.endorsement.init_required,
+        package_id,
     })
+}
+
+/// Fabric's check that a chaincode's private-data call names a collection of its definition (`collNameValidator`
+/// in `txmgr/collection_val.go`): the committed definition of `namespace` is read through the simulation (its reads
+/// recorded, as Fabric's query executor records them), and `collection` must be one of its collections or an
+/// organisation's implicit collection.
+///
+/// Errors: `collection <channel>/<namespace>/<collection> could not be found`, or why the definition is unreadable.
+pub fn check_collection(ctx: &mut TxContext<'_>, namespace: &str, collection: &str) -> Result<(), String> {
+    let def = read_definition(ctx, true, namespace)?;
+    let explicit = def.as_ref().is_some_and(|d| {
+        d.params.collections.config.iter().any(|c| match &c.payload {
+            Some(collection_config::Payload::StaticCollectionConfig(s)) => s.name == collection,
+            None => false,
+        })
+    });
+    if explicit || (def.is_some() && collection.starts_with(IMPLICIT_PREFIX)) {
+        return Ok(());
+    }
+    Err(format!("collection {}/{namespace}/{collection} could not be found", ctx.channel_id()))
+}
+
+/// Which of `candidates` the org approved as the package of `private_name` (`<name>#<sequence>`): the one whose
+/// `ChaincodeLocalPackage` serialization the org's implicit collection holds (by hash, unrecorded, as the peer's
+/// cache reads it).
+fn approved_package(ctx: &mut TxContext<'_>, coll: &str, private_name: &str, candidates: &[String]) -> Option<String> {
+    let src = Src::Private { coll, record: false };
+    let stored = read(ctx, &src, &field_key(CHAINCODE_SOURCES, private_name, "PackageID"))?;
+    candidates.iter().find(|id| !id.is_empty() && holds(&src, &stored, &state_string(id))).cloned()
 }
 
 /// The `_lifecycle` chaincode as run by a peer of organisation `org_mspid` on a channel with configuration `config`.
@@ -135,12 +210,89 @@ pub fn endorsement_info(
 pub struct Lifecycle {
     org_mspid: String,
     config: Arc<ChannelConfig>,
+    installer: Option<Arc<dyn ChaincodeInstaller>>,
 }
 
 impl Lifecycle {
     /// The lifecycle of a peer of `org_mspid` on the channel configured by `config`.
     pub fn new(org_mspid: &str, config: Arc<ChannelConfig>) -> Self {
-        Lifecycle { org_mspid: org_mspid.to_owned(), config }
+        Lifecycle { org_mspid: org_mspid.to_owned(), config, installer: None }
+    }
+
+    /// The same lifecycle answering the install functions from `installer` (without one they are refused).
+    pub fn with_installer(mut self, installer: Arc<dyn ChaincodeInstaller>) -> Self {
+        self.installer = Some(installer);
+        self
+    }
+}
+
+/// `_lifecycle` invoked by a proposal that names no channel, as `peer lifecycle chaincode install`,
+/// `queryinstalled` and `getinstalledpackage` send it: the peer-local functions only, with `acl` deciding access
+/// (the local MSP's admins). Any other function fails as Fabric's does without a channel.
+pub fn invoke_local(installer: Option<&dyn ChaincodeInstaller>, acl: &dyn crate::Acl, args: &[Bytes]) -> Response {
+    if args.len() != 2 {
+        return error(format!("lifecycle scc operations require exactly two arguments but received {}", args.len()));
+    }
+    let function = String::from_utf8_lossy(&args[0]).into_owned();
+    if let Err(e) = acl.check(&format!("{LIFECYCLE}/{function}")) {
+        return error(format!("Failed to authorize invocation due to failed ACL check: {e}"));
+    }
+    match local_function(installer, &function, args[1].clone()) {
+        Some(result) => respond(&function, result),
+        None => error(format!("failed to invoke backing implementation of '{function}': no channel given")),
+    }
+}
+
+/// `InstallChaincode`, `QueryInstalledChaincode(s)` and `GetInstalledChaincodePackage`: peer-local functions that
+/// need no channel (Fabric's `SCCFunctions` of the same names); `None` for any other function.
+fn local_function(installer: Option<&dyn ChaincodeInstaller>, function: &str, input: Bytes) -> Option<LcResult<Bytes>> {
+    {
+        let installer = || {
+            installer.ok_or_else(|| {
+                LcError::Failed("this peer has no chaincode package store (peer.fileSystemPath)".to_owned())
+            })
+        };
+        let out = match function {
+            "InstallChaincode" => decode::<InstallChaincodeArgs>(function, input).and_then(|a| {
+                let i = installer()?.install(&a.chaincode_install_package)?;
+                Ok(InstallChaincodeResult { package_id: i.package_id, label: i.label }.encode_to_vec())
+            }),
+            "QueryInstalledChaincode" => decode::<QueryInstalledChaincodeArgs>(function, input).and_then(|a| {
+                let i = installer()?
+                    .installed()
+                    .into_iter()
+                    .find(|i| i.package_id == a.package_id)
+                    .ok_or_else(|| format!("could not find chaincode with package id '{}'", a.package_id))?;
+                Ok(QueryInstalledChaincodeResult {
+                    package_id: i.package_id,
+                    label: i.label,
+                    references: Default::default(),
+                }
+                .encode_to_vec())
+            }),
+            "QueryInstalledChaincodes" => decode::<QueryInstalledChaincodesArgs>(function, input).and_then(|_| {
+                let installed_chaincodes = installer()?
+                    .installed()
+                    .into_iter()
+                    .map(|i| query_installed_chaincodes_result::InstalledChaincode {
+                        package_id: i.package_id,
+                        label: i.label,
+                        references: Default::default(),
+                    })
+                    .collect();
+                Ok(QueryInstalledChaincodesResult { installed_chaincodes }.encode_to_vec())
+            }),
+            "GetInstalledChaincodePackage" => {
+                decode::<GetInstalledChaincodePackageArgs>(function, input).and_then(|a| {
+                    let pkg = installer()?
+                        .package(&a.package_id)
+                        .map_err(|e| format!("could not load cc install package: {e}"))?;
+                    Ok(GetInstalledChaincodePackageResult { chaincode_install_package: pkg }.encode_to_vec())
+                })
+            }
+            _ => return None,
+        };
+        Some(out.map(Bytes::from))
     }
 }
 
@@ -173,18 +325,22 @@ impl Chaincode for Lifecycle {
                 args.len()
             ));
         }
-        let channel = ctx.channel_id().to_owned();
-        if self.config.application().is_none() {
-            return error(format!("could not get application config for channel '{channel}'"));
-        }
-        if !lifecycle_v20(&self.config) {
-            return error(format!(
-                "cannot use new lifecycle for channel '{channel}' as it does not have the required capabilities enabled"
-            ));
-        }
         let function = String::from_utf8_lossy(&args[0]).into_owned();
         if let Err(e) = ctx.check_acl(&format!("{LIFECYCLE}/{function}")) {
             return error(format!("Failed to authorize invocation due to failed ACL check: {e}"));
+        }
+        if let Some(result) = local_function(self.installer.as_deref(), &function, args[1].clone()) {
+            return respond(&function, result);
+        }
+        let channel = ctx.channel_id().to_owned();
+        let config = &self.config;
+        if config.application().is_none() {
+            return error(format!("could not get application config for channel '{channel}'"));
+        }
+        if !lifecycle_v20(config) {
+            return error(format!(
+                "cannot use new lifecycle for channel '{channel}' as it does not have the required capabilities enabled"
+            ));
         }
         let input = args[1].clone();
         let result = match function.as_str() {
@@ -193,22 +349,22 @@ impl Chaincode for Lifecycle {
             "CommitChaincodeDefinition" => decode(&function, input).and_then(|a| self.commit(ctx, a)),
             "QueryChaincodeDefinition" => decode(&function, input).and_then(|a| self.query_definition(ctx, a)),
             "QueryChaincodeDefinitions" => decode(&function, input).and_then(|a| self.query_definitions(ctx, a)),
-            "InstallChaincode"
-            | "QueryInstalledChaincode"
-            | "QueryInstalledChaincodes"
-            | "GetInstalledChaincodePackage"
-            | "QueryApprovedChaincodeDefinition" => {
-                Err(LcError::Failed(format!("{function} is not supported by Ferrofabric (built-in chaincodes only)")))
-            }
+            "QueryApprovedChaincodeDefinition" => decode(&function, input).and_then(|a| self.query_approved(ctx, a)),
             _ => Err(LcError::Failed(format!("receiver *lifecycle.Invocation.{function} does not exist"))),
         };
-        match result {
-            Ok(out) => success(out),
-            Err(LcError::NotDefined(ns)) => {
-                Response { status: 404, message: format!("namespace {ns} is not defined"), payload: Bytes::new() }
-            }
-            Err(LcError::Failed(e)) => error(format!("failed to invoke backing implementation of '{function}': {e}")),
+        respond(&function, result)
+    }
+}
+
+/// The `Response` of a lifecycle function: its marshaled result, 404 for an undefined namespace, else 500 with
+/// Fabric's prefix.
+fn respond(function: &str, result: LcResult<Bytes>) -> Response {
+    match result {
+        Ok(out) => success(out),
+        Err(LcError::NotDefined(ns)) => {
+            Response { status: 404, message: format!("namespace {ns} is not defined"), payload: Bytes::new() }
         }
+        Err(LcError::Failed(e)) => error(format!("failed to invoke backing implementation of '{function}': {e}")),
     }
 }
 
@@ -905,6 +1061,33 @@ impl Lifecycle {
             return Err(format!("chaincode definition not agreed to by this org ({})", self.org_mspid).into());
         }
         Ok(Bytes::new())
+    }
+
+    /// Fabric's `QueryApprovedChaincodeDefinition`: sequence 0 asks for the committed sequence, or the next one if
+    /// this org approved it already; the approval's metadata must be in the org's implicit collection.
+    fn query_approved(&self, ctx: &mut TxContext<'_>, a: QueryApprovedChaincodeDefinitionArgs) -> LcResult<Bytes> {
+        let channel = ctx.channel_id().to_owned();
+        let coll = implicit_collection(&self.org_mspid);
+        let org = Src::Private { coll: &coll, record: true };
+        let mut requested = a.sequence;
+        if a.sequence == 0 {
+            let current = read_int64(ctx, Src::Public { record: true }, NAMESPACES, &a.name, "Sequence")
+                .map_err(with("could not get current sequence"))?;
+            requested = current;
+            if read(ctx, &org, &metadata_key(NAMESPACES, &format!("{}#{}", a.name, current + 1))).is_some() {
+                requested = current + 1;
+            }
+        }
+        let private_name = format!("{}#{requested}", a.name);
+        if read(ctx, &org, &metadata_key(NAMESPACES, &private_name)).is_none() {
+            return Err(LcError::Failed(format!(
+                "could not fetch approved chaincode definition (name: '{}', sequence: '{}') on channel '{channel}'",
+                a.name, a.sequence
+            )));
+        }
+        Err(LcError::Failed(format!(
+            "could not deserialize chaincode parameters for {private_name}: this peer keeps only the hashes of its organisation's approvals"
+        )))
     }
 
     fn query_definition(&self, ctx: &mut TxContext<'_>, a: QueryChaincodeDefinitionArgs) -> LcResult<Bytes> {

@@ -59,6 +59,8 @@ struct CollBuilder {
 #[derive(Default)]
 struct PrivateColl {
     writes: BTreeMap<String, Bytes>,
+    /// Keys whose last write is a purge (Fabric 2.5's `PurgePrivateData`: a delete whose hash is marked purged).
+    purged: HashSet<String>,
     /// Keys whose metadata was written: the private set names them without entries.
     metadata_keys: BTreeMap<String, ()>,
 }
@@ -107,7 +109,16 @@ impl RwSetBuilder {
     }
 
     pub(crate) fn add_private_write(&mut self, ns: &str, coll: &str, key: &str, value: Bytes) {
-        self.coll(ns, coll).private.get_or_insert_with(Default::default).writes.insert(key.to_owned(), value);
+        let p = self.coll(ns, coll).private.get_or_insert_with(Default::default);
+        p.writes.insert(key.to_owned(), value);
+        p.purged.remove(key);
+    }
+
+    /// Fabric's `AddToPvtAndHashedWriteSetForPurge`: a private delete whose hashed write is marked `is_purge`.
+    pub(crate) fn add_private_purge(&mut self, ns: &str, coll: &str, key: &str) {
+        let p = self.coll(ns, coll).private.get_or_insert_with(Default::default);
+        p.writes.insert(key.to_owned(), Bytes::new());
+        p.purged.insert(key.to_owned());
     }
 
     /// Namespaces that appear in the public read/write set, in order.
@@ -148,12 +159,12 @@ impl RwSetBuilder {
                     hashed_writes: c
                         .private
                         .iter()
-                        .flat_map(|p| p.writes.iter())
-                        .map(|(k, v)| KvWriteHash {
+                        .flat_map(|p| p.writes.iter().map(move |(k, v)| (k, v, p.purged.contains(k))))
+                        .map(|(k, v, is_purge)| KvWriteHash {
                             key_hash: sha256(k.as_bytes()),
                             is_delete: v.is_empty(),
                             value_hash: if v.is_empty() { Bytes::new() } else { sha256(v) },
-                            is_purge: false,
+                            is_purge,
                         })
                         .collect(),
                     metadata_writes: c

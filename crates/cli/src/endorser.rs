@@ -48,6 +48,9 @@ impl EndorserArgs {
             committer_tls: file.committer_tls.unwrap_or_default(),
             operations_listen: file.operations_listen,
             gateway: file.gateway,
+            file_system_path: file.file_system_path,
+            chaincode_listen: file.chaincode_listen,
+            history_database: file.history_database.unwrap_or(false),
         })
     }
 }

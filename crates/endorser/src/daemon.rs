@@ -31,6 +31,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytes::Bytes;
 use ferrofabric_chaincode::Registry;
+use ferrofabric_chaincode_support::{ChaincodeSupport, Timeouts};
 use ferrofabric_comm::{ClientTls, ClientTlsConfig, Shutdown, ShutdownTrigger, TlsConfig};
 use ferrofabric_gateway::{EndorserEndpoint, Gateway, GatewayConfig, GossipSigner};
 use ferrofabric_msp::SigningIdentity;
@@ -60,6 +61,14 @@ pub struct EndorserConfig {
     pub operations_listen: Option<String>,
     /// The Gateway and discovery services on the same port, when given.
     pub gateway: Option<GatewaySection>,
+    /// The peer's file system path (`peer.fileSystemPath`): installed chaincode packages live in
+    /// `lifecycle/chaincodes` under it. `None`: only the built-in chaincodes run.
+    pub file_system_path: Option<PathBuf>,
+    /// Where chaincodes that dial the peer register (`peer.chaincodeListenAddress`); they may also use the main
+    /// listener. Needs `file_system_path`.
+    pub chaincode_listen: Option<String>,
+    /// Keep the history of every key for chaincodes' `GetHistoryForKey` (`ledger.history.enableHistoryDatabase`).
+    pub history_database: bool,
 }
 
 /// The `gateway` section of an endorser's configuration.
@@ -127,6 +136,12 @@ pub struct EndorserFile {
     pub operations_listen: Option<String>,
     /// The Gateway and discovery services.
     pub gateway: Option<GatewaySection>,
+    /// The peer's file system path (installed chaincode packages).
+    pub file_system_path: Option<PathBuf>,
+    /// The chaincode listener.
+    pub chaincode_listen: Option<String>,
+    /// Keep the history of every key (default off).
+    pub history_database: Option<bool>,
 }
 
 impl EndorserFile {
@@ -138,7 +153,12 @@ impl EndorserFile {
         let f: EndorserFile = serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let rel = |p: PathBuf| if p.is_absolute() { p } else { base.join(p) };
-        let mut f = EndorserFile { msp_dir: f.msp_dir.map(rel), genesis: f.genesis.map(rel), ..f };
+        let mut f = EndorserFile {
+            msp_dir: f.msp_dir.map(rel),
+            genesis: f.genesis.map(rel),
+            file_system_path: f.file_system_path.map(rel),
+            ..f
+        };
         if let Some(t) = &mut f.tls {
             t.resolve_paths(&base);
         }
@@ -221,7 +241,11 @@ fn gateway_peers(peers: &[GatewayPeer]) -> anyhow::Result<(Vec<EndorserEndpoint>
 /// Errors: unreadable genesis, MSP directory or TLS files, unusable genesis block, address in use.
 pub async fn start(config: &EndorserConfig) -> anyhow::Result<RunningEndorser> {
     let genesis = std::fs::read(&config.genesis).with_context(|| format!("reading {}", config.genesis.display()))?;
-    let replica = Arc::new(Replica::from_genesis(Bytes::from(genesis)).context("loading the genesis block")?);
+    let mut replica = Replica::from_genesis(Bytes::from(genesis)).context("loading the genesis block")?;
+    if config.history_database {
+        replica = replica.with_history();
+    }
+    let replica = Arc::new(replica);
     let signer = SigningIdentity::from_msp_dir(&config.msp_id, &config.msp_dir)
         .with_context(|| format!("loading the signing identity from {}", config.msp_dir.display()))?;
     let addr: SocketAddr = config.listen.parse().with_context(|| format!("listen address '{}'", config.listen))?;
@@ -240,11 +264,31 @@ pub async fn start(config: &EndorserConfig) -> anyhow::Result<RunningEndorser> {
         .and_then(|g| g.block_store.as_ref())
         .map(|a| BlockSource { address: host_port(a).to_owned(), tls: gateway_tls.clone() });
     let ledger = Arc::new(DaemonLedger::new(replica.clone(), recent.clone(), source));
-    let endorser = Endorser::new(replica.clone(), signer, Registry::builtin()).with_ledger(ledger.clone());
+    let mut endorser = Endorser::new(replica.clone(), signer, Registry::builtin()).with_ledger(ledger.clone());
     let mut tasks = Vec::new();
+    let chaincodes = match &config.file_system_path {
+        Some(dir) => {
+            let packages = dir.join("lifecycle").join("chaincodes");
+            let support = ChaincodeSupport::new(&packages, tokio::runtime::Handle::current(), Timeouts::default())
+                .with_context(|| format!("opening the chaincode package store {}", packages.display()))?;
+            endorser = endorser.with_chaincode_support(support.clone());
+            Some(support)
+        }
+        None => None,
+    };
 
     let mut builder = ferrofabric_comm::grpc_server_builder(&config.tls)?;
     let mut router = builder.add_service(grpc_service(endorser.clone()));
+    if let Some(c) = &chaincodes {
+        router = router.add_service(c.register_service());
+        if let Some(listen) = config.chaincode_listen.as_deref().filter(|a| !a.is_empty()) {
+            let listen = ferrofabric_comm::parse_addr(listen)?;
+            let (cc_incoming, _) =
+                ferrofabric_comm::bind_grpc(listen).with_context(|| format!("binding chaincode listener {listen}"))?;
+            let cc_router = ferrofabric_comm::grpc_server_builder(&config.tls)?.add_service(c.register_service());
+            tasks.push(ferrofabric_comm::spawn_grpc_server(cc_router, cc_incoming, shutdown.clone()));
+        }
+    }
     if let Some(g) = &config.gateway {
         let tls = gateway_tls;
         let (endorsers, signers) = gateway_peers(&g.peers)?;

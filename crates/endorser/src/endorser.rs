@@ -4,12 +4,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferrofabric_chaincode::{
-    endorsement_info, is_system_chaincode, Chaincode, Lifecycle, Registry, TxContext, LIFECYCLE,
+    endorsement_info, invoke_local, is_system_chaincode, Chaincode, ChaincodeInstaller, Installed, Lifecycle, Registry,
+    TxContext, LIFECYCLE,
 };
+use ferrofabric_chaincode_support::{ChaincodeInvoker, ChaincodeSupport};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::peer::{
-    ChaincodeAction, ChaincodeId, ChaincodeInterest, Endorsement, ProposalResponse, ProposalResponsePayload, Response,
-    SignedProposal,
+    ChaincodeAction, ChaincodeEvent, ChaincodeId, ChaincodeInterest, Endorsement, ProposalResponse,
+    ProposalResponsePayload, Response, SignedProposal,
 };
 use prost::Message;
 
@@ -34,6 +36,7 @@ pub struct Endorser {
     signer: Arc<SigningIdentity>,
     registry: Arc<Registry>,
     ledger: Option<Arc<DaemonLedger>>,
+    chaincodes: Option<Arc<ChaincodeSupport>>,
 }
 
 fn failure(status: i32, message: String) -> ProposalResponse {
@@ -44,7 +47,19 @@ impl Endorser {
     /// An endorser signing as `signer` (its MSP ID is the peer's organisation), simulating against `replica`,
     /// running the chaincodes of `registry` (plus `_lifecycle`).
     pub fn new(replica: Arc<Replica>, signer: SigningIdentity, registry: Registry) -> Self {
-        Endorser { replica, signer: Arc::new(signer), registry: Arc::new(registry), ledger: None }
+        Endorser { replica, signer: Arc::new(signer), registry: Arc::new(registry), ledger: None, chaincodes: None }
+    }
+
+    /// The same endorser running installed chaincode packages through `chaincodes` (and answering `_lifecycle`'s
+    /// install functions from its package store). A chaincode compiled into the registry keeps precedence.
+    pub fn with_chaincode_support(mut self, chaincodes: Arc<ChaincodeSupport>) -> Self {
+        self.chaincodes = Some(chaincodes);
+        self
+    }
+
+    /// Whether `name` runs as an installed package over the shim protocol (blocking on the chaincode's answers).
+    fn is_external(&self, name: &str) -> bool {
+        self.chaincodes.is_some() && !is_system_chaincode(name) && self.registry.get(name).is_none()
     }
 
     /// The same endorser answering `qscc` and `cscc`'s ledger queries from `ledger`'s committed blocks (without
@@ -90,7 +105,14 @@ impl Endorser {
     /// channel-less invocations, else endorsed, without read-write set or chaincode interest.
     pub async fn process(&self, signed: &SignedProposal) -> Result<ProposalResponse, Rejected> {
         let up = unpack(signed).map_err(Rejected)?;
-        if !matches!(up.chaincode_name.as_str(), QSCC | CSCC) {
+        let channel_less_lifecycle = up.chaincode_name == LIFECYCLE && up.channel_header.channel_id.is_empty();
+        if self.is_external(&up.chaincode_name) {
+            let this = self.clone();
+            return tokio::task::spawn_blocking(move || this.process_unpacked(up))
+                .await
+                .map_err(|e| Rejected(format!("chaincode execution failed: {e}")))?;
+        }
+        if !matches!(up.chaincode_name.as_str(), QSCC | CSCC) && !channel_less_lifecycle {
             return self.process_unpacked(up);
         }
         let channel = up.channel_header.channel_id.clone();
@@ -111,8 +133,14 @@ impl Endorser {
             self.refuse_committed(&up)?;
         }
         let acl = ProposalAcl::of(&config, self.signer.mspid(), &up);
-        let query = LedgerQuery { channel: self.replica.channel_id(), ledger: self.ledger.as_deref(), acl: &acl };
-        let response = query.invoke(&up.chaincode_name, &up.args).await;
+        let response = if channel_less_lifecycle {
+            let installer = self.chaincodes.as_deref().map(|c| c as &dyn ChaincodeInstaller);
+            let installer_args = up.args.clone();
+            invoke_local(installer, &acl, &installer_args)
+        } else {
+            let query = LedgerQuery { channel: self.replica.channel_id(), ledger: self.ledger.as_deref(), acl: &acl };
+            query.invoke(&up.chaincode_name, &up.args).await
+        };
         let chaincode_id =
             ChaincodeId { name: up.chaincode_name.clone(), version: "syscc".into(), path: String::new() };
         let action =
@@ -163,9 +191,21 @@ impl Endorser {
         propose_acl.map_err(Rejected)?;
 
         let view = self.replica.view();
-        let mut ctx = TxContext::new(&view, &channel, &tx_id, name, creator.clone(), &acl);
+        let signed = SignedProposal { proposal_bytes: up.proposal_bytes.clone(), signature: up.signature.clone() };
+        let mut ctx = TxContext::new(&view, &channel, &tx_id, name, creator.clone(), &acl).with_proposal(signed);
+        if let Some(history) = self.replica.history() {
+            ctx = ctx.with_history(history);
+        }
         let installed = self.registry.get(name).cloned();
-        let info = match endorsement_info(&mut ctx, &config, &mspid, name, installed.is_some()) {
+        let package_ids = match (&installed, &self.chaincodes) {
+            (None, Some(c)) => Some(c.package_ids()),
+            _ => None,
+        };
+        let source = match &package_ids {
+            Some(ids) => Installed::Packages(ids),
+            None => Installed::Builtin(installed.is_some()),
+        };
+        let info = match endorsement_info(&mut ctx, &config, &mspid, name, source) {
             Ok(i) => i,
             Err(e) => {
                 return Ok(failure(
@@ -176,17 +216,36 @@ impl Endorser {
                 ))
             }
         };
-        let response = match (name, installed) {
-            (LIFECYCLE, _) => Lifecycle::new(&mspid, config.clone()).invoke(&mut ctx, &up.args),
-            (_, Some(cc)) => cc.invoke(&mut ctx, &up.args),
+        let mut shim_event = None;
+        let response = match (name, installed, &info.package_id, &self.chaincodes) {
+            (LIFECYCLE, _, _, _) => {
+                let mut lifecycle = Lifecycle::new(&mspid, config.clone());
+                if let Some(c) = &self.chaincodes {
+                    lifecycle = lifecycle.with_installer(c.clone());
+                }
+                lifecycle.invoke(&mut ctx, &up.args)
+            }
+            (_, Some(cc), _, _) => cc.invoke(&mut ctx, &up.args),
+            (_, None, Some(package_id), Some(chaincodes)) => {
+                let invoker = Nested { endorser: self, outer: name, config: &config, mspid: &mspid };
+                match chaincodes.execute(package_id, &mut ctx, &up.args, &invoker) {
+                    Ok((response, event)) => {
+                        shim_event =
+                            event.map(|e| ChaincodeEvent { chaincode_id: name.to_owned(), tx_id: tx_id.clone(), ..e });
+                        response
+                    }
+                    Err(e) => return Ok(failure(500, e)),
+                }
+            }
             // endorsement_info already refused chaincodes that are not installed.
-            (_, None) => return Ok(failure(500, format!("chaincode {name} is not installed"))),
+            _ => return Ok(failure(500, format!("chaincode {name} is not installed"))),
         };
         let sim = ctx.finish();
         drop(view);
 
         // A failed invocation carries no event (Fabric's callChaincode drops it).
-        let events = match (&sim.event, response.status < ferrofabric_chaincode::ERROR_THRESHOLD) {
+        let event = shim_event.or(sim.event.clone());
+        let events = match (&event, response.status < ferrofabric_chaincode::ERROR_THRESHOLD) {
             (Some(e), true) => Bytes::from(e.encode_to_vec()),
             _ => Bytes::new(),
         };
@@ -238,6 +297,65 @@ impl Endorser {
             endorsement: Some(endorsement),
             interest,
         }
+    }
+}
+
+/// Runs a chaincode called by another on the same channel (INVOKE_CHAINCODE) in the caller's simulation: the
+/// callee must be defined, approved by this org and installed, as for a proposal (Fabric's
+/// `handler.HandleInvokeChaincode`); system chaincodes cannot be called this way here.
+struct Nested<'a> {
+    endorser: &'a Endorser,
+    /// The chaincode the proposal invoked.
+    outer: &'a str,
+    config: &'a Arc<ferrofabric_channelconfig::ChannelConfig>,
+    mspid: &'a str,
+}
+
+impl ChaincodeInvoker for Nested<'_> {
+    fn invoke(&self, ctx: &mut TxContext<'_>, name: &str, args: &[Bytes]) -> Result<Response, String> {
+        let channel = ctx.channel_id().to_owned();
+        let name = name.split_once(':').map_or(name, |(n, _)| n);
+        if name.contains('/') {
+            return Err(format!(
+                "invalid invocation: chaincode {name} on another channel is not supported by this peer"
+            ));
+        }
+        // Fabric's qscc and cscc refuse calls from a chaincode (they check the proposal's chaincode name).
+        let outer = self.outer;
+        match name {
+            QSCC => {
+                return Ok(ferrofabric_chaincode::error(format!(
+                    "Rejecting invoke of QSCC from another chaincode because of potential for deadlocks, original invocation for '{outer}'"
+                )))
+            }
+            CSCC => {
+                return Ok(ferrofabric_chaincode::error(format!(
+                    "Rejecting invoke of CSCC from another chaincode, original invocation for '{outer}'"
+                )))
+            }
+            _ if is_system_chaincode(name) => {
+                return Err(format!(
+                    "invalid invocation: system chaincode {name} cannot be called from a chaincode on this peer"
+                ))
+            }
+            _ => {}
+        }
+        let builtin = self.endorser.registry.get(name).cloned();
+        let package_ids = match (&builtin, &self.endorser.chaincodes) {
+            (None, Some(c)) => c.package_ids(),
+            _ => Vec::new(),
+        };
+        let source = if builtin.is_some() { Installed::Builtin(true) } else { Installed::Packages(&package_ids) };
+        let info = endorsement_info(ctx, self.config, self.mspid, name, source).map_err(|e| {
+            format!("invalid invocation: [channel {channel}] failed to get chaincode container info for {name}: {e}")
+        })?;
+        ctx.in_namespace(name, |ctx| match (builtin, &info.package_id, &self.endorser.chaincodes) {
+            (Some(cc), _, _) => Ok(cc.invoke(ctx, args)),
+            (None, Some(package_id), Some(chaincodes)) => {
+                chaincodes.execute(package_id, ctx, args, self).map(|(r, _)| r)
+            }
+            _ => Err(format!("chaincode {name} not found")),
+        })
     }
 }
 

@@ -2,13 +2,16 @@
 //! transaction IDs and the channel configuration, brought forward by the committer's validated blocks without
 //! validating them again. Several replicas (one per endorser process) scale endorsement out.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
+use ferrofabric_chaincode::History;
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{BlockHeader, BlockMetadataIndex, ConfigEnvelope, HeaderType};
 use ferrofabric_protos::peer::TxValidationCode;
+use ferrofabric_protos::queryresult::KeyModification;
 use ferrofabric_state::{Height, StateView, UpdateBatch, WorldState};
 use ferrofabric_validator::{apply_write_set, TxIds};
 use prost::Message;
@@ -40,6 +43,9 @@ pub enum ReplicaError {
     Config(String),
 }
 
+/// Every public write of a valid transaction by (namespace, key), oldest first.
+type KeyHistory = HashMap<(String, String), Vec<KeyModification>>;
+
 struct Committed {
     config: Arc<ChannelConfig>,
     txids: TxIds,
@@ -56,6 +62,9 @@ pub struct Replica {
     /// Serialises block application (height check to state update). Lock order: `apply_lock`, `committed`, the
     /// state's gate; readers never take `committed` while holding a view.
     apply_lock: Mutex<()>,
+    /// The history database (`ledger.history.enableHistoryDatabase`), when kept: every public write of a valid
+    /// transaction by (namespace, key), oldest first.
+    history: Option<RwLock<KeyHistory>>,
 }
 
 impl std::fmt::Debug for Replica {
@@ -98,7 +107,20 @@ impl Replica {
             state,
             committed: RwLock::new(Committed { config: Arc::new(config), txids }),
             apply_lock: Mutex::new(()),
+            history: None,
         })
+    }
+
+    /// The same replica keeping the history of every key from here on (Fabric's history database), for chaincodes'
+    /// `GetHistoryForKey`. Costs a copy of every written value.
+    pub fn with_history(mut self) -> Self {
+        self.history = Some(RwLock::new(HashMap::new()));
+        self
+    }
+
+    /// The history database, when this replica keeps one.
+    pub fn history(&self) -> Option<&dyn History> {
+        self.history.as_ref().map(|_| self as &dyn History)
     }
 
     fn committed(&self) -> std::sync::RwLockReadGuard<'_, Committed> {
@@ -219,6 +241,7 @@ impl Replica {
         let mut batch = UpdateBatch::new();
         let mut txids = Vec::with_capacity(arena.txs().len());
         let mut new_config = None;
+        let mut modifications = Vec::new();
         for (i, tx) in arena.txs().iter().enumerate() {
             let Ok(ch) = tx.channel_header() else {
                 txids.push(String::new());
@@ -237,6 +260,20 @@ impl Replica {
                 // A VALID endorser transaction always has a decodable read/write set; skip defensively otherwise.
                 if let Ok(rwset) = tx.rwset() {
                     apply_write_set(&view, &mut batch, rwset, Height::new(number, i as u64));
+                    if self.history.is_some() {
+                        for ns in rwset {
+                            for w in &ns.kv.writes {
+                                let is_delete = w.is_delete || w.value.is_empty();
+                                let m = KeyModification {
+                                    tx_id: ch.tx_id.clone(),
+                                    value: if is_delete { Bytes::new() } else { w.value.clone() },
+                                    timestamp: ch.timestamp,
+                                    is_delete,
+                                };
+                                modifications.push(((ns.namespace.clone(), w.key.clone()), m));
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -251,6 +288,20 @@ impl Replica {
         if let Some(c) = new_config {
             committed.config = Arc::new(c);
         }
+        if let Some(history) = &self.history {
+            let mut h = history.write().unwrap_or_else(|e| e.into_inner());
+            for (key, m) in modifications {
+                h.entry(key).or_default().push(m);
+            }
+        }
         Ok(txids)
+    }
+}
+
+impl History for Replica {
+    fn for_key(&self, namespace: &str, key: &str) -> Vec<KeyModification> {
+        let Some(history) = &self.history else { return Vec::new() };
+        let h = history.read().unwrap_or_else(|e| e.into_inner());
+        h.get(&(namespace.to_owned(), key.to_owned())).map(|v| v.iter().rev().cloned().collect()).unwrap_or_default()
     }
 }

@@ -129,6 +129,13 @@ pub mod kvrwset {
     generated!("kvrwset.rs");
 }
 
+/// Package `queryresult`: the records of a chaincode's range, rich and history queries
+/// (`proto/ledger/queryresult/kv_query_result.proto`).
+#[allow(missing_docs, clippy::all)]
+pub mod queryresult {
+    generated!("queryresult.rs");
+}
+
 /// Package `gateway`: the Fabric Gateway service (`proto/gateway/gateway.proto`).
 #[allow(missing_docs, clippy::all)]
 pub mod gateway {

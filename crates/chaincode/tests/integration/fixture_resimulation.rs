@@ -12,7 +12,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use ferrofabric_arena::{BlockArena, TxArena};
 use ferrofabric_chaincode::{
-    endorsement_info, AllowAll, Chaincode, Lifecycle, Registry, TxContext, ERROR_THRESHOLD, LIFECYCLE,
+    endorsement_info, AllowAll, Chaincode, Installed, Lifecycle, Registry, TxContext, ERROR_THRESHOLD, LIFECYCLE,
 };
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::HeaderType;
@@ -50,7 +50,7 @@ fn resimulate(view: &StateView<'_>, config: &Arc<ChannelConfig>, registry: &Regi
     let acl = AllowAll;
     let mut ctx = TxContext::new(view, &ch.channel_id, &ch.tx_id, &name, sh.creator.clone(), &acl);
     let cc = registry.get(&name).cloned();
-    let info = endorsement_info(&mut ctx, config, &org, &name, cc.is_some())
+    let info = endorsement_info(&mut ctx, config, &org, &name, Installed::Builtin(cc.is_some()))
         .unwrap_or_else(|e| panic!("tx {}: endorsement info: {e}", ch.tx_id));
     let response = if name == LIFECYCLE {
         Lifecycle::new(&org, config.clone()).invoke(&mut ctx, &args)

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferrofabric_chaincode::{
-    endorsement_info, AllowAll, Chaincode, Kv, Lifecycle, Simulation, Transfer, TxContext, MAX_DEGREE,
+    endorsement_info, AllowAll, Chaincode, Installed, Kv, Lifecycle, Simulation, Transfer, TxContext, MAX_DEGREE,
 };
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{Block, SignaturePolicyEnvelope};
@@ -291,16 +291,16 @@ fn lifecycle_enforces_sequences_approvals_and_redefinition_rules() {
     let view = ch.state.view();
     let acl = AllowAll;
     let mut ctx = TxContext::new(&view, "mychannel", "tx", "cc", Bytes::new(), &acl);
-    let info = endorsement_info(&mut ctx, &ch.config, "Org1MSP", "cc", true).unwrap();
+    let info = endorsement_info(&mut ctx, &ch.config, "Org1MSP", "cc", Installed::Builtin(true)).unwrap();
     assert_eq!((info.version.as_str(), info.endorsement_plugin.as_str()), ("1.1", "escc"));
-    let e = endorsement_info(&mut ctx, &ch.config, "Org1MSP", "cc", false).unwrap_err();
+    let e = endorsement_info(&mut ctx, &ch.config, "Org1MSP", "cc", Installed::Builtin(false)).unwrap_err();
     assert_eq!(e, "chaincode definition for 'cc' exists, but chaincode is not installed");
-    let e = endorsement_info(&mut ctx, &ch.config, "Org2MSP", "cc", true).unwrap_err();
+    let e = endorsement_info(&mut ctx, &ch.config, "Org2MSP", "cc", Installed::Builtin(true)).unwrap_err();
     assert_eq!(
         e,
         "chaincode definition for 'cc' at sequence 1 on channel 'mychannel' has not yet been approved by this org"
     );
-    let e = endorsement_info(&mut ctx, &ch.config, "Org1MSP", "other", true).unwrap_err();
+    let e = endorsement_info(&mut ctx, &ch.config, "Org1MSP", "other", Installed::Builtin(true)).unwrap_err();
     assert_eq!(e, "chaincode other not found");
     let sim = ctx.finish();
     // The definition's sequence and the legacy lookup were read through the simulation, as Fabric records them.

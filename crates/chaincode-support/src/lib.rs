@@ -1,0 +1,14 @@
+//! The peer side of Fabric's chaincode shim protocol (Fabric's `core/chaincode`): installed chaincode packages
+//! ([`PackageStore`]), chaincodes run as a service that the peer dials (`protos.Chaincode/Connect`, packages of
+//! type `ccaas`), chaincodes that dial the peer (`protos.ChaincodeSupport/Register`), and the handler that runs a
+//! transaction over a chaincode's stream against the endorser's simulation ([`ChaincodeSupport`]).
+
+mod handler;
+mod package;
+mod store;
+mod support;
+
+pub use handler::{ChaincodeInvoker, MAX_RESULT_LIMIT};
+pub use package::{package_id, ChaincodePackage, Connection, PackageError};
+pub use store::{Installed, PackageStore, StoreError};
+pub use support::{ChaincodeSupport, RegisterService, Timeouts};

@@ -207,6 +207,10 @@ struct Query {
 struct Transaction {
     queries: HashMap<String, Query>,
     paginated: bool,
+    /// A range query over private data was made (Fabric's `pvtdataQueriesPerformed`).
+    private_queries: bool,
+    /// A write was made (Fabric's `writePerformed`).
+    wrote: bool,
 }
 
 fn decode<M: Message + Default>(payload: Bytes) -> Result<M, String> {
@@ -221,13 +225,20 @@ fn iterator_id() -> String {
 }
 
 impl Transaction {
-    fn check_write(&self, ctx: &TxContext<'_>) -> Result<(), String> {
+    /// Fabric's `checkWritePrecondition`: no writes after a paginated or private-data query.
+    fn check_write(&mut self, ctx: &TxContext<'_>) -> Result<(), String> {
+        let txid = ctx.tx_id();
         if self.paginated {
-            let txid = ctx.tx_id();
             return Err(format!(
                 "txid [{txid}]: unsuppored transaction. Transaction has already performed a paginated query. Writes are not allowed"
             ));
         }
+        if self.private_queries {
+            return Err(format!(
+                "txid [{txid}]: unsuppored transaction. Transaction has already performed queries on pvt data. Writes are not allowed"
+            ));
+        }
+        self.wrote = true;
         Ok(())
     }
 
@@ -246,12 +257,7 @@ impl Transaction {
                     return Ok(ctx.get_state(&r.key).unwrap_or_default());
                 }
                 private_collection(ctx, &r.collection)?;
-                match ctx.read_private_version(&r.collection, &r.key) {
-                    None => Ok(Bytes::new()),
-                    Some((block, tx)) => Err(format!(
-                        "private data matching public hash version is not available. Public hash version = {{BlockNum: {block}, TxNum: {tx}}}, Private data version = <nil>"
-                    )),
-                }
+                Ok(ctx.get_private_data(&r.collection, &r.key)?.unwrap_or_default())
             }
             Type::GetPrivateDataHash => {
                 let r: GetState = decode(payload)?;
@@ -306,7 +312,7 @@ impl Transaction {
             Type::GetStateByRange => {
                 let r: GetStateByRange = decode(payload)?;
                 if !r.collection.is_empty() {
-                    return Err("private data is not supported by this peer yet".to_owned());
+                    return self.private_range(ctx, r);
                 }
                 let (start, limit, paginated) = if r.metadata.is_empty() {
                     (r.start_key, TOTAL_QUERY_LIMIT, false)
@@ -380,6 +386,36 @@ impl Transaction {
                 other.as_str_name()
             )),
         }
+    }
+
+    /// A range query over a private collection (Fabric's `GetPrivateDataRangeScanIterator`): the values this peer
+    /// holds, nothing recorded; read-only transactions only.
+    fn private_range(&mut self, ctx: &mut TxContext<'_>, r: GetStateByRange) -> Result<Bytes, String> {
+        private_collection(ctx, &r.collection)?;
+        if self.wrote {
+            return Err(format!(
+                "txid [{}]: unsuppored transaction. Queries on pvt data is supported only in a read-only transaction",
+                ctx.tx_id()
+            ));
+        }
+        self.private_queries = true;
+        let namespace = ctx.namespace().to_owned();
+        let records = ctx
+            .get_private_data_by_range(&r.collection, &r.start_key, &r.end_key)
+            .into_iter()
+            .map(|(key, value)| Bytes::from(Kv { namespace: namespace.clone(), key, value }.encode_to_vec()))
+            .collect();
+        let id = iterator_id();
+        let query = Query {
+            source: Source::Records(records),
+            namespace,
+            paginated: false,
+            limit: TOTAL_QUERY_LIMIT,
+            returned: 0,
+            pending: Vec::new(),
+        };
+        self.queries.insert(id.clone(), query);
+        Ok(self.next_batch(ctx, &id))
     }
 
     /// Fabric's `QueryResponseBuilder.BuildQueryResponse`: up to [`MAX_RESULT_LIMIT`] results (all of a page for a

@@ -13,7 +13,7 @@ use ferrofabric_protos::common::SignaturePolicyEnvelope;
 use ferrofabric_protos::kvrwset::{KvRead, RangeQueryInfo};
 use ferrofabric_protos::peer::{ChaincodeCall, ChaincodeEvent, ChaincodeInterest, SignedProposal};
 use ferrofabric_protos::queryresult::KeyModification;
-use ferrofabric_state::{StateKey, StateView, VersionedValue};
+use ferrofabric_state::{Height, StateKey, StateView, VersionedValue};
 use prost::Message;
 
 use crate::rwset::{range_reads_info, sha256, version, RwSetBuilder};
@@ -39,6 +39,15 @@ pub trait History: Send + Sync {
     /// The modifications of `key` in `namespace`, newest first (Fabric's `GetHistoryForKey` order): transaction
     /// ID, value (empty for a delete), the transaction's timestamp and whether it was a delete.
     fn for_key(&self, namespace: &str, key: &str) -> Vec<KeyModification>;
+}
+
+/// The private values this peer holds (Fabric's private state database): by namespace, collection and key, the
+/// value and the version `(block, tx)` at which it was committed. Implemented by the endorser.
+pub trait PrivateState: Send + Sync {
+    /// The value of `key` and its version, if held.
+    fn get(&self, namespace: &str, collection: &str, key: &str) -> Option<(Bytes, (u64, u64))>;
+    /// The held keys of `[start, end)` (empty `end`: to the end) with their values, in key order.
+    fn range(&self, namespace: &str, collection: &str, start: &str, end: &str) -> Vec<(String, Bytes)>;
 }
 
 /// An [`Acl`] that allows everything: for re-simulating already endorsed transactions (whose signed proposals are
@@ -88,6 +97,8 @@ pub struct TxContext<'a> {
     iterators: Vec<RangeIterator>,
     /// The history database, when the peer keeps one.
     history: Option<&'a dyn History>,
+    /// The private values the peer holds.
+    private: Option<&'a dyn PrivateState>,
 }
 
 /// A range iterator of a shim chaincode (Fabric's `resultsItr` in `txmgr/query_executor.go`): the committed
@@ -135,7 +146,57 @@ impl<'a> TxContext<'a> {
             proposal: None,
             iterators: Vec::new(),
             history: None,
+            private: None,
         }
+    }
+
+    /// The same context reading private values from `private`.
+    pub fn with_private_state(mut self, private: &'a dyn PrivateState) -> Self {
+        self.private = Some(private);
+        self
+    }
+
+    /// The value of private `key` in `collection` of the chaincode's namespace (Fabric's `GetPrivateData`): `None`
+    /// when the key has no value; the read is recorded as a hashed read with the version.
+    ///
+    /// Errors (Fabric's text): the peer does not hold the value at the committed hash's version.
+    pub fn get_private_data(&mut self, collection: &str, key: &str) -> Result<Option<Bytes>, String> {
+        let ns = self.namespace.clone();
+        self.get_private_data_in(&ns, collection, key)
+    }
+
+    /// [`Self::get_private_data`] in namespace `ns` (`_lifecycle`'s reads of an organisation's approvals).
+    pub(crate) fn get_private_data_in(
+        &mut self,
+        ns: &str,
+        collection: &str,
+        key: &str,
+    ) -> Result<Option<Bytes>, String> {
+        let ns = ns.to_owned();
+        let hashed = self.view.get(&StateKey::hashed(&ns, collection, sha256(key.as_bytes()))).map(|v| v.version);
+        let held = self.private.and_then(|p| p.get(&ns, collection, key));
+        let held_version = held.as_ref().map(|(_, (b, t))| Height::new(*b, *t));
+        if hashed != held_version {
+            let show = |h: Option<Height>| match h {
+                Some(h) => format!("{{BlockNum: {}, TxNum: {}}}", h.block_num, h.tx_num),
+                None => "<nil>".to_owned(),
+            };
+            return Err(format!(
+                "private data matching public hash version is not available. Public hash version = {}, Private data version = {}",
+                show(hashed),
+                show(held_version)
+            ));
+        }
+        self.private_reads.insert((ns.clone(), collection.to_owned()), ());
+        self.rwset.add_hashed_read(&ns, collection, key, hashed);
+        Ok(held.map(|(v, _)| v))
+    }
+
+    /// The held private keys of `collection` in `[start, end)` with their values (Fabric's
+    /// `GetPrivateDataByRange`, which records nothing in the read/write set).
+    pub fn get_private_data_by_range(&mut self, collection: &str, start: &str, end: &str) -> Vec<(String, Bytes)> {
+        let ns = self.namespace.clone();
+        self.private.map(|p| p.range(&ns, collection, start, end)).unwrap_or_default()
     }
 
     /// The same context answering history queries from `history`.

@@ -32,11 +32,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 pub use ferrofabric_protos::peer::Response;
 
-pub use context::{Acl, AllowAll, History, RangeHandle, Simulation, TxContext, TOTAL_QUERY_LIMIT};
+pub use context::{Acl, AllowAll, History, PrivateState, RangeHandle, Simulation, TxContext, TOTAL_QUERY_LIMIT};
 pub use kv::Kv;
 pub use lifecycle::{
-    check_collection, endorsement_info, invoke_local, ChaincodeInstaller, EndorsementInfo, Installed,
-    InstalledChaincode, Lifecycle, LIFECYCLE,
+    check_collection, endorsement_info, invoke_local, is_collection_member, ChaincodeInstaller, EndorsementInfo,
+    Installed, InstalledChaincode, Lifecycle, LIFECYCLE,
 };
 pub use rwset::MAX_DEGREE;
 pub use smallbank::{account_key, Smallbank, SMALLBANK_PREFIX};

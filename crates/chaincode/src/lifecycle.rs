@@ -23,13 +23,13 @@ use ferrofabric_channelconfig::{compile_signature_policy, ChannelConfig};
 use ferrofabric_protos::common::{msp_principal::Classification, signature_policy, MspRole, OrganizationUnit};
 use ferrofabric_protos::lifecycle::{
     chaincode_source, query_chaincode_definitions_result, query_installed_chaincodes_result, state_data,
-    ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeEndorsementInfo, ChaincodeValidationInfo,
+    ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeEndorsementInfo, ChaincodeSource, ChaincodeValidationInfo,
     CheckCommitReadinessArgs, CommitChaincodeDefinitionArgs, GetInstalledChaincodePackageArgs,
     GetInstalledChaincodePackageResult, InstallChaincodeArgs, InstallChaincodeResult,
-    QueryApprovedChaincodeDefinitionArgs, QueryChaincodeDefinitionArgs, QueryChaincodeDefinitionResult,
-    QueryChaincodeDefinitionsArgs, QueryChaincodeDefinitionsResult, QueryInstalledChaincodeArgs,
-    QueryInstalledChaincodeResult, QueryInstalledChaincodesArgs, QueryInstalledChaincodesResult, StateData,
-    StateMetadata,
+    QueryApprovedChaincodeDefinitionArgs, QueryApprovedChaincodeDefinitionResult, QueryChaincodeDefinitionArgs,
+    QueryChaincodeDefinitionResult, QueryChaincodeDefinitionsArgs, QueryChaincodeDefinitionsResult,
+    QueryInstalledChaincodeArgs, QueryInstalledChaincodeResult, QueryInstalledChaincodesArgs,
+    QueryInstalledChaincodesResult, StateData, StateMetadata,
 };
 use ferrofabric_protos::peer::{application_policy, collection_config, ApplicationPolicy, CollectionConfigPackage};
 use prost::Message;
@@ -191,6 +191,36 @@ pub fn check_collection(ctx: &mut TxContext<'_>, namespace: &str, collection: &s
         return Ok(());
     }
     Err(format!("collection {}/{namespace}/{collection} could not be found", ctx.channel_id()))
+}
+
+/// Whether a peer of `mspid` is eligible to keep the private data of `collection` of chaincode `namespace` (the
+/// org's own implicit collection, or an explicit collection of the committed definition whose member-orgs policy
+/// names the org; Fabric's `CollectionAccessPolicy.AccessFilter` applied to the peer, `gossip/privdata`). Reads the
+/// committed state without recording.
+pub fn is_collection_member(ctx: &mut TxContext<'_>, namespace: &str, collection: &str, mspid: &str) -> bool {
+    if let Some(org) = collection.strip_prefix(IMPLICIT_PREFIX) {
+        return org == mspid;
+    }
+    let Ok(Some(def)) = read_definition(ctx, false, namespace) else { return false };
+    def.params.collections.config.iter().any(|c| match &c.payload {
+        Some(collection_config::Payload::StaticCollectionConfig(s)) if s.name == collection => {
+            match s.member_orgs_policy.as_ref().and_then(|p| p.payload.as_ref()) {
+                Some(ferrofabric_protos::peer::collection_policy_config::Payload::SignaturePolicy(env)) => {
+                    env.identities.iter().any(|p| match Classification::try_from(p.principal_classification) {
+                        Ok(Classification::Role) => {
+                            MspRole::decode(p.principal.clone()).is_ok_and(|r| r.msp_identifier == mspid)
+                        }
+                        Ok(Classification::OrganizationUnit) => {
+                            OrganizationUnit::decode(p.principal.clone()).is_ok_and(|o| o.msp_identifier == mspid)
+                        }
+                        _ => false,
+                    })
+                }
+                None => false,
+            }
+        }
+        _ => false,
+    })
 }
 
 /// Which of `candidates` the org approved as the package of `private_name` (`<name>#<sequence>`): the one whose
@@ -388,8 +418,18 @@ fn implicit_collection(mspid: &str) -> String {
 /// only). `record`: whether reads go into the transaction's read set (reads through the simulator) or not (reads
 /// by the peer's caches).
 enum Src<'s> {
-    Public { record: bool },
-    Private { coll: &'s str, record: bool },
+    Public {
+        record: bool,
+    },
+    Private {
+        coll: &'s str,
+        record: bool,
+    },
+    /// The values of this peer's own organisation's implicit collection, which it holds when it endorsed the
+    /// approvals (reads recorded as hashed reads).
+    OwnPrivate {
+        coll: &'s str,
+    },
 }
 
 fn metadata_key(prefix: &str, name: &str) -> String {
@@ -407,13 +447,14 @@ fn read(ctx: &mut TxContext<'_>, src: &Src<'_>, key: &str) -> Option<Bytes> {
         Src::Public { record: false } => ctx.committed(LIFECYCLE, key),
         Src::Private { coll, record: true } => ctx.read_private_in(LIFECYCLE, coll, key),
         Src::Private { coll, record: false } => ctx.committed_hashed(LIFECYCLE, coll, key),
+        Src::OwnPrivate { coll } => ctx.get_private_data_in(LIFECYCLE, coll, key).ok().flatten(),
     }
 }
 
 /// Whether stored bytes (value or hash, see [`read`]) hold `value`.
 fn holds(src: &Src<'_>, stored: &Bytes, value: &[u8]) -> bool {
     match src {
-        Src::Public { .. } => stored.as_ref() == value,
+        Src::Public { .. } | Src::OwnPrivate { .. } => stored.as_ref() == value,
         Src::Private { .. } => stored.as_ref() == sha256(value).as_ref(),
     }
 }
@@ -421,7 +462,7 @@ fn holds(src: &Src<'_>, stored: &Bytes, value: &[u8]) -> bool {
 fn write(ctx: &mut TxContext<'_>, src: &Src<'_>, key: &str, value: Bytes) {
     match src {
         Src::Public { .. } => ctx.put_state_in(LIFECYCLE, key, value),
-        Src::Private { coll, .. } => ctx.put_private_data_in(LIFECYCLE, coll, key, value),
+        Src::Private { coll, .. } | Src::OwnPrivate { coll } => ctx.put_private_data_in(LIFECYCLE, coll, key, value),
     }
 }
 
@@ -544,7 +585,7 @@ fn read_metadata(
 ) -> Result<Option<StateMetadata>, String> {
     let Some(stored) = read(ctx, src, &metadata_key(prefix, name)) else { return Ok(None) };
     match src {
-        Src::Public { .. } => StateMetadata::decode(stored)
+        Src::Public { .. } | Src::OwnPrivate { .. } => StateMetadata::decode(stored)
             .map(Some)
             .map_err(|e| format!("could not unmarshal metadata for namespace {prefix}/{name}: {e}")),
         Src::Private { .. } => {
@@ -590,7 +631,18 @@ fn read_proto<M: Message + Default>(
     name: &str,
     field: &str,
 ) -> Result<M, String> {
-    let key = field_key(NAMESPACES, name, field);
+    read_proto_in(ctx, src, NAMESPACES, name, field)
+}
+
+/// [`read_proto`] under `prefix`.
+fn read_proto_in<M: Message + Default>(
+    ctx: &mut TxContext<'_>,
+    src: &Src<'_>,
+    prefix: &str,
+    name: &str,
+    field: &str,
+) -> Result<M, String> {
+    let key = field_key(prefix, name, field);
     let stored = read(ctx, src, &key).unwrap_or_default();
     let data = StateData::decode(stored).map_err(|e| format!("could not unmarshal state for key {key}: {e}"))?;
     let bytes = match data.r#type {
@@ -1079,15 +1131,65 @@ impl Lifecycle {
             }
         }
         let private_name = format!("{}#{requested}", a.name);
-        if read(ctx, &org, &metadata_key(NAMESPACES, &private_name)).is_none() {
-            return Err(LcError::Failed(format!(
+        let not_found = || {
+            LcError::Failed(format!(
                 "could not fetch approved chaincode definition (name: '{}', sequence: '{}') on channel '{channel}'",
                 a.name, a.sequence
-            )));
+            ))
+        };
+        if read(ctx, &org, &metadata_key(NAMESPACES, &private_name)).is_none() {
+            return Err(not_found());
         }
-        Err(LcError::Failed(format!(
-            "could not deserialize chaincode parameters for {private_name}: this peer keeps only the hashes of its organisation's approvals"
-        )))
+        // The values: this peer holds its organisation's approvals that it endorsed itself.
+        let own = Src::OwnPrivate { coll: &coll };
+        let params_meta = read_metadata(ctx, &own, NAMESPACES, &private_name, &StateMetadata::default())
+            .map_err(|e| format!("could not deserialize namespace metadata for {private_name}: {e}"))?
+            .ok_or_else(|| {
+                format!("could not deserialize chaincode parameters for {private_name}: this peer does not hold its organisation's approval")
+            })?;
+        if params_meta.datatype != PARAMETERS_TYPE {
+            return Err(LcError::Failed(format!("not a chaincode parameters type: {}", params_meta.datatype)));
+        }
+        let params_err = |e: String| format!("could not deserialize chaincode parameters for {private_name}: {e}");
+        let endorsement: ChaincodeEndorsementInfo =
+            read_proto(ctx, &own, &private_name, "EndorsementInfo").map_err(params_err)?;
+        let validation: ChaincodeValidationInfo =
+            read_proto(ctx, &own, &private_name, "ValidationInfo").map_err(params_err)?;
+        let collections: CollectionConfigPackage =
+            read_proto(ctx, &own, &private_name, "Collections").map_err(params_err)?;
+        let source_meta = read_metadata(ctx, &own, CHAINCODE_SOURCES, &private_name, &StateMetadata::default())
+            .map_err(|e| format!("could not deserialize chaincode-source metadata for {private_name}: {e}"))?
+            .ok_or_else(not_found)?;
+        if source_meta.datatype != LOCAL_PACKAGE_TYPE {
+            return Err(LcError::Failed(format!("not a chaincode local package type: {}", source_meta.datatype)));
+        }
+        let key = field_key(CHAINCODE_SOURCES, &private_name, "PackageID");
+        let package_id = match read(ctx, &own, &key).map(StateData::decode) {
+            None => String::new(),
+            Some(Ok(StateData { r#type: Some(state_data::Type::String(s)) })) => s,
+            Some(Ok(StateData { r#type: None })) => String::new(),
+            Some(_) => {
+                return Err(LcError::Failed(format!(
+                    "could not deserialize chaincode-source for {private_name}: could not unmarshal state for key {key}"
+                )))
+            }
+        };
+        let source = if package_id.is_empty() {
+            chaincode_source::Type::Unavailable(chaincode_source::Unavailable {})
+        } else {
+            chaincode_source::Type::LocalPackage(chaincode_source::Local { package_id })
+        };
+        let result = QueryApprovedChaincodeDefinitionResult {
+            sequence: requested,
+            version: endorsement.version,
+            endorsement_plugin: endorsement.endorsement_plugin,
+            validation_plugin: validation.validation_plugin,
+            validation_parameter: validation.validation_parameter,
+            collections: Some(collections),
+            init_required: endorsement.init_required,
+            source: Some(ChaincodeSource { r#type: Some(source) }),
+        };
+        Ok(Bytes::from(result.encode_to_vec()))
     }
 
     fn query_definition(&self, ctx: &mut TxContext<'_>, a: QueryChaincodeDefinitionArgs) -> LcResult<Bytes> {

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferrofabric_chaincode::{
-    endorsement_info, invoke_local, is_system_chaincode, Chaincode, ChaincodeInstaller, Installed, Lifecycle, Registry,
-    TxContext, LIFECYCLE,
+    endorsement_info, invoke_local, is_collection_member, is_system_chaincode, Chaincode, ChaincodeInstaller,
+    Installed, Lifecycle, Registry, TxContext, LIFECYCLE,
 };
 use ferrofabric_chaincode_support::{ChaincodeInvoker, ChaincodeSupport};
 use ferrofabric_msp::SigningIdentity;
@@ -13,6 +13,7 @@ use ferrofabric_protos::peer::{
     ChaincodeAction, ChaincodeEvent, ChaincodeId, ChaincodeInterest, Endorsement, ProposalResponse,
     ProposalResponsePayload, Response, SignedProposal,
 };
+use ferrofabric_protos::rwset::TxPvtReadWriteSet;
 use prost::Message;
 
 use crate::acl::ProposalAcl;
@@ -196,6 +197,7 @@ impl Endorser {
         if let Some(history) = self.replica.history() {
             ctx = ctx.with_history(history);
         }
+        ctx = ctx.with_private_state(self.replica.private_state());
         let installed = self.registry.get(name).cloned();
         let package_ids = match (&installed, &self.chaincodes) {
             (None, Some(c)) => Some(c.package_ids()),
@@ -241,6 +243,16 @@ impl Endorser {
             _ => return Ok(failure(500, format!("chaincode {name} is not installed"))),
         };
         let sim = ctx.finish();
+        // The private write set of a response this peer endorses waits for its block (Fabric's transient store),
+        // for the collections this peer's organisation may keep.
+        if let (Some(private), true) = (&sim.private, response.status < ferrofabric_chaincode::ERROR_THRESHOLD) {
+            let mut probe = TxContext::new(&view, &channel, &tx_id, name, creator.clone(), &acl);
+            if let Some(eligible) =
+                eligible_private_set(private, |ns, coll| is_collection_member(&mut probe, ns, coll, &mspid))
+            {
+                self.replica.persist_private(&tx_id, &eligible);
+            }
+        }
         drop(view);
 
         // A failed invocation carries no event (Fabric's callChaincode drops it).
@@ -298,6 +310,18 @@ impl Endorser {
             interest,
         }
     }
+}
+
+/// The collections of a marshaled `TxPvtReadWriteSet` that `eligible(namespace, collection)` accepts, marshaled;
+/// `None` when none is left (or the set does not decode).
+fn eligible_private_set(private: &Bytes, mut eligible: impl FnMut(&str, &str) -> bool) -> Option<Bytes> {
+    let mut set = TxPvtReadWriteSet::decode(private.clone()).ok()?;
+    for ns in &mut set.ns_pvt_rwset {
+        let namespace = ns.namespace.clone();
+        ns.collection_pvt_rwset.retain(|c| eligible(&namespace, &c.collection_name));
+    }
+    set.ns_pvt_rwset.retain(|ns| !ns.collection_pvt_rwset.is_empty());
+    (!set.ns_pvt_rwset.is_empty()).then(|| Bytes::from(set.encode_to_vec()))
 }
 
 /// Runs a chaincode called by another on the same channel (INVOKE_CHAINCODE) in the caller's simulation: the

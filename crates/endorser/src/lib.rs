@@ -18,6 +18,7 @@ mod daemon;
 mod endorser;
 mod follow;
 mod gateway;
+mod private;
 mod proposal;
 mod replica;
 mod syscc;
@@ -33,6 +34,7 @@ pub use daemon::{default_listen, start, EndorserConfig, EndorserFile, GatewayPee
 pub use endorser::{endorse, Endorser, Rejected};
 pub use follow::{follow, follow_with};
 pub use gateway::{BlockSource, DaemonLedger, RecentBlocks, RECENT_BLOCKS};
+pub use private::TRANSIENT_RETENTION_BLOCKS;
 pub use replica::{Replica, ReplicaError};
 
 /// Largest gRPC message accepted or sent (Fabric's default `peer.maxRecvMsgSize` / `maxSendMsgSize`, 100 MiB).

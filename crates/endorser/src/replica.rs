@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
-use ferrofabric_chaincode::History;
+use ferrofabric_chaincode::{History, PrivateState};
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{BlockHeader, BlockMetadataIndex, ConfigEnvelope, HeaderType};
 use ferrofabric_protos::peer::TxValidationCode;
@@ -15,6 +15,8 @@ use ferrofabric_protos::queryresult::KeyModification;
 use ferrofabric_state::{Height, StateView, UpdateBatch, WorldState};
 use ferrofabric_validator::{apply_write_set, TxIds};
 use prost::Message;
+
+use crate::private::PrivateData;
 
 /// Why a block could not be applied to a [`Replica`] (nothing of it was applied).
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +67,8 @@ pub struct Replica {
     /// The history database (`ledger.history.enableHistoryDatabase`), when kept: every public write of a valid
     /// transaction by (namespace, key), oldest first.
     history: Option<RwLock<KeyHistory>>,
+    /// The private data this peer endorsed and then committed.
+    private: PrivateData,
 }
 
 impl std::fmt::Debug for Replica {
@@ -108,7 +112,19 @@ impl Replica {
             committed: RwLock::new(Committed { config: Arc::new(config), txids }),
             apply_lock: Mutex::new(()),
             history: None,
+            private: PrivateData::default(),
         })
+    }
+
+    /// The private values this peer holds.
+    pub fn private_state(&self) -> &dyn PrivateState {
+        &self.private
+    }
+
+    /// Keeps the private write set of transaction `tx_id` that this peer endorsed, until a block commits it (see
+    /// the `private` module).
+    pub fn persist_private(&self, tx_id: &str, private: &Bytes) {
+        self.private.persist(tx_id, self.height(), private);
     }
 
     /// The same replica keeping the history of every key from here on (Fabric's history database), for chaincodes'
@@ -242,6 +258,7 @@ impl Replica {
         let mut txids = Vec::with_capacity(arena.txs().len());
         let mut new_config = None;
         let mut modifications = Vec::new();
+        let mut committed_private = Vec::new();
         for (i, tx) in arena.txs().iter().enumerate() {
             let Ok(ch) = tx.channel_header() else {
                 txids.push(String::new());
@@ -260,6 +277,7 @@ impl Replica {
                 // A VALID endorser transaction always has a decodable read/write set; skip defensively otherwise.
                 if let Ok(rwset) = tx.rwset() {
                     apply_write_set(&view, &mut batch, rwset, Height::new(number, i as u64));
+                    committed_private.push((ch.tx_id.clone(), i as u64));
                     if self.history.is_some() {
                         for ns in rwset {
                             for w in &ns.kv.writes {
@@ -288,6 +306,12 @@ impl Replica {
         if let Some(c) = new_config {
             committed.config = Arc::new(c);
         }
+        for (tx_id, i) in committed_private {
+            if let Some(Ok(rwset)) = arena.txs().get(i as usize).map(|t| t.rwset()) {
+                self.private.commit(&tx_id, Height::new(number, i), rwset);
+            }
+        }
+        self.private.expire(number + 1);
         if let Some(history) = &self.history {
             let mut h = history.write().unwrap_or_else(|e| e.into_inner());
             for (key, m) in modifications {

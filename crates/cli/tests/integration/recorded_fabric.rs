@@ -493,11 +493,24 @@ fn recorded_ledger_queries() -> Vec<(Step, Vec<(ferrofabric_protos::peer::Signed
 /// signature is ECDSA's own and is verified instead. A channel configuration (cscc's GetChannelConfig) is compared
 /// as a message, since Fabric marshals its maps in no fixed order.
 fn assert_same_answer(what: &str, ours: &ProposalResponse, theirs: &ProposalResponse, config: &ChannelConfig) {
+    // Go marshals maps, and `_lifecycle` lists the definitions of a map, in no fixed order: such answers are compared
+    // as messages (prost's maps compare as maps) with the definitions in name order.
+    let definitions = |b: &Bytes| {
+        ferrofabric_protos::lifecycle::QueryChaincodeDefinitionsResult::decode(b.clone()).ok().map(|mut r| {
+            r.chaincode_definitions.sort_by(|x, y| x.name.cmp(&y.name));
+            r
+        })
+    };
+    fn same<M: Message + Default + PartialEq>(a: &Bytes, b: &Bytes) -> bool {
+        matches!((M::decode(a.clone()), M::decode(b.clone())), (Ok(x), Ok(y)) if x == y)
+    }
     let same_payload = |a: &Bytes, b: &Bytes| {
+        use ferrofabric_protos::lifecycle::{CheckCommitReadinessResult, QueryChaincodeDefinitionResult};
         a == b
-            || what.contains("GetChannelConfig")
-                && ferrofabric_protos::common::Config::decode(a.clone()).ok()
-                    == ferrofabric_protos::common::Config::decode(b.clone()).ok()
+            || what.contains("GetChannelConfig") && same::<ferrofabric_protos::common::Config>(a, b)
+            || what.contains("checkcommitreadiness") && same::<CheckCommitReadinessResult>(a, b)
+            || what.contains("querycommitted all") && definitions(a).is_some() && definitions(a) == definitions(b)
+            || what.contains("querycommitted") && same::<QueryChaincodeDefinitionResult>(a, b)
     };
     let (o, t) = (ours.response.clone().unwrap_or_default(), theirs.response.clone().unwrap_or_default());
     assert_eq!((o.status, &o.message), (t.status, &t.message), "{what}: response status and message");
@@ -620,24 +633,73 @@ fn start_node_chaincode(dir: &Path, address: &str, package_id: &str, log: &Path)
     process
 }
 
-/// Steps whose answers need what this peer does not do yet, with why; every other recorded call to peer0.org1 must
-/// get the real peer's answer.
-const NOT_YET: &[(u64, &str)] = &[
-    (24, "queryapproved reads the org's private approval"),
-    (34, "queryapproved reads the org's private approval"),
-    (80, "the value of a private key"),
-    (83, "the values of a private range"),
-    (84, "the value of a private key"),
-    (86, "the values of a private range"),
-    (89, "the value of a private key"),
+/// One organisation's peer of the recording played by our endorser: its MSP, the recording's proxy name for it, and
+/// its chaincode services (address as its packages' `connection.json` name it, package key in `package-ids.json`).
+struct RecordedPeer {
+    org: &'static str,
+    mspid: &'static str,
+    proxy: &'static str,
+    services: [(&'static str, &'static str); 2],
+}
+
+const RECORDED_PEERS: [RecordedPeer; 2] = [
+    RecordedPeer {
+        org: "org1",
+        mspid: "Org1MSP",
+        proxy: "peer0.org1",
+        services: [("127.0.0.1:37171", "mycc/org1"), ("127.0.0.1:37173", "othercc/org1")],
+    },
+    RecordedPeer {
+        org: "org2",
+        mspid: "Org2MSP",
+        proxy: "peer0.org2",
+        services: [("127.0.0.1:37172", "mycc/org2"), ("127.0.0.1:37174", "othercc/org2")],
+    },
 ];
 
-/// Every ProcessProposal the real CLI sent to peer0.org1 from the first install on — `peer lifecycle chaincode
-/// install/queryinstalled/getinstalledpackage`, the lifecycle, and `peer chaincode invoke/query` of the recording's
-/// Node.js contract (served by the same shim as a chaincode service, reached through the installed `ccaas`
-/// package's `connection.json`) — replayed to our peer at the height at which it was made (the real orderer's
-/// blocks appended one by one to our orderer, which our committer follows): the real peer's status, message and
-/// payload, the same `ProposalResponsePayload` (read/write set, events, response) and interest.
+/// Starts `ferrofabric endorser` as `peer` of the recording (its MSP, a package store under `home`, the history
+/// database on), following the committer at `committer`; returns it, its address and its log.
+fn start_recorded_peer(home: &Path, peer: &RecordedPeer, committer: &str) -> (Running, String, PathBuf) {
+    std::fs::create_dir_all(home).unwrap();
+    let listen = format!("127.0.0.1:{}", free_port());
+    let msp = crypto(&format!("peerOrganizations/{o}.example.com/peers/peer0.{o}.example.com/msp", o = peer.org));
+    let yaml = home.join("endorser.yaml");
+    std::fs::write(
+        &yaml,
+        format!(
+            "listen: {listen}\nmsp_dir: {msp}\nmsp_id: {mspid}\ngenesis: {genesis}\ncommitter: {committer}\n\
+             file_system_path: {fs}\nhistory_database: true\n",
+            msp = msp.display(),
+            mspid = peer.mspid,
+            genesis = recorded().join("genesis.block").display(),
+            fs = home.join("data").display(),
+        ),
+    )
+    .unwrap();
+    let log = home.join("endorser.log");
+    let process = Running(
+        Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+            .arg("endorser")
+            .arg("--config")
+            .arg(&yaml)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(&listen, "ferrofabric endorser", &log);
+    (process, listen, log)
+}
+
+/// Every ProcessProposal the real CLI sent to either peer from the first install on — `peer lifecycle chaincode
+/// install/queryinstalled/getinstalledpackage/approveformyorg/checkcommitreadiness/queryapproved/commit/
+/// querycommitted`, and `peer chaincode invoke/query` of the recording's Node.js contract (served by the same shim
+/// as chaincode services, reached through each org's installed `ccaas` package's `connection.json`): get/put/delete,
+/// composite keys, ranges over more than 100 keys, pagination, history, events, transient and private data,
+/// key-level policies, chaincode-to-chaincode calls, errors — replayed to our peers of both organisations at the
+/// height at which each was made (the real orderer's blocks appended one by one to our orderer, which our committer
+/// follows): the real peer's status, message and payload, the same `ProposalResponsePayload` (read/write set,
+/// events, response) and interest, and an endorsement by the same identity that verifies.
 #[test]
 fn our_peer_answers_the_recorded_install_lifecycle_and_chaincode_calls_as_fabric() {
     let tmp = tempfile::tempdir().unwrap();
@@ -645,26 +707,21 @@ fn our_peer_answers_the_recorded_install_lifecycle_and_chaincode_calls_as_fabric
     let orderer_blocks = blocks("orderer-blocks.bin");
     let genesis = Block::decode(orderer_blocks[0].clone()).unwrap();
     let config = ChannelConfig::from_config_block(&genesis).unwrap();
+    // The chaincode services listen on the ports the recorded packages name.
     let _lock = crate::processes::cluster_lock();
 
-    // The chaincode services, where the packages' connection.json name them.
     let ids: Value =
         serde_json::from_str(&std::fs::read_to_string(recorded().join("package-ids.json")).unwrap()).unwrap();
-    let id = |k: &str| ids[k]["package_id"].as_str().unwrap().to_owned();
-    let _mycc = start_node_chaincode(
-        &tmp.path().join("mycc"),
-        "127.0.0.1:37171",
-        &id("mycc/org1"),
-        &tmp.path().join("mycc.log"),
-    );
-    let _othercc = start_node_chaincode(
-        &tmp.path().join("othercc"),
-        "127.0.0.1:37173",
-        &id("othercc/org1"),
-        &tmp.path().join("othercc.log"),
-    );
+    let mut services = Vec::new();
+    for peer in &RECORDED_PEERS {
+        for (address, key) in peer.services {
+            let dir = tmp.path().join(key.replace('/', "-"));
+            let log = tmp.path().join(format!("{}.log", key.replace('/', "-")));
+            services.push(start_node_chaincode(&dir, address, ids[key]["package_id"].as_str().unwrap(), &log));
+        }
+    }
 
-    // Our orderer at the genesis block, our committer following it, our endorser following the committer.
+    // Our orderer at the genesis block, our committer following it, our peers following the committer.
     let node = crypto("ordererOrganizations/example.com/orderers/orderer.example.com");
     let mut orderer = runtime.block_on(crate::support::TestOrderer::start_as(
         &orderer_blocks[..1],
@@ -689,31 +746,8 @@ fn our_peer_answers_the_recorded_install_lifecycle_and_chaincode_calls_as_fabric
     )
     .unwrap();
     let committer = crate::processes::start_committer(&committer_yaml, &tmp.path().join("committer.log"));
-    let endorser_listen = format!("127.0.0.1:{}", free_port());
-    let endorser_yaml = tmp.path().join("endorser.yaml");
-    std::fs::write(
-        &endorser_yaml,
-        format!(
-            "listen: {endorser_listen}\nmsp_dir: {msp}\nmsp_id: Org1MSP\ngenesis: {genesis}\ncommitter: {listen}\n\
-             file_system_path: {fs}\nhistory_database: true\n",
-            msp = peer0.join("msp").display(),
-            genesis = recorded().join("genesis.block").display(),
-            fs = tmp.path().join("peer").display(),
-        ),
-    )
-    .unwrap();
-    let log = tmp.path().join("endorser.log");
-    let endorser = Running(
-        Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
-            .arg("endorser")
-            .arg("--config")
-            .arg(&endorser_yaml)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    wait_listening(&endorser_listen, "ferrofabric endorser", &log);
+    let peers: Vec<_> =
+        RECORDED_PEERS.iter().map(|p| (p, start_recorded_peer(&tmp.path().join(p.org), p, &listen))).collect();
 
     let all = steps();
     let (getinfo, _) = recorded_ledger_queries()
@@ -725,54 +759,56 @@ fn our_peer_answers_the_recorded_install_lifecycle_and_chaincode_calls_as_fabric
     let mut height = 1u64;
     let (mut answered, mut mismatches) = (0, Vec::new());
     for step in &all[first_install..] {
-        // The real blocks up to the step's height, then wait for our peer to have them.
+        // The real blocks up to the step's height, then wait for our peers to have them.
         while height < step.height_before {
             let channel = orderer.node.as_ref().unwrap().registrar.channel("mychannel").unwrap();
             runtime.block_on(channel.support.append_block(orderer_blocks[height as usize].clone())).unwrap();
             height += 1;
         }
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let ours = runtime.block_on(process_proposal(&endorser_listen, getinfo.clone()));
-            let info = ferrofabric_protos::common::BlockchainInfo::decode(ours.response.unwrap_or_default().payload);
-            if info.is_ok_and(|i| i.height == height) {
-                break;
+        for (_, (_, addr, _)) in &peers {
+            let deadline = Instant::now() + WAIT;
+            loop {
+                let ours = runtime.block_on(process_proposal(addr, getinfo.clone()));
+                let info =
+                    ferrofabric_protos::common::BlockchainInfo::decode(ours.response.unwrap_or_default().payload);
+                if info.is_ok_and(|i| i.height == height) {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "our peer did not reach height {height}");
+                std::thread::sleep(Duration::from_millis(50));
             }
-            assert!(Instant::now() < deadline, "our peer did not reach height {height}");
-            std::thread::sleep(Duration::from_millis(50));
         }
-        if NOT_YET.iter().any(|(n, _)| *n == step.number) {
-            continue;
-        }
-        for call in step.calls.iter().filter(|c| {
-            c.role == "client->peer" && c.proxy == "peer0.org1" && c.method == "/protos.Endorser/ProcessProposal"
-        }) {
-            let request = call.messages.iter().find(|(d, _)| d == "c2s").map(|(_, m)| m.clone());
-            let answer = call.messages.iter().find(|(d, _)| d == "s2c").map(|(_, m)| m.clone());
-            let (Some(request), Some(answer)) = (request, answer) else { continue };
-            let signed = ferrofabric_protos::peer::SignedProposal::decode(request).unwrap();
-            if matches!(invoked_chaincode(&signed).as_str(), "qscc" | "cscc") {
-                continue;
-            }
-            let theirs = ProposalResponse::decode(answer).unwrap();
-            let ours = runtime.block_on(process_proposal(&endorser_listen, signed));
-            let what = format!("step {} ({})", step.number, step.name);
-            let check = std::panic::AssertUnwindSafe(|| assert_same_answer(&what, &ours, &theirs, &config));
-            match std::panic::catch_unwind(check) {
-                Ok(()) => answered += 1,
-                Err(_) => mismatches.push(what),
+        for (peer, (_, addr, _)) in &peers {
+            for call in step.calls.iter().filter(|c| {
+                c.role == "client->peer" && c.proxy == peer.proxy && c.method == "/protos.Endorser/ProcessProposal"
+            }) {
+                let request = call.messages.iter().find(|(d, _)| d == "c2s").map(|(_, m)| m.clone());
+                let answer = call.messages.iter().find(|(d, _)| d == "s2c").map(|(_, m)| m.clone());
+                let (Some(request), Some(answer)) = (request, answer) else { continue };
+                let signed = ferrofabric_protos::peer::SignedProposal::decode(request).unwrap();
+                if matches!(invoked_chaincode(&signed).as_str(), "qscc" | "cscc") {
+                    continue;
+                }
+                let theirs = ProposalResponse::decode(answer).unwrap();
+                let ours = runtime.block_on(process_proposal(addr, signed));
+                let what = format!("step {} ({}) at {}", step.number, step.name, peer.proxy);
+                let check = std::panic::AssertUnwindSafe(|| assert_same_answer(&what, &ours, &theirs, &config));
+                match std::panic::catch_unwind(check) {
+                    Ok(()) => answered += 1,
+                    Err(_) => mismatches.push(what),
+                }
             }
         }
     }
+    let logs: String = peers.iter().map(|(_, (_, _, log))| std::fs::read_to_string(log).unwrap_or_default()).collect();
     assert!(
         mismatches.is_empty(),
-        "{} of {} recorded calls answered differently: {mismatches:?}\n{}",
+        "{} of {} recorded calls answered differently: {mismatches:?}\n{logs}",
         mismatches.len(),
         answered + mismatches.len(),
-        std::fs::read_to_string(&log).unwrap_or_default()
     );
-    assert!(answered >= 60, "only {answered} recorded calls replayed");
-    println!("{answered} recorded install, lifecycle and chaincode calls answered as the real peer did");
-    drop((endorser, committer));
+    assert!(answered >= 150, "only {answered} recorded calls replayed");
+    println!("{answered} recorded install, lifecycle and chaincode calls to both peers answered as the real peers did");
+    drop((peers, committer, services));
     runtime.block_on(orderer.stop());
 }

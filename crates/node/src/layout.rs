@@ -91,6 +91,12 @@ impl Layout {
         self.crypto().join(format!("peerOrganizations/org{n}.example.com/peers/peer0.org{n}.example.com"))
     }
 
+    /// The file system path of peer0 of peer organisation `org` (Fabric's `peer.fileSystemPath`): its installed
+    /// chaincode packages live under `lifecycle/chaincodes`.
+    pub fn peer_data(&self, org: usize) -> PathBuf {
+        self.dir.join(format!("peers/peer0.org{}", org + 1))
+    }
+
     /// The MSP directory of user `user` (`Admin` or `User1`) of peer organisation `org` (0 = Org1, 1 = Org2).
     pub fn user_msp(&self, org: usize, user: &str) -> PathBuf {
         let n = org + 1;

@@ -9,6 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_blockstore_service::{BlockstoreConfig, RunningBlockstore};
+use ferrofabric_chaincode_support::{ChaincodeSupport, Timeouts};
 use ferrofabric_committer::{CommitterConfig, RunningCommitter};
 use ferrofabric_endorser::{
     BlockSource, DaemonLedger, Endorser, EndorserService, RecentBlocks, Replica, MAX_MESSAGE_SIZE,
@@ -381,8 +382,12 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         })
         .collect();
     for (org, mspid, signer, incoming, bound) in ports {
-        let replica = Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?);
+        let replica =
+            Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?.with_history());
         let recent = Arc::new(RecentBlocks::new(replica.height()));
+        let packages = layout.peer_data(org).join("lifecycle").join("chaincodes");
+        let chaincodes = ChaincodeSupport::new(&packages, tokio::runtime::Handle::current(), Timeouts::default())
+            .map_err(|e| anyhow!("chaincode package store {}: {e}", packages.display()))?;
         tasks.push(tokio::spawn(ferrofabric_endorser::follow_with(
             replica.clone(),
             committer.deliver_addr.to_string(),
@@ -395,7 +400,8 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         let source = BlockSource { address: blockstore.listen_addr.to_string(), tls: client_tls.clone() };
         let ledger = Arc::new(DaemonLedger::new(replica.clone(), recent.clone(), Some(source)));
         let endorser = Endorser::new(replica.clone(), signer.clone(), ferrofabric_chaincode_registry())
-            .with_ledger(ledger.clone());
+            .with_ledger(ledger.clone())
+            .with_chaincode_support(chaincodes.clone());
         let deliver = committer.deliver_service();
         let service = EndorserServer::new(PeerEndorser {
             inner: EndorserService(endorser.clone()),
@@ -421,7 +427,8 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
             .add_service(service)
             .add_service(deliver)
             .add_service(gateway)
-            .add_service(discovery);
+            .add_service(discovery)
+            .add_service(chaincodes.register_service());
         tasks.push(ferrofabric_comm::spawn_grpc_server(
             router,
             incoming,

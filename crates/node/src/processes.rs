@@ -586,6 +586,8 @@ fn child_specs(
             "tls": json(&mode.listener(layout, &layout.peer_node(org))),
             "committer_tls": json(&mode.client(vec![committer_ca.clone()], &layout.peer_node(org))),
             "operations_listen": addr(ports.peer_operations[org]),
+            "file_system_path": path(&layout.peer_data(org)),
+            "history_database": true,
             "gateway": {
                 "peers": gateway_peers,
                 "orderers": [addr(ports.orderer)],

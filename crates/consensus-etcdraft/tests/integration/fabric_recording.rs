@@ -484,7 +484,7 @@ async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower
     wait_until("the SubmitRequest at the leader", Duration::from_secs(5), || {
         heard1.lock().unwrap().requests.iter().find_map(|s| match StepRequest::decode(s.clone()).ok()?.payload? {
             step_request::Payload::SubmitRequest(SubmitRequest { channel, payload: Some(env), .. }) => {
-                (channel == CHANNEL && Bytes::from(env.encode_to_vec()) == forwarded).then_some(())
+                (channel == CHANNEL && forwarded == env.encode_to_vec()).then_some(())
             }
             _ => None,
         })
@@ -510,10 +510,7 @@ async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower
         let Some(c) = consensus(&step) else { continue };
         let m = raft_of(&c);
         assert_eq!((m.from, m.to), (1, 2));
-        let mut reply = RaftMessage::default();
-        reply.from = 2;
-        reply.to = 1;
-        reply.term = m.term;
+        let mut reply = RaftMessage { from: 2, to: 1, term: m.term, ..Default::default() };
         match m.get_msg_type() {
             MessageType::MsgRequestPreVote => reply.set_msg_type(MessageType::MsgRequestPreVoteResponse),
             MessageType::MsgRequestVote => reply.set_msg_type(MessageType::MsgRequestVoteResponse),

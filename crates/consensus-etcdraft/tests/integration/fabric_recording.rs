@@ -443,6 +443,11 @@ async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower
         assert_eq!(block_header_hash(&header), block_header_hash(f0.header.as_ref().unwrap()), "block {n}: header");
         assert_eq!(block_header_hash(&header), block_header_hash(f1.header.as_ref().unwrap()), "block {n}: header");
         assert_eq!(o.data, f0.data, "block {n}: data");
+        let (slots, fabric_slots) = (o.metadata.clone().unwrap().metadata, f0.metadata.clone().unwrap().metadata);
+        let shape = |s: &[Bytes]| s.iter().map(|m| m.is_empty()).collect::<Vec<_>>();
+        assert_eq!(shape(&slots), shape(&fabric_slots), "block {n}: the metadata slots Fabric's node fills");
+        let sigs = ferrofabric_protos::common::Metadata::decode(slots[0].clone()).unwrap().signatures;
+        assert_eq!(sigs.len(), 1, "block {n}: signed once, by this node");
         let md = block_raft_metadata(&ours[n as usize]).unwrap_or_else(|| panic!("block {n}: no etcdraft metadata"));
         assert_eq!((md.consenter_ids.as_slice(), md.next_consenter_id), (&[1, 2, 3][..], 4), "block {n}");
         assert_eq!(Some(&md.raft_index), entry_index.get(&n), "block {n}: the Raft index of its entry");

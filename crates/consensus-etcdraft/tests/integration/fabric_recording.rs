@@ -634,3 +634,125 @@ async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower
     assert!(heard2.lock().unwrap().requests.iter().any(|s| consensus(s).is_some()), "orderer2 was dialed too");
     node.shutdown().await;
 }
+
+// ---- keepalive within Fabric's server policy ----
+
+/// Fabric's `General.Keepalive.ServerMinInterval` default: a grpc-go server answers client pings that come sooner
+/// with GOAWAY `too_many_pings`.
+const FABRIC_SERVER_MIN_PING_INTERVAL: Duration = Duration::from_secs(60);
+
+/// What a policing HTTP/2 server saw from its one client.
+#[derive(Debug, Default)]
+struct Policed {
+    data_frames: usize,
+    pings: Vec<Instant>,
+    goaway_sent: bool,
+}
+
+/// A TLS HTTP/2 endpoint that behaves as a Fabric Step server does on the wire (accepts streams, never sends
+/// HEADERS or DATA) and polices pings as grpc-go's server with `ServerMinInterval` does: a client PING sooner than
+/// the interval after the connection started or after the previous one is answered with GOAWAY
+/// ENHANCE_YOUR_CALM "too_many_pings".
+async fn policing_h2_server(i: usize) -> (SocketAddr, Arc<Mutex<Policed>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = orderer_dir(i);
+    let tls = ferrofabric_comm::TlsConfig {
+        enabled: true,
+        private_key: Some(dir.join("tls/server.key")),
+        certificate: Some(dir.join("tls/server.crt")),
+        ..Default::default()
+    };
+    let mut config = (*ferrofabric_comm::http_server_tls(&tls).unwrap()).clone();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Policed::default()));
+    let policed = seen.clone();
+    tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut s = acceptor.accept(tcp).await.unwrap();
+        let started = Instant::now();
+        let mut preface = [0u8; 24];
+        s.read_exact(&mut preface).await.unwrap();
+        assert_eq!(&preface, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+        // Server preface: empty SETTINGS.
+        s.write_all(&[0, 0, 0, 4, 0, 0, 0, 0, 0]).await.unwrap();
+        let mut last_ping = started;
+        loop {
+            let mut head = [0u8; 9];
+            if s.read_exact(&mut head).await.is_err() {
+                return;
+            }
+            let len = (usize::from(head[0]) << 16) | (usize::from(head[1]) << 8) | usize::from(head[2]);
+            let (kind, flags) = (head[3], head[4]);
+            let mut payload = vec![0u8; len];
+            if s.read_exact(&mut payload).await.is_err() {
+                return;
+            }
+            match kind {
+                0 => policed.lock().unwrap().data_frames += 1,
+                // SETTINGS from the client: acknowledge.
+                4 if flags & 1 == 0 => s.write_all(&[0, 0, 0, 4, 1, 0, 0, 0, 0]).await.unwrap(),
+                6 if flags & 1 == 0 => {
+                    let now = Instant::now();
+                    policed.lock().unwrap().pings.push(now);
+                    if now.duration_since(last_ping) < FABRIC_SERVER_MIN_PING_INTERVAL {
+                        let debug = b"too_many_pings";
+                        let mut goaway = vec![0, 0, (8 + debug.len()) as u8, 7, 0, 0, 0, 0, 0];
+                        goaway.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0x0b]);
+                        goaway.extend_from_slice(debug);
+                        s.write_all(&goaway).await.unwrap();
+                        policed.lock().unwrap().goaway_sent = true;
+                        return;
+                    }
+                    last_ping = now;
+                    let mut ack = vec![0, 0, 8, 6, 1, 0, 0, 0, 0];
+                    ack.extend_from_slice(&payload);
+                    s.write_all(&ack).await.unwrap();
+                }
+                _ => {}
+            }
+        }
+    });
+    (addr, seen)
+}
+
+/// The cluster endpoint our links dial with keeps a Step stream that receives nothing (as every stream to a Fabric
+/// server) without pinging: no PING within 8 s of steady sending, which the 5 s pings it used to send broke with
+/// GOAWAY too_many_pings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_link_to_a_silent_server_sends_no_ping_sooner_than_fabric_allows() {
+    let (addr, policed) = policing_h2_server(1).await;
+    let o0 = orderer_dir(0);
+    let tls = ferrofabric_comm::ClusterTls {
+        certificate_pem: read(&o0.join("tls/server.crt")),
+        private_key_pem: read(&o0.join("tls/server.key")),
+        root_cas_pem: vec![read(&o0.join("tls/ca.crt"))],
+    };
+    let endpoint = ferrofabric_comm::cluster_endpoint("127.0.0.1", addr.port(), &tls, &[]).unwrap();
+    let channel = endpoint.connect().await.unwrap();
+    let (tx, rx) = mpsc::channel::<Bytes>(16);
+    let call = tokio::spawn(async move {
+        let mut grpc = tonic::client::Grpc::new(channel);
+        grpc.ready().await.unwrap();
+        let request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+        let path = http::uri::PathAndQuery::from_static("/orderer.Cluster/Step");
+        let _ = grpc.streaming(request, path, PairCodec::<RawEncoder, RawDecoder>::default()).await;
+    });
+    // Heartbeat-like traffic for 8 s: the client sends, receives nothing.
+    let heartbeat = recorded_requests(1, 0)
+        .into_iter()
+        .map(|(_, b)| b)
+        .find(|b| consensus(b).is_some_and(|c| raft_of(&c).get_msg_type() == MessageType::MsgHeartbeat));
+    let heartbeat = heartbeat.expect("a recorded heartbeat");
+    for _ in 0..16 {
+        tx.send(heartbeat.clone()).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let seen = policed.lock().unwrap();
+    assert!(seen.data_frames >= 12, "the stream carried the messages: {seen:?}");
+    assert!(seen.pings.is_empty() && !seen.goaway_sent, "pings sooner than Fabric's ServerMinInterval: {seen:?}");
+    assert!(!call.is_finished(), "the call is still open, waiting for headers that never come");
+    assert!(ferrofabric_comm::CLUSTER_KEEPALIVE_INTERVAL >= FABRIC_SERVER_MIN_PING_INTERVAL);
+}

@@ -451,7 +451,9 @@ async fn connect_and_serve(link: &Link, rx: &mut mpsc::Receiver<Outbound>, halt:
 /// The server side of `orderer.Cluster` (Fabric `orderer/common/cluster/service.go`), for
 /// `tonic::transport::Server::add_service`: authenticates the caller by its TLS client certificate and
 /// routes each request to the channel's Raft chain. A call without a client certificate ends with
-/// UNAUTHENTICATED; a SubmitRequest for an unknown channel is answered NOT_FOUND.
+/// UNAUTHENTICATED. A caller that does not ask for answers ([`SUBMIT_RESPONSES_HEADER`], a Fabric orderer) gets
+/// what Fabric's Step server sends on a live stream: no response headers, no `StepResponse`; one that asks gets
+/// the headers at once and one `SubmitResponse` per `SubmitRequest` (NOT_FOUND for a channel not served here).
 #[derive(Clone)]
 pub struct ClusterService {
     cluster: Arc<Cluster>,

@@ -768,3 +768,58 @@ fn settle_applied(shared: &Shared, events: &mpsc::UnboundedSender<Event>, block:
     shared.lock_book().applied(keys.iter());
     let _ = events.send(Event::Applied { number });
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// As Fabric's tracker: the active nodes are reported once they held for four ticks, then every fourth tick;
+    /// a change of their number starts the count again; a follower reports nothing.
+    #[test]
+    fn cluster_metadata_every_fourth_tick_of_a_stable_active_set() {
+        let mut t = ActiveTracker::default();
+        let mut reported = Vec::new();
+        for tick in 0..12 {
+            t.check(true, vec![1, 2, 3]);
+            if let Some(md) = t.pending.take() {
+                reported.push((tick, etcdraft::ClusterMetadata::decode(md).unwrap().active_nodes));
+            }
+        }
+        assert_eq!(reported, vec![(4, vec![1, 2, 3]), (8, vec![1, 2, 3])]);
+        t.check(true, vec![1, 3]);
+        for _ in 0..3 {
+            t.check(true, vec![1, 3]);
+            assert!(t.pending.is_none(), "the count starts again after a change");
+        }
+        t.check(true, vec![1, 3]);
+        assert_eq!(etcdraft::ClusterMetadata::decode(t.pending.take().unwrap()).unwrap().active_nodes, vec![1, 3]);
+        for _ in 0..8 {
+            t.check(false, vec![1]);
+        }
+        assert!(t.pending.is_none(), "a follower sends no cluster metadata");
+    }
+
+    /// Fabric's entry blocks (five empty metadata slots, `0a000a000a000a000a00`) count as unsigned; a block with
+    /// one signature in SIGNATURES counts as signed; a block without metadata or with garbage there does not.
+    #[test]
+    fn entry_blocks_without_a_signature_are_told_from_signed_ones() {
+        let fabric_entry =
+            Block::decode(Bytes::from_static(&[0x1a, 0x0a, 0x0a, 0, 0x0a, 0, 0x0a, 0, 0x0a, 0, 0x0a, 0])).unwrap();
+        assert_eq!(fabric_entry.metadata.as_ref().unwrap().metadata.len(), 5);
+        assert!(!is_signed(&fabric_entry));
+        assert!(!is_signed(&Block::default()));
+        let mut signed = fabric_entry.clone();
+        let md = Metadata {
+            value: Bytes::new(),
+            signatures: vec![ferrofabric_protos::common::MetadataSignature {
+                signature: Bytes::from_static(b"sig"),
+                ..Default::default()
+            }],
+        };
+        signed.metadata.as_mut().unwrap().metadata[0] = Bytes::from(md.encode_to_vec());
+        assert!(is_signed(&signed));
+        signed.metadata.as_mut().unwrap().metadata[0] = Bytes::from_static(&[0xff, 0xff]);
+        assert!(!is_signed(&signed), "undecodable metadata is no signature");
+    }
+}

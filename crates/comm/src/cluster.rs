@@ -6,6 +6,17 @@ use std::time::Duration;
 
 use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
 
+/// How long a cluster connection may go without receiving anything before the dialer pings it: Fabric's
+/// `General.Keepalive.ServerMinInterval` default (60 s). A Fabric server answers pings that come more often with
+/// GOAWAY `too_many_pings`, and a Step stream receives no messages, so pinging sooner would cut every link
+/// (Fabric `orderer/common/cluster/comm.go` dials with the same interval; the recording shows a ping about 60 s
+/// after the dialer last received).
+pub const CLUSTER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// How long the dialer waits for the answer to a keepalive ping before it drops the connection (Fabric's
+/// `General.Keepalive.ServerTimeout` default, 20 s).
+pub const CLUSTER_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// TLS material a consenter uses to dial the others (Fabric `General.Cluster.ClientCertificate` /
 /// `ClientPrivateKey`, and root CAs to check the servers).
 #[derive(Clone)]
@@ -26,7 +37,8 @@ impl std::fmt::Debug for ClusterTls {
 }
 
 /// A gRPC endpoint for `host:port` with mutual TLS: `tls`'s identity, the roots `tls.root_cas_pem` plus
-/// `extra_roots`, the server name checked against `host`.
+/// `extra_roots`, the server name checked against `host`. Keepalive pings as Fabric's cluster client sends
+/// them: [`CLUSTER_KEEPALIVE_INTERVAL`] after the last frame received, never on a connection without calls.
 ///
 /// Errors: a malformed address or TLS material tonic refuses.
 pub fn cluster_endpoint(
@@ -45,9 +57,9 @@ pub fn cluster_endpoint(
         .tls_config(config)?
         .connect_timeout(Duration::from_secs(2))
         .tcp_nodelay(true)
-        .http2_keep_alive_interval(Duration::from_secs(5))
-        .keep_alive_timeout(Duration::from_secs(5))
-        .keep_alive_while_idle(true)
+        .http2_keep_alive_interval(CLUSTER_KEEPALIVE_INTERVAL)
+        .keep_alive_timeout(CLUSTER_KEEPALIVE_TIMEOUT)
+        .keep_alive_while_idle(false)
         .initial_connection_window_size(Some(8 << 20))
         .initial_stream_window_size(Some(4 << 20)))
 }

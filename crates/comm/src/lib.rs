@@ -32,7 +32,9 @@ pub use client::{
     broadcast, connect, connect_with, deliver, deliver_with, open_deliver, seek_envelope, seek_range, ClientTls,
     ConnectOptions, DeliverApi, DeliverItem,
 };
-pub use cluster::{cluster_endpoint, cluster_peer_certificate, ClusterTls};
+pub use cluster::{
+    cluster_endpoint, cluster_peer_certificate, ClusterTls, CLUSTER_KEEPALIVE_INTERVAL, CLUSTER_KEEPALIVE_TIMEOUT,
+};
 pub use codec::{unimplemented_response, PairCodec, ProstDecoder, ProstEncoder, RawDecoder, RawEncoder};
 pub use listener::{
     bind as bind_grpc, grpc_listener, server_builder as grpc_server_builder, spawn as spawn_grpc_server, unused_port,

@@ -6,7 +6,10 @@
 //! message until it applies a block that contains it; when the leader changes, holders hand their messages
 //! to the new leader again. The leader drops a message it is already cutting or that was ordered recently
 //! ([`Book::is_recent`]), so a message reaches the ledger at most once, and — with at most one crashed
-//! node at a time in a three-node cluster — at least once.
+//! node at a time in a three-node cluster — at least once. Fabric consenters never acknowledge a forwarded
+//! envelope, so towards them a follower counts its message delivered once sent and a leader backs up only on
+//! Ferrofabric followers; the follower still holds the message and hands it to the next leader if the block
+//! holding it is not applied in time.
 //!
 //! Messages are identified by the first 16 bytes of the BLAKE3 hash of the envelope bytes ([`Key`]). The key never
 //! leaves the node (each node derives it from the envelope it holds or applies), so it need not be Fabric's

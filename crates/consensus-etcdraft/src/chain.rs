@@ -4,13 +4,17 @@
 //!
 //! # Accepting a message
 //! The receiving node holds the message (see [`super::book`]) and then
-//! * as a follower, forwards it to the leader in a `SubmitRequest` and answers SUCCESS when the leader
-//!   acknowledged it; if the leader fails meanwhile, the message is handed to the next leader, until the
-//!   queue timeout;
-//! * as the leader, queues it for the cutter and backs it up on a quorum's worth of followers (one in a
-//!   three-node cluster) before answering SUCCESS.
+//! * as a follower, forwards it to the leader in a `SubmitRequest` and answers SUCCESS when a Ferrofabric
+//!   leader acknowledged it, or once it is sent to a Fabric leader (which never answers: Fabric
+//!   `chain.go` `forwardToLeader` is fire-and-forget, and the client's answer comes from the follower's own
+//!   checks); if the leader fails meanwhile, the message is handed to the next leader, until the queue
+//!   timeout;
+//! * as the leader, queues it for the cutter and backs it up on a quorum's worth of the Ferrofabric
+//!   followers (one in a three-node cluster) before answering SUCCESS; Fabric followers get no backup and
+//!   are not waited for.
 //!
 //! A node that receives a `SubmitRequest` holds the envelope; if it leads, it also queues it for the cutter.
+//! It answers only a Ferrofabric sender (see [`super::transport`]).
 //!
 //! # The leader loop
 //! Runs only between [`Event::LeaderReady`] and the end of the leadership. It cuts with Fabric's rules
@@ -42,7 +46,7 @@ use tokio::sync::{mpsc, watch};
 use super::book::{key_of, Book, Key};
 use super::members::{next_set, Dialer, Members};
 use super::raftnode::{Event, Input, RaftStatus};
-use super::transport::{submit_request, submit_response};
+use super::transport::{submit_request, submit_response, Answers};
 use super::Cluster;
 use ferrofabric_orderer::{
     compute_membership_changes, inspect, raft_consenters, BlockCutter, ChainSupport, ChannelStatus, Consensus,
@@ -124,11 +128,19 @@ impl Shared {
     ///
     /// Errors: the new set cannot be served (see [`Dialer::members`]) or is not one consenter away.
     pub(crate) fn on_config_block(&self, block: &Block) -> Result<(), String> {
+        self.on_config_metadata(super::raft_block_metadata(block))
+    }
+
+    /// As [`Shared::on_config_block`], with `recorded` the Raft metadata the config block carries (or this node
+    /// signed into it).
+    ///
+    /// Errors: as [`Shared::on_config_block`].
+    pub(crate) fn on_config_metadata(&self, recorded: Option<etcdraft::BlockMetadata>) -> Result<(), String> {
         let config = self.support.config();
         let result = (|| {
             let Some(consenters) = raft_consenters(&config)? else { return Ok(()) };
             let old = self.members();
-            let (metadata, map) = next_set(&old, super::raft_block_metadata(block), &consenters)?;
+            let (metadata, map) = next_set(&old, recorded, &consenters)?;
             if metadata.consenter_ids == old.metadata.consenter_ids && map == old.consenters {
                 return Ok(());
             }
@@ -221,7 +233,9 @@ impl Shared {
         submit_response(&self.channel, Status::Success, "")
     }
 
-    /// Sends `submission` to the other consenters (but `exclude`) and waits until `needed` acknowledged it.
+    /// Sends `submission` to the other consenters (but `exclude`) that answer `SubmitRequest`s and waits until
+    /// `needed` of them (at most as many as there are) acknowledged it. Fabric consenters never answer, and
+    /// one that is not the leader would only forward the envelope back, so they get no backup.
     async fn backup(
         &self,
         submission: &Submission,
@@ -238,9 +252,13 @@ impl Shared {
         let mut acks: FuturesUnordered<_> = members
             .peers
             .values()
-            .filter(|p| Some(p.id) != exclude)
+            .filter(|p| Some(p.id) != exclude && p.answers() == Answers::Yes)
             .map(|p| p.submit(bytes.clone(), timeout))
             .collect();
+        let needed = needed.min(acks.len());
+        if needed == 0 {
+            return Ok(());
+        }
         let mut ok = 0;
         let mut last = String::from("no other consenter");
         while let Some(r) = acks.next().await {
@@ -619,7 +637,7 @@ impl ChainLoop {
 ///
 /// Errors: the envelope does not decode, or the change is not one Fabric accepts.
 #[allow(clippy::type_complexity)]
-fn membership_after(
+pub(crate) fn membership_after(
     env: &Bytes,
     metadata: &etcdraft::BlockMetadata,
     consenters: &BTreeMap<u64, Consenter>,

@@ -28,8 +28,10 @@
 //! The leader cuts, creates and *signs* each block (consenter metadata `etcdraft.BlockMetadata{consenter_ids,
 //! next_consenter_id, raft_index}` inside `OrdererBlockMetadata`), and replicates the signed bytes as one
 //! Raft entry. Every node, the leader included, appends committed entries with
-//! [`ChainSupport::append_block`], so all ledgers hold byte-identical blocks. (Fabric's followers re-sign
-//! each block themselves, so their copies differ in signatures.)
+//! [`ChainSupport::append_block`], so the ledgers of Ferrofabric nodes hold byte-identical blocks. A Fabric
+//! leader replicates its blocks unsigned and each Fabric node signs its own copy (`chain.go` `writeBlock`);
+//! such a block is signed by this node with its own metadata and the entry's Raft index before it is
+//! appended, so in a mixed cluster headers and data are equal everywhere and signatures are each node's.
 //!
 //! # Recovery and catch-up
 //! On restart the log is replayed from the newest snapshot; blocks the ledger already holds are skipped by
@@ -38,9 +40,17 @@
 //! and the log compacted. A node that receives a snapshot, or meets a block beyond its ledger height,
 //! pulls the missing blocks with Deliver from the other consenters (`catchup`).
 //!
+//! # Wire compatibility with Fabric
+//! A Ferrofabric orderer can be a consenter of a Fabric 2.5 etcdraft cluster: the Step stream starts sending
+//! before any response header and expects no `StepResponse` (`transport`); keepalive pings follow Fabric's
+//! cluster client ([`ferrofabric_comm::CLUSTER_KEEPALIVE_INTERVAL`]); forwarded envelopes are
+//! fire-and-forget towards Fabric nodes; the leader sends `ClusterMetadata{active_nodes}` on heartbeats;
+//! unsigned blocks from entries are signed as Fabric's nodes do.
+//!
 //! # Differences from Fabric
-//! * SUCCESS means the message is held by two nodes and will be ordered even if the leader crashes (see
-//!   `book`); Fabric answers once the message is queued at the leader.
+//! * Between Ferrofabric nodes, SUCCESS means the message is held by two nodes and will be ordered even if the
+//!   leader crashes (see `book`); Fabric answers once the message is queued at the leader, or sent to it by a
+//!   follower, and so does a Ferrofabric node towards Fabric consenters.
 //! * A byte-identical envelope submitted again while its first copy is held or was ordered recently (the
 //!   last 2^18 messages) is answered SUCCESS and ordered once; Fabric orders both copies and the peers
 //!   mark the second one a duplicate transaction.
@@ -93,7 +103,7 @@ use tokio::sync::{mpsc, watch};
 
 pub use chain::RaftChain;
 pub use ferrofabric_comm::ClusterTls;
-pub use transport::{ClusterService, CLUSTER_SERVICE_NAME};
+pub use transport::{ClusterService, CLUSTER_SERVICE_NAME, SUBMIT_RESPONSES_HEADER};
 
 use self::book::Book;
 use self::chain::{run_chain, LoopParams, Shared, Timing};

@@ -11,6 +11,18 @@
 //! restarts its session so the next block follows the change. A leader that is no longer a consenter hands
 //! leadership to a consenter; a node halts when the `RemoveNode` of itself is applied.
 //!
+//! Blocks from entries (Fabric `chain.go` `writeBlock`): a Fabric leader replicates each block *unsigned*
+//! (five empty metadata slots) and every node signs it when writing its ledger; so a committed block without
+//! a signature is signed here with this node's identity, its LAST_CONFIG and its own
+//! `etcdraft.BlockMetadata{consenter_ids, next_consenter_id, raft_index: the entry's index}`. A Ferrofabric
+//! leader's blocks arrive signed and are appended byte for byte. Either way the ledger tip records the Raft
+//! index, from which a restart resumes.
+//!
+//! Cluster metadata (Fabric `etcdraft/tracker.go`): the leader counts the nodes Raft saw active (itself and
+//! every follower whose progress is recently active) on each tick; once the count held for four ticks it
+//! attaches `etcdraft.ClusterMetadata{active_nodes}` to the heartbeats of the next round and starts over, so
+//! with one heartbeat per tick every fourth heartbeat carries it, as the recorded Fabric leader does.
+//!
 //! Leadership: when this node becomes leader it first applies every entry its log held at the election
 //! (they may carry blocks of the previous leader), then tells the chain loop, with a fresh *session*
 //! number, which Raft index its next proposal will get; the chain loop restarts block assembly from the
@@ -26,7 +38,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use ferrofabric_protos::common::Block;
+use ferrofabric_orderer::NewBlock;
+use ferrofabric_protos::common::{Block, BlockMetadataIndex, Metadata};
+use ferrofabric_protos::etcdraft;
 use futures::FutureExt;
 use prost::Message as _;
 use protobuf::Message as _;
@@ -36,9 +50,9 @@ use raft_engine::LogBatch;
 use tokio::sync::mpsc;
 
 use super::book::key_of;
-use super::chain::Shared;
+use super::chain::{membership_after, Shared};
 use super::storage::WalStorage;
-use super::transport::{consensus_request, ClusterTls, LinkEvent};
+use super::transport::{consensus_request_with_metadata, ClusterTls, LinkEvent};
 use ferrofabric_protoutil::sole_config_envelope;
 
 /// Inputs of the Raft thread.
@@ -137,6 +151,43 @@ pub(crate) struct RaftLoop {
     leaderless: Option<(Instant, Instant)>,
     /// Eviction probes made (each starts at the next source).
     probes: usize,
+    /// Active-node tracking of the leader (Fabric's `Tracker`).
+    tracker: ActiveTracker,
+}
+
+/// Fabric `etcdraft/tracker.go`: the leader's view of the active nodes, reported to the followers once it held
+/// for four ticks.
+#[derive(Debug, Default)]
+struct ActiveTracker {
+    last: Vec<u64>,
+    counter: u32,
+    /// Marshaled `ClusterMetadata` for the heartbeats of the next round.
+    pending: Option<Bytes>,
+}
+
+impl ActiveTracker {
+    /// One tick's check: `leader` whether this node leads, `active` the active nodes (this node first).
+    fn check(&mut self, leader: bool, active: Vec<u64>) {
+        if !leader {
+            self.last.clear();
+            self.counter = 0;
+            self.pending = None;
+            return;
+        }
+        let same = active.len() == self.last.len();
+        self.last = active;
+        if !same {
+            self.counter = 0;
+            return;
+        }
+        if self.counter < 3 {
+            self.counter += 1;
+            return;
+        }
+        self.counter = 0;
+        let md = etcdraft::ClusterMetadata { active_nodes: self.last.clone() };
+        self.pending = Some(Bytes::from(md.encode_to_vec()));
+    }
 }
 
 /// Upper bound of inputs handled between two readiness checks.
@@ -170,6 +221,7 @@ impl RaftLoop {
             abdicated_in: None,
             leaderless: None,
             probes: 0,
+            tracker: ActiveTracker::default(),
         }
     }
 
@@ -204,7 +256,10 @@ impl RaftLoop {
                 }
             }
             if Instant::now() >= next_tick {
+                // As Fabric: the active nodes are read before the tick, which may reset `recent_active`.
+                let active = self.active_nodes();
                 self.raw.tick();
+                self.tracker.check(self.is_leader(), active);
                 next_tick = Instant::now() + tick;
             }
             if let Err(e) = self.on_ready() {
@@ -259,6 +314,15 @@ impl RaftLoop {
 
     fn is_leader(&self) -> bool {
         self.raw.raft.state == StateRole::Leader
+    }
+
+    /// This node, then the followers Raft saw active recently (by ID).
+    fn active_nodes(&self) -> Vec<u64> {
+        let me = self.shared.self_id;
+        let mut peers: Vec<u64> =
+            self.raw.raft.prs().iter().filter(|(id, p)| **id != me && p.recent_active).map(|(id, _)| *id).collect();
+        peers.sort_unstable();
+        std::iter::once(me).chain(peers).collect()
     }
 
     /// Starts a new leadership session: refuse older proposals and wait until the log is applied.
@@ -456,9 +520,19 @@ impl RaftLoop {
 
     fn send(&mut self, msgs: Vec<RaftMessage>) {
         let members = self.shared.members();
+        // The cluster metadata goes with this round of heartbeats, to every follower.
+        let metadata = if msgs.iter().any(|m| m.get_msg_type() == MessageType::MsgHeartbeat) {
+            self.tracker.pending.take()
+        } else {
+            None
+        };
         for m in msgs {
             let to = m.to;
             let snapshot = m.get_msg_type() == MessageType::MsgSnapshot;
+            let md = match &metadata {
+                Some(md) if m.get_msg_type() == MessageType::MsgHeartbeat => md.clone(),
+                _ => Bytes::new(),
+            };
             let Some(peer) = members.peers.get(&to) else { continue };
             let bytes = match m.write_to_bytes() {
                 Ok(b) => Bytes::from(b),
@@ -467,7 +541,7 @@ impl RaftLoop {
                     continue;
                 }
             };
-            if !peer.send_raft(consensus_request(&self.shared.channel, bytes), snapshot) {
+            if !peer.send_raft(consensus_request_with_metadata(&self.shared.channel, bytes, md), snapshot) {
                 self.raw.report_unreachable(to);
                 if snapshot {
                     self.raw.report_snapshot(to, SnapshotStatus::Failure);
@@ -525,7 +599,7 @@ impl RaftLoop {
             if e.get_entry_type() != EntryType::EntryNormal || e.data.is_empty() {
                 continue;
             }
-            self.apply_block(e.data.clone())?;
+            self.apply_block(e.data.clone(), e.index)?;
             self.since_snapshot += e.data.len() as u64;
             if self.since_snapshot >= self.params.snapshot_interval {
                 self.since_snapshot = 0;
@@ -537,9 +611,10 @@ impl RaftLoop {
         Ok(())
     }
 
-    /// Appends a committed block unless the ledger has it already (a replay after restart); pulls the
-    /// blocks before it first if the ledger is behind.
-    fn apply_block(&mut self, raw: Bytes) -> Result<(), String> {
+    /// Appends the committed block of the entry at `index` unless the ledger has it already (a replay after
+    /// restart); pulls the blocks before it first if the ledger is behind. An unsigned block (from a Fabric
+    /// leader) is signed by this node first (see the module docs).
+    fn apply_block(&mut self, raw: Bytes, index: u64) -> Result<(), String> {
         let block = Block::decode(raw.clone()).map_err(|e| format!("a committed entry is not a block: {e}"))?;
         let number = block.header.as_ref().map(|h| h.number).ok_or("a committed block has no header")?;
         let next = self.shared.support.next_queued_number();
@@ -551,7 +626,11 @@ impl RaftLoop {
         }
         let shared = self.shared.clone();
         let events = self.events.clone();
-        self.handle.block_on(apply_pulled(shared, events, raw, block))
+        if is_signed(&block) {
+            self.handle.block_on(apply_pulled(shared, events, raw, block))
+        } else {
+            self.handle.block_on(write_entry_block(shared, events, block, index))
+        }
     }
 
     /// Brings the ledger up to the block carried by `snap`.
@@ -567,12 +646,8 @@ impl RaftLoop {
             return Ok(());
         }
         tracing::info!(channel = %self.shared.channel, from = next, to = number, "catching up to a Raft snapshot");
-        if number > next {
-            self.pull(next, number - 1)?;
-        }
-        let shared = self.shared.clone();
-        let events = self.events.clone();
-        self.handle.block_on(apply_pulled(shared, events, raw, block))
+        // A Fabric snapshot holds the block unsigned, like its entries; it is the block of the snapshot's index.
+        self.apply_block(raw, snap.get_metadata().index)
     }
 
     fn startup_catch_up(&mut self) -> Result<(), String> {
@@ -616,6 +691,58 @@ impl RaftLoop {
     }
 }
 
+/// Whether `block` carries at least one signature in its SIGNATURES metadata (Fabric's leader replicates blocks
+/// with that slot empty).
+fn is_signed(block: &Block) -> bool {
+    block
+        .metadata
+        .as_ref()
+        .and_then(|m| m.metadata.get(BlockMetadataIndex::Signatures as usize))
+        .and_then(|raw| Metadata::decode(raw.clone()).ok())
+        .is_some_and(|m| !m.signatures.is_empty())
+}
+
+/// Signs the unsigned block of the Raft entry at `index` as this node (Fabric `chain.go` `writeBlock` /
+/// `writeConfigBlock`: LAST_CONFIG, and `etcdraft.BlockMetadata` with this node's consenter IDs and `index`),
+/// queues it for the ledger and records its messages as applied.
+///
+/// Errors: a block whose data hash does not match its envelopes, one that does not continue the chain, or a
+/// config block whose configuration does not parse or whose consenter set cannot be followed.
+async fn write_entry_block(
+    shared: Arc<Shared>,
+    events: mpsc::UnboundedSender<Event>,
+    block: Block,
+    index: u64,
+) -> Result<(), String> {
+    let header = block.header.clone().ok_or("a committed block has no header")?;
+    let number = header.number;
+    let envelopes = block.data.as_ref().map(|d| d.data.clone()).unwrap_or_default();
+    if header.data_hash.as_ref() != ferrofabric_protoutil::block_data_hash(&envelopes).as_slice() {
+        return Err(format!("committed block {number}: the data hash does not match its envelopes"));
+    }
+    let members = shared.members();
+    let config = sole_config_envelope(&block).is_some();
+    let mut metadata = members.metadata.clone();
+    if config {
+        if let Some(env) = envelopes.first() {
+            if let Some((next, _)) = membership_after(env, &members.metadata, &members.consenters)? {
+                metadata = next;
+            }
+        }
+    }
+    metadata.raft_index = index;
+    let consenter_metadata = Bytes::from(metadata.encode_to_vec());
+    let new = NewBlock { header, envelopes };
+    if config {
+        shared.support.write_config_block(new, consenter_metadata).await.map_err(|e| e.0)?;
+        shared.on_config_metadata(Some(metadata))?;
+    } else {
+        shared.support.write_block(new, consenter_metadata).await.map_err(|e| e.0)?;
+    }
+    settle_applied(&shared, &events, &block, number);
+    Ok(())
+}
+
 /// Appends one block to the ledger and records its messages as applied.
 async fn apply_pulled(
     shared: Arc<Shared>,
@@ -628,11 +755,71 @@ async fn apply_pulled(
     if sole_config_envelope(&block).is_some() {
         shared.on_config_block(&block)?;
     }
+    settle_applied(&shared, &events, &block, number);
+    Ok(())
+}
+
+/// Records the messages of the appended block `number` as applied and tells the chain loop.
+fn settle_applied(shared: &Shared, events: &mpsc::UnboundedSender<Event>, block: &Block, number: u64) {
     let data_hash = block.header.as_ref().map(|h| h.data_hash.as_ref()).unwrap_or_default();
     let made = shared.lock_book().take_made(data_hash);
     let keys = made
         .unwrap_or_else(|| block.data.as_ref().map(|d| d.data.iter().map(|e| key_of(e)).collect()).unwrap_or_default());
     shared.lock_book().applied(keys.iter());
     let _ = events.send(Event::Applied { number });
-    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// As Fabric's tracker: the active nodes are reported once they held for four ticks, then every fourth tick;
+    /// a change of their number starts the count again; a follower reports nothing.
+    #[test]
+    fn cluster_metadata_every_fourth_tick_of_a_stable_active_set() {
+        let mut t = ActiveTracker::default();
+        let mut reported = Vec::new();
+        for tick in 0..12 {
+            t.check(true, vec![1, 2, 3]);
+            if let Some(md) = t.pending.take() {
+                reported.push((tick, etcdraft::ClusterMetadata::decode(md).unwrap().active_nodes));
+            }
+        }
+        assert_eq!(reported, vec![(4, vec![1, 2, 3]), (8, vec![1, 2, 3])]);
+        t.check(true, vec![1, 3]);
+        for _ in 0..3 {
+            t.check(true, vec![1, 3]);
+            assert!(t.pending.is_none(), "the count starts again after a change");
+        }
+        t.check(true, vec![1, 3]);
+        assert_eq!(etcdraft::ClusterMetadata::decode(t.pending.take().unwrap()).unwrap().active_nodes, vec![1, 3]);
+        for _ in 0..8 {
+            t.check(false, vec![1]);
+        }
+        assert!(t.pending.is_none(), "a follower sends no cluster metadata");
+    }
+
+    /// Fabric's entry blocks (five empty metadata slots, `0a000a000a000a000a00`) count as unsigned; a block with
+    /// one signature in SIGNATURES counts as signed; a block without metadata or with garbage there does not.
+    #[test]
+    fn entry_blocks_without_a_signature_are_told_from_signed_ones() {
+        let fabric_entry =
+            Block::decode(Bytes::from_static(&[0x1a, 0x0a, 0x0a, 0, 0x0a, 0, 0x0a, 0, 0x0a, 0, 0x0a, 0])).unwrap();
+        assert_eq!(fabric_entry.metadata.as_ref().unwrap().metadata.len(), 5);
+        assert!(!is_signed(&fabric_entry));
+        assert!(!is_signed(&Block::default()));
+        let mut signed = fabric_entry.clone();
+        let md = Metadata {
+            value: Bytes::new(),
+            signatures: vec![ferrofabric_protos::common::MetadataSignature {
+                signature: Bytes::from_static(b"sig"),
+                ..Default::default()
+            }],
+        };
+        signed.metadata.as_mut().unwrap().metadata[0] = Bytes::from(md.encode_to_vec());
+        assert!(is_signed(&signed));
+        signed.metadata.as_mut().unwrap().metadata[0] = Bytes::from_static(&[0xff, 0xff]);
+        assert!(!is_signed(&signed), "undecodable metadata is no signature");
+    }
 }

@@ -1,11 +1,19 @@
 //! Node-to-node traffic over Fabric's cluster service `orderer.Cluster/Step` (Fabric
-//! `orderer/common/cluster/comm.go`, `service.go`), with mutual TLS.
+//! `orderer/common/cluster/comm.go`, `rpc.go`, `service.go`), with mutual TLS.
 //!
 //! * Each consenter dials every other consenter of a channel and keeps one bidirectional `Step` stream per
-//!   (channel, peer). Requests carry Raft messages (`ConsensusRequest{channel, payload: eraftpb.Message}`)
-//!   and forwarded envelopes (`SubmitRequest{channel, last_validation_seq, payload: Envelope}`); the
-//!   receiver answers every `SubmitRequest` with one `SubmitResponse`, in order, so the sender matches
-//!   answers to requests first-in first-out.
+//!   (channel, peer). Requests carry Raft messages (`ConsensusRequest{channel, payload: raftpb.Message,
+//!   metadata}`) and forwarded envelopes (`SubmitRequest{channel, last_validation_seq, payload: Envelope}`).
+//! * As on Fabric's wire, a Step server sends nothing back on a live stream: no response headers, no
+//!   `StepResponse`, so never a `SubmitResponse`. The dialer therefore starts sending at once and never waits
+//!   for the response to begin (tonic's response future resolves only with the headers, which a Fabric server
+//!   sends when the stream ends).
+//! * Between Ferrofabric nodes a forwarded envelope is acknowledged, so that SUCCESS means two nodes hold it
+//!   (see `book`): the dialer asks for answers with the request header [`SUBMIT_RESPONSES_HEADER`]; only then
+//!   does our server send response headers (echoing the header) at once and answer every `SubmitRequest` with
+//!   one `SubmitResponse`, in order, which the dialer matches first-in first-out. A peer that has not echoed
+//!   the header within [`ANSWER_WAIT`] of the stream's start (a Fabric orderer) is *silent*: envelopes sent
+//!   to it count as delivered once written to the stream, as Fabric's `forwardToLeader` does.
 //! * The receiver identifies the sender by its TLS client certificate, which must be one of the channel's
 //!   consenter certificates (Fabric pins consenters by certificate the same way). A Raft message whose
 //!   `from` is not the sender is dropped.
@@ -15,6 +23,7 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -36,6 +45,35 @@ use ferrofabric_orderer::Metrics;
 
 /// gRPC service name of the cluster service (`/orderer.Cluster/Step`, Fabric `orderer/cluster.proto`).
 pub const CLUSTER_SERVICE_NAME: &str = "orderer.Cluster";
+
+/// Request header by which a Ferrofabric dialer asks the Step server to answer its `SubmitRequest`s; a
+/// Ferrofabric server that will answer echoes it in its response headers (Fabric ignores it and never answers).
+pub const SUBMIT_RESPONSES_HEADER: &str = "ferrofabric-submit-responses";
+
+/// How long after a Step stream starts the dialer waits for the server to echo [`SUBMIT_RESPONSES_HEADER`]
+/// before it takes the peer for one that never answers (a Fabric orderer).
+pub(crate) const ANSWER_WAIT: Duration = Duration::from_secs(2);
+
+/// Whether the peer at the other end of a link answers `SubmitRequest`s, as far as the current stream tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answers {
+    /// Not known yet (no stream, or the stream started less than [`ANSWER_WAIT`] ago).
+    Unknown = 0,
+    /// A Ferrofabric server: every `SubmitRequest` gets a `SubmitResponse`.
+    Yes = 1,
+    /// Never answers (Fabric): an envelope counts as delivered once sent.
+    No = 2,
+}
+
+impl Answers {
+    fn from_u8(v: u8) -> Answers {
+        match v {
+            1 => Answers::Yes,
+            2 => Answers::No,
+            _ => Answers::Unknown,
+        }
+    }
+}
 
 /// `orderer.StepRequest` with the submitted envelope kept as bytes.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -71,15 +109,9 @@ pub(crate) struct SubmitRequestRaw {
 }
 
 /// Marshals a `StepRequest` carrying a Raft message.
+#[cfg(test)]
 pub(crate) fn consensus_request(channel: &str, raft_message: Bytes) -> Bytes {
-    let req = StepRequestRaw {
-        payload: Some(StepPayload::ConsensusRequest(ConsensusRequest {
-            channel: channel.to_owned(),
-            payload: raft_message,
-            metadata: Bytes::new(),
-        })),
-    };
-    Bytes::from(req.encode_to_vec())
+    consensus_request_with_metadata(channel, raft_message, Bytes::new())
 }
 
 /// Marshals a `StepRequest` carrying an envelope.
@@ -89,6 +121,19 @@ pub(crate) fn submit_request(channel: &str, envelope: Bytes, seq: u64) -> Bytes 
             channel: channel.to_owned(),
             last_validation_seq: seq,
             payload: envelope,
+        })),
+    };
+    Bytes::from(req.encode_to_vec())
+}
+
+/// Marshals a `StepRequest` carrying a Raft message and, from a leader, the marshaled
+/// `etcdraft.ClusterMetadata` (Fabric sends it on heartbeats; empty otherwise).
+pub(crate) fn consensus_request_with_metadata(channel: &str, raft_message: Bytes, metadata: Bytes) -> Bytes {
+    let req = StepRequestRaw {
+        payload: Some(StepPayload::ConsensusRequest(ConsensusRequest {
+            channel: channel.to_owned(),
+            payload: raft_message,
+            metadata,
         })),
     };
     Bytes::from(req.encode_to_vec())
@@ -109,7 +154,8 @@ pub(crate) enum Outbound {
         /// A `MsgSnapshot`.
         snapshot: bool,
     },
-    /// A marshaled `StepRequest` with an envelope; the peer's answer is sent to `ack`.
+    /// A marshaled `StepRequest` with an envelope; the peer's answer is sent to `ack` (for a peer that never
+    /// answers: `Ok` once the request is written to the stream).
     Submit {
         /// The request bytes.
         bytes: Bytes,
@@ -134,6 +180,7 @@ pub(crate) struct PeerLink {
     pub(crate) id: u64,
     tx: mpsc::Sender<Outbound>,
     metrics: Arc<Metrics>,
+    answers: Arc<AtomicU8>,
 }
 
 impl std::fmt::Debug for PeerLink {
@@ -158,8 +205,15 @@ impl PeerLink {
         metrics: Arc<Metrics>,
     ) -> PeerLink {
         let (tx, rx) = mpsc::channel(LINK_QUEUE);
-        tokio::spawn(run_link(id, endpoint, max_message, rx, report, halt));
-        PeerLink { id, tx, metrics }
+        let answers = Arc::new(AtomicU8::new(Answers::Unknown as u8));
+        let link = Link { id, endpoint, max_message, report, answers: answers.clone() };
+        tokio::spawn(run_link(link, rx, halt));
+        PeerLink { id, tx, metrics, answers }
+    }
+
+    /// Whether the peer answers `SubmitRequest`s (a Ferrofabric node), as the current stream tells.
+    pub(crate) fn answers(&self) -> Answers {
+        Answers::from_u8(self.answers.load(Ordering::Relaxed))
     }
 
     /// Queues a Raft message without waiting; false if the queue is full or the link stopped.
@@ -172,7 +226,8 @@ impl PeerLink {
         queued
     }
 
-    /// Sends an envelope and waits for the peer's answer, at most `timeout`.
+    /// Sends an envelope and waits for the peer's answer, at most `timeout`; for a peer that never answers
+    /// (Fabric), only until the request is written to the stream.
     ///
     /// Errors: the peer answered with a non-SUCCESS status, the connection failed, or the time ran out.
     pub(crate) async fn submit(&self, bytes: Bytes, timeout: Duration) -> Result<(), String> {
@@ -216,29 +271,39 @@ fn fail(item: Outbound, id: u64, report: &(dyn Fn(LinkEvent) + Send + Sync), why
     }
 }
 
-async fn run_link(
+/// What a link task needs besides its queue.
+struct Link {
     id: u64,
     endpoint: Endpoint,
     max_message: usize,
-    mut rx: mpsc::Receiver<Outbound>,
     report: Arc<dyn Fn(LinkEvent) + Send + Sync>,
-    mut halt: watch::Receiver<bool>,
-) {
+    answers: Arc<AtomicU8>,
+}
+
+impl Link {
+    fn set_answers(&self, a: Answers) {
+        self.answers.store(a as u8, Ordering::Relaxed);
+    }
+}
+
+async fn run_link(link: Link, mut rx: mpsc::Receiver<Outbound>, mut halt: watch::Receiver<bool>) {
+    let id = link.id;
     let mut backoff = Duration::from_millis(50);
     loop {
         if *halt.borrow() {
             return;
         }
-        let why = match connect_and_serve(id, &endpoint, max_message, &mut rx, &*report, &mut halt).await {
+        let why = match connect_and_serve(&link, &mut rx, &mut halt).await {
             Served::Halted => return,
             Served::Broken(why) => why,
         };
+        link.set_answers(Answers::Unknown);
         tracing::debug!(peer = id, reason = %why, "cluster link down");
-        report(LinkEvent::Unreachable(id));
+        (link.report)(LinkEvent::Unreachable(id));
         // While the peer is away, fail what is queued instead of letting it pile up.
         let drain = async {
             while let Some(item) = rx.recv().await {
-                fail(item, id, &*report, &why);
+                fail(item, id, &*link.report, &why);
             }
         };
         tokio::select! {
@@ -255,73 +320,121 @@ enum Served {
     Broken(String),
 }
 
-async fn connect_and_serve(
-    id: u64,
-    endpoint: &Endpoint,
-    max_message: usize,
-    rx: &mut mpsc::Receiver<Outbound>,
-    report: &(dyn Fn(LinkEvent) + Send + Sync),
-    halt: &mut watch::Receiver<bool>,
-) -> Served {
+type Acks = VecDeque<Option<oneshot::Sender<Result<(), String>>>>;
+
+/// The next response on the stream once its headers came; never while they have not (a Fabric server sends
+/// none on a live stream).
+async fn next_response(inbound: &mut Option<Streaming<StepResponse>>) -> Result<Option<StepResponse>, tonic::Status> {
+    match inbound {
+        Some(s) => s.message().await,
+        None => futures::future::pending().await,
+    }
+}
+
+fn settle(acks: &mut Acks, r: &SubmitResponse) {
+    if let Some(Some(ack)) = acks.pop_front() {
+        let result = if r.status == Status::Success as i32 {
+            Ok(())
+        } else {
+            let status = Status::try_from(r.status).map(|s| s.as_str_name()).unwrap_or("UNKNOWN");
+            Err(format!("{status}: {}", r.info))
+        };
+        let _ = ack.send(result);
+    }
+}
+
+async fn connect_and_serve(link: &Link, rx: &mut mpsc::Receiver<Outbound>, halt: &mut watch::Receiver<bool>) -> Served {
+    let id = link.id;
+    let report = &*link.report;
     let channel = tokio::select! {
-        c = endpoint.connect() => match c {
+        c = link.endpoint.connect() => match c {
             Ok(c) => c,
             Err(e) => return Served::Broken(format!("connect: {e}")),
         },
         _ = halt.changed() => return Served::Halted,
     };
-    let mut grpc =
-        tonic::client::Grpc::new(channel).max_decoding_message_size(max_message).max_encoding_message_size(max_message);
+    let mut grpc = tonic::client::Grpc::new(channel)
+        .max_decoding_message_size(link.max_message)
+        .max_encoding_message_size(link.max_message);
     if let Err(e) = grpc.ready().await {
         return Served::Broken(format!("not ready: {e}"));
     }
     let (req_tx, req_rx) = mpsc::channel::<Bytes>(64);
     let path = http::uri::PathAndQuery::from_static("/orderer.Cluster/Step");
     let codec = PairCodec::<RawEncoder, ProstDecoder<StepResponse>>::default();
-    let request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(req_rx));
-    let call = tokio::select! {
-        r = grpc.streaming(request, path, codec) => r,
-        _ = halt.changed() => return Served::Halted,
-    };
-    let mut inbound = match call {
-        Ok(r) => r.into_inner(),
-        Err(e) => return Served::Broken(format!("Step: {e}")),
-    };
+    let mut request = tonic::Request::new(tokio_stream::wrappers::ReceiverStream::new(req_rx));
+    request.metadata_mut().insert(SUBMIT_RESPONSES_HEADER, tonic::metadata::MetadataValue::from_static("1"));
+    // The call sends the request headers and then the stream as it is fed; its future resolves only when
+    // response headers arrive, which a Fabric server never sends on a live stream. So it is polled alongside
+    // the send loop, never awaited before it.
+    let call = grpc.streaming(request, path, codec);
+    tokio::pin!(call);
+    let mut call_pending = true;
+    let mut inbound: Option<Streaming<StepResponse>> = None;
+    link.set_answers(Answers::Unknown);
+    let decide = tokio::time::sleep(ANSWER_WAIT);
+    tokio::pin!(decide);
     tracing::debug!(peer = id, "cluster link up");
-    let mut acks: VecDeque<Option<oneshot::Sender<Result<(), String>>>> = VecDeque::new();
+    let mut acks: Acks = VecDeque::new();
     let why = loop {
+        let answers = Answers::from_u8(link.answers.load(Ordering::Relaxed));
         tokio::select! {
             item = rx.recv() => {
                 let Some(item) = item else { return Served::Halted };
-                let (bytes, snapshot) = match item {
-                    Outbound::Raft { bytes, snapshot } => (bytes, snapshot),
-                    Outbound::Submit { bytes, ack } => {
-                        acks.push_back(ack);
-                        (bytes, false)
-                    }
+                let (bytes, snapshot, ack) = match item {
+                    Outbound::Raft { bytes, snapshot } => (bytes, snapshot, None),
+                    Outbound::Submit { bytes, ack } => (bytes, false, Some(ack)),
                 };
                 if req_tx.send(bytes).await.is_err() {
                     if snapshot {
                         report(LinkEvent::Snapshot(id, false));
+                    }
+                    if let Some(Some(ack)) = ack {
+                        let _ = ack.send(Err("stream closed".to_owned()));
                     }
                     break "stream closed".to_owned();
                 }
                 if snapshot {
                     report(LinkEvent::Snapshot(id, true));
                 }
-            }
-            resp = inbound.message() => match resp {
-                Ok(Some(StepResponse { payload: Some(step_response::Payload::SubmitRes(r)) })) => {
-                    if let Some(Some(ack)) = acks.pop_front() {
-                        let result = if r.status == Status::Success as i32 {
-                            Ok(())
-                        } else {
-                            let status = Status::try_from(r.status).map(|s| s.as_str_name()).unwrap_or("UNKNOWN");
-                            Err(format!("{status}: {}", r.info))
-                        };
-                        let _ = ack.send(result);
+                match (ack, answers) {
+                    (None, _) => {}
+                    (Some(ack), Answers::Yes) => acks.push_back(ack),
+                    (Some(ack), a) => {
+                        // Delivered as far as a peer that never answers can tell; while it is not known yet, a
+                        // place in the queue keeps later answers matched to their requests.
+                        if let Some(ack) = ack {
+                            let _ = ack.send(Ok(()));
+                        }
+                        if a == Answers::Unknown {
+                            acks.push_back(None);
+                        }
                     }
                 }
+            }
+            r = &mut call, if call_pending => {
+                call_pending = false;
+                match r {
+                    Ok(r) => {
+                        let answering = r.metadata().get(SUBMIT_RESPONSES_HEADER).is_some();
+                        if answering && answers != Answers::No {
+                            link.set_answers(Answers::Yes);
+                        } else {
+                            link.set_answers(Answers::No);
+                            acks.clear();
+                        }
+                        inbound = Some(r.into_inner());
+                    }
+                    Err(e) => break format!("Step: {e}"),
+                }
+            }
+            () = &mut decide, if answers == Answers::Unknown => {
+                // No answering server echoed the header in time: a peer that never answers.
+                link.set_answers(Answers::No);
+                acks.clear();
+            }
+            resp = next_response(&mut inbound) => match resp {
+                Ok(Some(StepResponse { payload: Some(step_response::Payload::SubmitRes(r)) })) => settle(&mut acks, &r),
                 Ok(Some(_)) => {}
                 Ok(None) => break "stream ended".to_owned(),
                 Err(e) => break format!("stream failed: {e}"),
@@ -338,7 +451,9 @@ async fn connect_and_serve(
 /// The server side of `orderer.Cluster` (Fabric `orderer/common/cluster/service.go`), for
 /// `tonic::transport::Server::add_service`: authenticates the caller by its TLS client certificate and
 /// routes each request to the channel's Raft chain. A call without a client certificate ends with
-/// UNAUTHENTICATED; a SubmitRequest for an unknown channel is answered NOT_FOUND.
+/// UNAUTHENTICATED. A caller that does not ask for answers ([`SUBMIT_RESPONSES_HEADER`], a Fabric orderer) gets
+/// what Fabric's Step server sends on a live stream: no response headers, no `StepResponse`; one that asks gets
+/// the headers at once and one `SubmitResponse` per `SubmitRequest` (NOT_FOUND for a channel not served here).
 #[derive(Clone)]
 pub struct ClusterService {
     cluster: Arc<Cluster>,
@@ -371,20 +486,33 @@ impl StreamingService<StepRequestRaw> for StepSvc {
         let cluster = self.0.clone();
         Box::pin(async move {
             let peer = ferrofabric_comm::cluster_peer_certificate(&request)?;
+            let answering = request.metadata().get(SUBMIT_RESPONSES_HEADER).is_some();
             let (tx, rx) = mpsc::channel(64);
-            tokio::spawn(serve_step(cluster, peer, request.into_inner(), tx));
-            Ok(tonic::Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)))
+            let served = tokio::spawn(serve_step(cluster, peer, request.into_inner(), answering.then_some(tx)));
+            if !answering {
+                // As Fabric's Step server: no response headers while the stream lives (they come with its end).
+                let _ = served.await;
+            }
+            let mut response = tonic::Response::new(tokio_stream::wrappers::ReceiverStream::new(rx));
+            if answering {
+                response
+                    .metadata_mut()
+                    .insert(SUBMIT_RESPONSES_HEADER, tonic::metadata::MetadataValue::from_static("1"));
+            }
+            Ok(response)
         })
     }
 }
 
+/// Reads one Step stream; answers its `SubmitRequest`s on `out` if the caller asked for answers (`None`: a
+/// Fabric caller, which gets none).
 async fn serve_step(
     cluster: Arc<Cluster>,
     peer: Vec<u8>,
     mut inbound: Streaming<StepRequestRaw>,
-    out: mpsc::Sender<Result<StepResponse, tonic::Status>>,
+    out: Option<mpsc::Sender<Result<StepResponse, tonic::Status>>>,
 ) {
-    // Submissions are answered in order by their own task, so that a leader whose queue is full keeps
+    // Submissions are handled in order by their own task, so that a leader whose queue is full keeps
     // reading the Raft messages (append acknowledgements) that will drain it.
     let (submits, mut submit_rx) = mpsc::unbounded_channel::<SubmitRequestRaw>();
     let answers = {
@@ -395,6 +523,7 @@ async fn serve_step(
                     Some(chain) => chain.on_submit(&peer, s.payload, s.last_validation_seq).await,
                     None => submit_response(&s.channel, Status::NotFound, format!("channel {} not served", s.channel)),
                 };
+                let Some(out) = &out else { continue };
                 let msg = StepResponse { payload: Some(step_response::Payload::SubmitRes(resp)) };
                 if out.send(Ok(msg)).await.is_err() {
                     return;

@@ -1,4 +1,5 @@
 //! Integration tests of `ferrofabric-consensus-etcdraft`, one test binary for the crate.
 
+mod fabric_recording;
 mod membership;
 mod raft;

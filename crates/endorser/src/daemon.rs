@@ -11,6 +11,9 @@
 //! tls: {Enabled: true, Certificate: tls/server.crt, PrivateKey: tls/server.key}   # the listener's TLS
 //! committer_tls: {Enabled: true, RootCAs: [tls/ca.crt]}                         # towards the committer
 //! operations_listen: 127.0.0.1:9445            # /metrics, /healthz, /version (optional)
+//! file_system_path: /var/ferrofabric/peer0     # installed chaincode packages under lifecycle/chaincodes (optional)
+//! chaincode_listen: 127.0.0.1:7052             # where chaincodes that dial the peer register (optional)
+//! history_database: true                       # keep every key's history for GetHistoryForKey (default false)
 //! gateway:                                     # optional: the Gateway and discovery services on this port
 //!   peers:                                     # every endorsing peer of the channel, this one included
 //!     - {msp_id: Org1MSP, address: 127.0.0.1:7051, msp_dir: .../peer0.org1.example.com/msp}

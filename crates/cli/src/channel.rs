@@ -86,13 +86,7 @@ pub(crate) struct GenesisArgs {
 /// The configtx.yaml to use when none is given, following configtxgen's search (`FABRIC_CFG_PATH`, then
 /// the working directory).
 fn default_config() -> PathBuf {
-    if let Some(dir) = std::env::var_os("FABRIC_CFG_PATH").filter(|d| !d.is_empty()) {
-        let candidate = PathBuf::from(dir).join("configtx.yaml");
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    PathBuf::from("configtx.yaml")
+    ferrofabric_comm::fabric_cfg_file("configtx.yaml").unwrap_or_else(|| PathBuf::from("configtx.yaml"))
 }
 
 /// Runs `ferrofabric channel <command>`; `genesis` writes the block (mode 0640, as configtxgen) and

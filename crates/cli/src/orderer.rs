@@ -12,7 +12,8 @@ use ferrofabric_orderer::{start, OrdererConfig};
 /// Arguments of `ferrofabric orderer`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub(crate) struct OrdererArgs {
-    /// Configuration file (Fabric orderer.yaml layout); without it, built-in defaults.
+    /// Configuration file (Fabric orderer.yaml layout, with Fabric's `ORDERER_*` environment overrides); without
+    /// it, `$FABRIC_CFG_PATH/orderer.yaml` if there is one, else built-in defaults.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// gRPC (Broadcast/Deliver) listen address `host:port` (General.ListenAddress/ListenPort).
@@ -48,7 +49,9 @@ impl OrdererArgs {
     ///
     /// Errors: unreadable or malformed file, malformed addresses.
     pub(crate) fn to_config(&self) -> anyhow::Result<OrdererConfig> {
-        let mut c = match &self.config {
+        // Fabric's orderer reads $FABRIC_CFG_PATH/orderer.yaml when no file is named.
+        let file = self.config.clone().or_else(|| ferrofabric_comm::fabric_cfg_file("orderer.yaml"));
+        let mut c = match &file {
             Some(path) => OrdererConfig::load(path)?,
             None => OrdererConfig::defaults(),
         };

@@ -15,13 +15,15 @@
 //!   [`bind_grpc`], [`grpc_server_builder`], [`spawn_grpc_server`]), and ports for listeners another process binds
 //!   ([`unused_port`]);
 //! * the one [`Shutdown`] signal every task holds, and `SIGINT`/`SIGTERM` handling ([`wait_for_signal`]);
-//! * `host:port` and Go duration values of configuration files ([`parse_addr`], [`parse_duration`]);
+//! * `host:port` and Go duration values of configuration files ([`parse_addr`], [`parse_duration`]), and Fabric's
+//!   environment overrides of them (`ORDERER_*`, `CORE_*`: [`apply_env_overrides`], [`fabric_cfg_file`]);
 //! * the operations HTTP server (`/healthz`, `/version`, `/metrics`: [`operations_router`], [`serve_operations`])
 //!   and the HTTP(S) accept loop ([`serve_http`]).
 
 mod client;
 mod cluster;
 mod codec;
+mod envconfig;
 mod listener;
 mod operations;
 mod parse;
@@ -36,6 +38,7 @@ pub use cluster::{
     cluster_endpoint, cluster_peer_certificate, ClusterTls, CLUSTER_KEEPALIVE_INTERVAL, CLUSTER_KEEPALIVE_TIMEOUT,
 };
 pub use codec::{unimplemented_response, PairCodec, ProstDecoder, ProstEncoder, RawDecoder, RawEncoder};
+pub use envconfig::{apply_env_overrides, fabric_cfg_file};
 pub use listener::{
     bind as bind_grpc, grpc_listener, server_builder as grpc_server_builder, spawn as spawn_grpc_server, unused_port,
 };

@@ -282,16 +282,42 @@ impl OrdererConfig {
     ///
     /// Errors: YAML syntax or type errors (with serde's location).
     pub fn from_yaml(text: &str, base_dir: &Path) -> anyhow::Result<Self> {
-        let mut config: OrdererConfig = serde_yaml::from_str(text).context("parsing the orderer YAML")?;
+        Self::from_yaml_with_env(text, base_dir, std::iter::empty())
+    }
+
+    /// [`Self::from_yaml`] with Fabric's `ORDERER_*` environment overrides among `vars` applied first
+    /// ([`ferrofabric_comm::apply_env_overrides`]: `ORDERER_GENERAL_LISTENPORT` replaces `General.ListenPort`).
+    ///
+    /// Errors: YAML syntax or type errors (with serde's location), also of an overridden value.
+    pub fn from_yaml_with_env(
+        text: &str,
+        base_dir: &Path,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> anyhow::Result<Self> {
+        let mut doc: serde_yaml::Value = serde_yaml::from_str(text).context("parsing the orderer YAML")?;
+        let replaced = ferrofabric_comm::apply_env_overrides(&mut doc, "ORDERER", vars);
+        for key in &replaced {
+            tracing::info!(key, "orderer configuration value from the environment");
+        }
+        // The file's text is parsed as written (an empty value reads as an empty string where one is expected); with
+        // overrides, the document is written back with its nulls empty again.
+        let text = if replaced.is_empty() {
+            text.to_owned()
+        } else {
+            let written = serde_yaml::to_string(&doc).context("writing the overridden orderer YAML")?;
+            written.lines().map(|l| l.strip_suffix(" null").unwrap_or(l)).collect::<Vec<_>>().join("\n")
+        };
+        let mut config: OrdererConfig = serde_yaml::from_str(&text).context("parsing the orderer YAML")?;
         config.resolve_paths(base_dir);
         Ok(config)
     }
 
-    /// Reads and parses the file at `path` ([`Self::from_yaml`] with the file's directory as base).
+    /// Reads and parses the file at `path` with the process's `ORDERER_*` environment overrides
+    /// ([`Self::from_yaml_with_env`] with the file's directory as base), as Fabric's orderer reads `orderer.yaml`.
     pub fn load(path: &Path) -> anyhow::Result<Self> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         let base = path.parent().unwrap_or_else(|| Path::new("."));
-        Self::from_yaml(&text, base)
+        Self::from_yaml_with_env(&text, base, std::env::vars())
     }
 
     fn resolve_paths(&mut self, base: &Path) {
@@ -437,6 +463,34 @@ mod tests {
         assert_eq!(c.time_window().unwrap(), Duration::from_secs(900));
         assert!(c.consensus.wal_dir.unwrap().ends_with("orderer/data/etcdraft/wal"));
         assert_eq!(c.ferrofabric, TuningConfig::default());
+    }
+
+    #[test]
+    fn fabrics_sample_orderer_yaml_takes_docker_compose_environment_overrides() {
+        for version in ["2.5.16", "3.1.5"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(format!("../../../shared/fabric/{version}/config/orderer.yaml"));
+            let text = std::fs::read_to_string(&path).unwrap();
+            let vars = [
+                ("ORDERER_GENERAL_LISTENADDRESS", "0.0.0.0"),
+                ("ORDERER_GENERAL_LISTENPORT", "7055"),
+                ("ORDERER_GENERAL_LOCALMSPID", "Org9MSP"),
+                ("ORDERER_GENERAL_LOCALMSPDIR", "/var/hyperledger/orderer/msp"),
+                ("ORDERER_GENERAL_TLS_ENABLED", "true"),
+                ("ORDERER_GENERAL_TLS_ROOTCAS", "[/var/hyperledger/orderer/tls/ca.crt]"),
+                ("ORDERER_ADMIN_LISTENADDRESS", "0.0.0.0:7053"),
+                ("ORDERER_FILELEDGER_LOCATION", "/var/hyperledger/production/orderer"),
+            ]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()));
+            let c = OrdererConfig::from_yaml_with_env(&text, Path::new("/cfg"), vars).unwrap();
+            assert_eq!(c.listen_addr().unwrap(), "0.0.0.0:7055".parse().unwrap(), "{version}");
+            assert_eq!(c.general.local_msp_id.as_deref(), Some("Org9MSP"));
+            assert_eq!(c.general.local_msp_dir.as_deref(), Some(Path::new("/var/hyperledger/orderer/msp")));
+            assert!(c.general.tls.enabled);
+            assert_eq!(c.general.tls.root_cas, vec![PathBuf::from("/var/hyperledger/orderer/tls/ca.crt")]);
+            assert_eq!(c.admin.listen_address, "0.0.0.0:7053");
+            assert_eq!(c.file_ledger.location.as_deref(), Some(Path::new("/var/hyperledger/production/orderer")));
+        }
     }
 
     #[test]

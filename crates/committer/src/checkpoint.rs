@@ -508,8 +508,9 @@ mod tests {
         };
         let (cpu, wall) = stage(false);
         assert!(cpu > ENCODE_BURST * 4, "the state is too small to need pacing: {cpu:?}");
-        // The sleeps are a lower bound on the wall-clock time whatever else runs; the last burst goes unpaced.
-        let least = (cpu.saturating_sub(ENCODE_BURST + Duration::from_millis(3))).mul_f64(1.0 / ENCODE_DUTY);
+        // The sleeps are a lower bound on the wall-clock time whatever else runs; the last burst goes unpaced, and the
+        // thread's CPU clock and the pacer's own measure of its bursts differ by a few per cent on a busy machine.
+        let least = (cpu.saturating_sub(ENCODE_BURST + Duration::from_millis(3))).mul_f64(0.9 / ENCODE_DUTY);
         assert!(wall >= least, "{cpu:?} of CPU in {wall:?}: not paced to {ENCODE_DUTY}");
         // In a hurry it does not sleep at all.
         let (cpu, wall) = stage(true);

@@ -363,16 +363,17 @@ fn our_orderer_answers_the_recorded_cli_as_fabric_and_writes_fabrics_blocks() {
     println!("{broadcasts} recorded broadcasts and {fetches} fetches: Fabric's answers and Fabric's {next} blocks");
 }
 
-/// Our orderer serving the real orderer's blocks of the recording (in this process, on `runtime`) and our
+/// Our orderer serving `served`, blocks of the real orderer's chain of the recording (in this process, on `runtime`) and our
 /// `ferrofabric committer` following it as peer0.org1 (data and log under `tmp`); returns both and the committer's
 /// peer Deliver address.
 fn committer_of_the_recorded_blocks(
     tmp: &Path,
     runtime: &tokio::runtime::Runtime,
+    served: &[Bytes],
 ) -> (crate::support::TestOrderer, Running, String) {
     let node = crypto("ordererOrganizations/example.com/orderers/orderer.example.com");
     let orderer = runtime.block_on(crate::support::TestOrderer::start_as(
-        &blocks("orderer-blocks.bin"),
+        served,
         "mychannel",
         &node.join("msp"),
         "OrdererMSP",
@@ -402,7 +403,8 @@ fn our_committer_stores_the_real_peers_bytes_and_answers_the_recorded_cli_as_the
     let tmp = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let peer_blocks = blocks("peer-blocks.bin");
-    let (orderer, committer, listen) = committer_of_the_recorded_blocks(tmp.path(), &runtime);
+    let (orderer, committer, listen) =
+        committer_of_the_recorded_blocks(tmp.path(), &runtime, &blocks("orderer-blocks.bin"));
     let log = tmp.path().join("committer.log");
 
     // Every block as the real peer stored it, byte for byte.
@@ -583,7 +585,8 @@ fn our_peer_answers_the_recorded_channel_and_ledger_queries_as_fabric() {
     drop(first);
 
     // At the recording's last height: a peer following a committer of the real orderer's blocks.
-    let (orderer, committer, listen) = committer_of_the_recorded_blocks(tmp.path(), &runtime);
+    let (orderer, committer, listen) =
+        committer_of_the_recorded_blocks(tmp.path(), &runtime, &blocks("orderer-blocks.bin"));
     let (endorser, addr) = start_endorser(&tmp.path().join("at-tip"), Some(&format!("http://{listen}")));
     let height = blocks("orderer-blocks.bin").len() as u64;
     // `peer channel getinfo` until the peer is at the recording's height.
@@ -722,30 +725,7 @@ fn our_peer_answers_the_recorded_install_lifecycle_and_chaincode_calls_as_fabric
     }
 
     // Our orderer at the genesis block, our committer following it, our peers following the committer.
-    let node = crypto("ordererOrganizations/example.com/orderers/orderer.example.com");
-    let mut orderer = runtime.block_on(crate::support::TestOrderer::start_as(
-        &orderer_blocks[..1],
-        "mychannel",
-        &node.join("msp"),
-        "OrdererMSP",
-        &node.join("tls/server.crt"),
-    ));
-    let listen = format!("127.0.0.1:{}", free_port());
-    let committer_yaml = tmp.path().join("committer.yaml");
-    let peer0 = crypto("peerOrganizations/org1.example.com/peers/peer0.org1.example.com");
-    std::fs::write(
-        &committer_yaml,
-        format!(
-            "Channel: mychannel\nGenesisBlock: {genesis}\nDataDir: {data}\nLocalMSPDir: {msp}\nLocalMSPID: Org1MSP\n\
-             Orderers: [\"{orderer}\"]\nListenAddress: {listen}\nTimeWindow: 87600h\n",
-            genesis = recorded().join("genesis.block").display(),
-            data = tmp.path().join("committer").display(),
-            msp = peer0.join("msp").display(),
-            orderer = orderer.addr,
-        ),
-    )
-    .unwrap();
-    let committer = crate::processes::start_committer(&committer_yaml, &tmp.path().join("committer.log"));
+    let (mut orderer, committer, listen) = committer_of_the_recorded_blocks(tmp.path(), &runtime, &orderer_blocks[..1]);
     let peers: Vec<_> =
         RECORDED_PEERS.iter().map(|p| (p, start_recorded_peer(&tmp.path().join(p.org), p, &listen))).collect();
 

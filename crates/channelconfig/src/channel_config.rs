@@ -459,6 +459,22 @@ impl ChannelConfig {
         &self.orderer_addresses
     }
 
+    /// Where peers and clients reach the ordering service (Fabric's `OrdererEndpoints` rule): every orderer
+    /// organisation's `Endpoints`, with the organisation's MSP ID; where no organisation has any, the channel's
+    /// `OrdererAddresses` with an empty MSP ID.
+    pub fn orderer_endpoints(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        if let Some(orderer) = self.orderer() {
+            for org in orderer.organizations().values() {
+                out.extend(org.endpoints().iter().map(|e| (e.clone(), org.mspid().to_owned())));
+            }
+        }
+        if out.is_empty() {
+            out.extend(self.orderer_addresses().iter().map(|a| (a.clone(), String::new())));
+        }
+        out
+    }
+
     /// The `Consortium` value's name, for channels created through a system channel.
     pub fn consortium(&self) -> Option<&str> {
         self.consortium.as_deref()

@@ -3,6 +3,8 @@
 //! * `ferrofabric ledger replay` — validate a ledger of orderer blocks from its genesis block, as a Fabric 2.5 peer
 //!   would, and report the validation codes and commit hashes (see [`replay`]).
 //! * `ferrofabric orderer` — the ordering node (Broadcast, Deliver, channel participation; solo and etcdraft).
+//! * `ferrofabric peer node start` — a Fabric peer on `core.yaml`: channels joined with `peer channel join`,
+//!   chaincode installed with `peer lifecycle chaincode install`, Endorser, Deliver, Gateway and Discovery.
 //! * `ferrofabric committer` — the committing peer (pulls, validates and commits blocks; serves peer Deliver).
 //! * `ferrofabric endorser` — endorsement (ProcessProposal) against a replica of the committed state.
 //! * `ferrofabric blockstore` — the block storage service (follows a committer; blocks by number, txs by txid).
@@ -26,6 +28,7 @@ mod crypto;
 mod endorser;
 mod hw;
 mod orderer;
+mod peer;
 mod qioi;
 mod replay;
 
@@ -60,6 +63,11 @@ enum Command {
     /// SASLPlain, Topic.ReplicationFactor; and Payloads, Brokers, Properties) says how to reach the brokers; see
     /// docs/KAFKA.md.
     Orderer(orderer::OrdererArgs),
+    /// A Fabric peer, as Fabric's `peer` command runs one.
+    Peer {
+        #[command(subcommand)]
+        command: PeerCommand,
+    },
     /// Runs a committing peer: pulls blocks from the orderers, validates, commits, serves peer Deliver.
     Committer(committer::CommitterArgs),
     /// Runs an endorser: simulates proposals against its replica of the state and signs the responses.
@@ -86,6 +94,22 @@ enum Command {
         #[command(subcommand)]
         command: BenchCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum PeerCommand {
+    /// The peer node.
+    Node {
+        #[command(subcommand)]
+        command: PeerNodeCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PeerNodeCommand {
+    /// Starts the peer on Fabric's core.yaml (`$FABRIC_CFG_PATH/core.yaml`, `CORE_*` overrides): it serves
+    /// Endorser, Deliver, Gateway and Discovery on `peer.listenAddress` for every channel it has joined.
+    Start(peer::PeerStartArgs),
 }
 
 #[derive(Subcommand)]
@@ -148,6 +172,7 @@ fn main() -> ExitCode {
     // warnings; FERROFABRIC_LOG (an EnvFilter) overrides.
     let default_level = match cli.command {
         Command::Orderer(_)
+        | Command::Peer { .. }
         | Command::Committer(_)
         | Command::Blockstore(_)
         | Command::Endorser(_)
@@ -168,6 +193,7 @@ fn main() -> ExitCode {
             replay::run(&replay::Args { genesis, blocks, report, state, threads, progress: !quiet })
         }
         Command::Orderer(args) => orderer::run(args),
+        Command::Peer { command: PeerCommand::Node { command: PeerNodeCommand::Start(args) } } => peer::run(args),
         Command::Committer(args) => committer::run(args),
         Command::Blockstore(args) => blockstore::run(args),
         Command::Endorser(args) => endorser::run(args),

@@ -757,6 +757,7 @@ pub struct RunningCommitter {
     pipeline: JoinHandle<anyhow::Result<()>>,
     listeners: Vec<JoinHandle<()>>,
     deliver: PeerDeliverService,
+    deliver_ledger: DeliverLedger,
 }
 
 impl std::fmt::Debug for RunningCommitter {
@@ -780,6 +781,12 @@ impl RunningCommitter {
     /// each peer port, as a Fabric peer address serves both.
     pub fn deliver_service(&self) -> PeerDeliverService {
         self.deliver.clone()
+    }
+
+    /// What the peer Deliver service reads of this committer (its block store and channel configuration), for a
+    /// Deliver service that serves several channels.
+    pub fn deliver_ledger(&self) -> DeliverLedger {
+        self.deliver_ledger.clone()
     }
 
     /// Waits until the chain has `height` blocks or the pipeline fails.
@@ -891,7 +898,7 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
     let mut listeners = Vec::new();
     let ledger = DeliverLedger { channel_id: channel_id.clone(), store: store.clone(), config: config_rx };
     let service = PeerDeliverService::with_shutdown(
-        ledger,
+        ledger.clone(),
         parse_duration(&config.time_window)?,
         Some(deliver_metrics),
         shutdown_rx.clone(),
@@ -989,6 +996,7 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
         pipeline,
         listeners,
         deliver: service,
+        deliver_ledger: ledger,
     })
 }
 

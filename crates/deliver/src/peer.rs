@@ -140,12 +140,11 @@ impl DeliverObserver for DeliverMetrics {
 #[derive(Clone)]
 pub struct PeerDeliverService {
     handler: Arc<DeliverHandler>,
-    ledger: DeliverLedger,
 }
 
 impl std::fmt::Debug for PeerDeliverService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PeerDeliverService").field("ledger", &self.ledger).finish_non_exhaustive()
+        f.debug_struct("PeerDeliverService").field("handler", &self.handler).finish()
     }
 }
 
@@ -163,12 +162,22 @@ impl PeerDeliverService {
         metrics: Option<DeliverMetrics>,
         shutdown: Shutdown,
     ) -> Self {
-        let mut handler =
-            DeliverHandler::new(Arc::new(ledger.clone()), Arc::new(PeerAcl), time_window).with_shutdown(shutdown);
+        Self::over(Arc::new(ledger), time_window, metrics, shutdown)
+    }
+
+    /// The Deliver service of a peer of many channels: each request is served from the chain `chains` gives for
+    /// the channel it names (`NOT_FOUND` for none), otherwise as [`PeerDeliverService::with_shutdown`].
+    pub fn over(
+        chains: Arc<dyn ChainManager>,
+        time_window: Duration,
+        metrics: Option<DeliverMetrics>,
+        shutdown: Shutdown,
+    ) -> Self {
+        let mut handler = DeliverHandler::new(chains, Arc::new(PeerAcl), time_window).with_shutdown(shutdown);
         if let Some(m) = metrics {
             handler = handler.with_observer(Arc::new(m));
         }
-        PeerDeliverService { handler: Arc::new(handler), ledger }
+        PeerDeliverService { handler: Arc::new(handler) }
     }
 }
 

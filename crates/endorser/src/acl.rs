@@ -14,6 +14,7 @@ use ferrofabric_chaincode::Acl;
 
 use crate::proposal::UnpackedProposal;
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
+use ferrofabric_msp::MspManager;
 use ferrofabric_protos::common::{msp_principal::Classification, msp_role::MspRoleType, MspPrincipal, MspRole};
 use prost::Message;
 
@@ -53,9 +54,12 @@ const CHANNEL_WRITER_RESOURCES: &[&str] = &[
     "peer/ChaincodeToChaincode",
 ];
 
-/// The ACL of one signed proposal on one channel, for a peer of `org_mspid`.
+/// The ACL of one signed proposal, for a peer of `org_mspid`: peer-scoped resources are checked against the peer's
+/// local MSP (`local`), channel-scoped ones against the channel's configuration (`config`; `None` for a proposal
+/// that names no channel, which may use peer-scoped resources only).
 pub(crate) struct ProposalAcl<'a> {
-    pub config: &'a ChannelConfig,
+    pub config: Option<&'a ChannelConfig>,
+    pub local: &'a MspManager,
     pub org_mspid: &'a str,
     pub proposal_bytes: &'a Bytes,
     pub signature: &'a Bytes,
@@ -64,9 +68,23 @@ pub(crate) struct ProposalAcl<'a> {
 
 impl<'a> ProposalAcl<'a> {
     /// The ACL of proposal `up` on `config`'s channel, for a peer of `org_mspid`.
+    /// The channel's MSPs stand for the local MSP: they hold the peer's organisation with the same roots.
     pub(crate) fn of(config: &'a ChannelConfig, org_mspid: &'a str, up: &'a UnpackedProposal) -> Self {
         ProposalAcl {
-            config,
+            config: Some(config),
+            local: config.msp_manager(),
+            org_mspid,
+            proposal_bytes: &up.proposal_bytes,
+            signature: &up.signature,
+            creator: &up.signature_header.creator,
+        }
+    }
+
+    /// The ACL of proposal `up`, which names no channel, for a peer of `org_mspid` whose local MSP is `local`.
+    pub(crate) fn channel_less(local: &'a MspManager, org_mspid: &'a str, up: &'a UnpackedProposal) -> Self {
+        ProposalAcl {
+            config: None,
+            local,
             org_mspid,
             proposal_bytes: &up.proposal_bytes,
             signature: &up.signature,
@@ -78,13 +96,16 @@ impl<'a> ProposalAcl<'a> {
     /// the evaluation usually had to verify it already, so the endorser's own check of the creator's signature
     /// reuses the result instead of verifying a second time.
     fn evaluate_and_verify(&self, path: &str) -> (Result<(), String>, bool) {
+        let Some(config) = self.config else {
+            return (Err(format!("no channel to evaluate the policy '{path}' on")), false);
+        };
         let item = SignedData {
             data: self.proposal_bytes.clone(),
             identity: self.creator.clone(),
             signature: self.signature.clone(),
         };
-        let set = SignatureSet::new(vec![item], self.config.msp_manager());
-        let result = match self.config.policy(path) {
+        let set = SignatureSet::new(vec![item], config.msp_manager());
+        let result = match config.policy(path) {
             Some(policy) => policy.evaluate(&set).map_err(|e| e.to_string()),
             None => Err(format!("no such policy: '{path}'")),
         };
@@ -99,7 +120,7 @@ impl<'a> ProposalAcl<'a> {
     /// The `peer/Propose` check of a user-chaincode proposal, and whether the proposal's signature verifies.
     pub(crate) fn check_propose(&self) -> (Result<(), String>, bool) {
         let resource = "peer/Propose";
-        if let Some(path) = self.config.application().and_then(|a| a.acl_policy(resource)) {
+        if let Some(path) = self.config.and_then(|c| c.application()).and_then(|a| a.acl_policy(resource)) {
             let (r, ok) = self.evaluate_and_verify(path);
             return (
                 r.map_err(|e| format!("failed evaluating policy on signed data during check policy [{path}]: [{e}]")),
@@ -113,7 +134,7 @@ impl<'a> ProposalAcl<'a> {
     fn default_error(&self, policy: &str, e: &str) -> String {
         format!(
             "Failed evaluating policy on signed data during check policy on channel [{}] with policy [{policy}]: [{e}]",
-            self.config.channel_id()
+            self.config.map_or("", |c| c.channel_id())
         )
     }
 
@@ -122,7 +143,7 @@ impl<'a> ProposalAcl<'a> {
     fn local(&self, role: MspRoleType) -> Result<(), String> {
         let policy = if role == MspRoleType::Admin { "Admins" } else { "Members" };
         let what = format!("during channelless check policy with policy [{policy}]");
-        let msps = self.config.msp_manager();
+        let msps = self.local;
         let id = msps
             .deserialize_identity(self.creator)
             .map_err(|e| format!("Failed deserializing proposal creator {what}: [{e}]"))?;
@@ -154,7 +175,7 @@ impl Acl for ProposalAcl<'_> {
         if PEER_MEMBER_RESOURCES.contains(&resource) {
             return self.local(MspRoleType::Member);
         }
-        if let Some(path) = self.config.application().and_then(|a| a.acl_policy(resource)) {
+        if let Some(path) = self.config.and_then(|c| c.application()).and_then(|a| a.acl_policy(resource)) {
             return self
                 .evaluate(path)
                 .map_err(|e| format!("failed evaluating policy on signed data during check policy [{path}]: [{e}]"));

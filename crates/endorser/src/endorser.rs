@@ -284,13 +284,7 @@ impl Endorser {
         channel_less: bool,
     ) -> ProposalResponse {
         let response = action.response.clone().unwrap_or_default();
-        let payload = Bytes::from(
-            ProposalResponsePayload {
-                proposal_hash: up.proposal_hash.clone(),
-                extension: Bytes::from(action.encode_to_vec()),
-            }
-            .encode_to_vec(),
-        );
+        let payload = proposal_response_payload(up, &action);
         if response.status >= ferrofabric_chaincode::ERROR {
             return ProposalResponse { response: Some(response), payload, interest, ..Default::default() };
         }
@@ -310,6 +304,15 @@ impl Endorser {
             interest,
         }
     }
+}
+
+/// The marshaled `ProposalResponsePayload{proposal_hash, extension: action}` of a response to `up`.
+pub(crate) fn proposal_response_payload(up: &UnpackedProposal, action: &ChaincodeAction) -> Bytes {
+    let payload = ProposalResponsePayload {
+        proposal_hash: up.proposal_hash.clone(),
+        extension: Bytes::from(action.encode_to_vec()),
+    };
+    Bytes::from(payload.encode_to_vec())
 }
 
 /// The collections of a marshaled `TxPvtReadWriteSet` that `eligible(namespace, collection)` accepts, marshaled;

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
+use ferrofabric_block_store::BlockStore;
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_comm::ClientTls;
 use ferrofabric_gateway::ChaincodeInfo;
@@ -116,6 +117,8 @@ pub struct DaemonLedger {
     replica: Arc<Replica>,
     recent: Arc<RecentBlocks>,
     source: Option<BlockSource>,
+    /// The committer's own block store, when it is in this process (read before `source`).
+    store: Option<Arc<BlockStore>>,
     client: tokio::sync::OnceCell<BlockStoreClient<tonic::transport::Channel>>,
 }
 
@@ -123,7 +126,13 @@ impl DaemonLedger {
     /// A ledger of `replica`, whose follower records into `recent`, reading older blocks from `source` (none: only
     /// the window is readable).
     pub fn new(replica: Arc<Replica>, recent: Arc<RecentBlocks>, source: Option<BlockSource>) -> DaemonLedger {
-        DaemonLedger { replica, recent, source, client: tokio::sync::OnceCell::new() }
+        DaemonLedger { replica, recent, source, store: None, client: tokio::sync::OnceCell::new() }
+    }
+
+    /// A ledger of `replica`, whose follower records into `recent`, reading older blocks from `store`, the block
+    /// store of a committer in this process.
+    pub fn with_store(replica: Arc<Replica>, recent: Arc<RecentBlocks>, store: Arc<BlockStore>) -> DaemonLedger {
+        DaemonLedger { store: Some(store), ..DaemonLedger::new(replica, recent, None) }
     }
 
     async fn client(&self) -> Result<BlockStoreClient<tonic::transport::Channel>, String> {
@@ -173,6 +182,13 @@ impl DaemonLedger {
         if let Some(b) = self.recent.by_hash(hash) {
             return Ok(Some(b));
         }
+        if let Some(store) = &self.store {
+            let number = store.block_number_by_hash(hash).map_err(|e| format!("the block store: {e}"))?;
+            return match number {
+                Some(n) => store.block(n).map_err(|e| format!("reading block {n}: {e}")),
+                None => Ok(None),
+            };
+        }
         // Without a block store only the window can be searched (block 0 is never in it).
         if self.source.is_none() {
             return Ok(None);
@@ -218,6 +234,9 @@ impl ferrofabric_gateway::Ledger for DaemonLedger {
         if let Some(b) = self.recent.block(number) {
             return Ok(Some(b));
         }
+        if let Some(store) = &self.store {
+            return store.block(number).map_err(|e| format!("reading block {number}: {e}"));
+        }
         match self.client().await?.get_block_by_number(BlockByNumberRequest { number }).await {
             Ok(b) => Ok(Some(Bytes::from(b.into_inner().encode_to_vec()))),
             Err(s) if s.code() == Code::NotFound => Ok(None),
@@ -228,6 +247,12 @@ impl ferrofabric_gateway::Ledger for DaemonLedger {
     async fn tx_location(&self, txid: &str) -> Result<Option<(u64, u32)>, String> {
         if let Some(l) = self.recent.tx_location(txid) {
             return Ok(Some(l));
+        }
+        if let Some(store) = &self.store {
+            return match store.tx_location(txid).map_err(|e| format!("finding transaction {txid}: {e}"))? {
+                Some((n, i)) if n < self.height() => Ok(Some((n, i))),
+                _ => Ok(None),
+            };
         }
         // Every block from the window's start on is in the window: a transaction not found there can only be older.
         if self.recent.oldest() == Some(1) {

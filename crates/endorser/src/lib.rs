@@ -18,6 +18,7 @@ mod daemon;
 mod endorser;
 mod follow;
 mod gateway;
+mod peer;
 mod private;
 mod proposal;
 mod replica;
@@ -34,6 +35,7 @@ pub use daemon::{default_listen, start, EndorserConfig, EndorserFile, GatewayPee
 pub use endorser::{endorse, Endorser, Rejected};
 pub use follow::{follow, follow_with};
 pub use gateway::{BlockSource, DaemonLedger, RecentBlocks, RECENT_BLOCKS};
+pub use peer::{PeerChannels, PeerEndorser};
 pub use private::TRANSIENT_RETENTION_BLOCKS;
 pub use replica::{Replica, ReplicaError};
 

@@ -21,11 +21,11 @@ pub(crate) const QSCC: &str = "qscc";
 /// `cscc`, the configuration system chaincode.
 pub(crate) const CSCC: &str = "cscc";
 
-fn success(payload: Vec<u8>) -> Response {
+pub(crate) fn success(payload: Vec<u8>) -> Response {
     Response { status: 200, message: String::new(), payload: Bytes::from(payload) }
 }
 
-fn error(message: String) -> Response {
+pub(crate) fn error(message: String) -> Response {
     Response { status: 500, message, payload: Bytes::new() }
 }
 
@@ -105,7 +105,10 @@ impl LedgerQuery<'_> {
                 if let Err(e) = acl("cscc/GetChannelConfig") {
                     return error(format!("access denied for [{function}][{channel}]: {e}"));
                 }
-                success(self.acl.config.config().encode_to_vec())
+                match self.acl.config {
+                    Some(config) => success(config.config().encode_to_vec()),
+                    None => error(format!("access denied for [{function}][{channel}]: no channel configuration")),
+                }
             }
             "GetChannels" => {
                 if let Err(e) = acl("cscc/GetChannels") {
@@ -121,28 +124,10 @@ impl LedgerQuery<'_> {
     /// JoinChain with a config block: this peer already holds its one channel, so joining that channel again is
     /// Fabric's "already exists"; another channel cannot be joined by this peer.
     fn join_chain(&self, raw: &Bytes) -> Response {
-        if raw.is_empty() {
-            return error("Cannot join the channel <nil> configuration block provided".to_owned());
-        }
-        let block = match Block::decode(raw.clone()) {
-            Ok(b) => b,
-            Err(e) => return error(format!("Failed to reconstruct the genesis block, {e}")),
+        let (channel, _) = match join_request(raw, self.acl) {
+            Ok(r) => r,
+            Err(response) => return response,
         };
-        let channel = match ferrofabric_protoutil::sole_config_envelope(&block)
-            .and_then(|env| ferrofabric_channelconfig::ChannelConfig::from_envelope(&env).ok())
-        {
-            Some(config) => config.channel_id().to_owned(),
-            None => {
-                return error(
-                    "\"JoinChain\" request failed to extract channel id from the block due to [the block holds no \
-                     channel configuration]"
-                        .to_owned(),
-                )
-            }
-        };
-        if let Err(e) = ferrofabric_chaincode::Acl::check(self.acl, "cscc/JoinChain") {
-            return error(format!("access denied for [JoinChain][{channel}]: [{e}]"));
-        }
         if channel == self.channel {
             return error(format!(
                 "cannot create ledger from genesis block: ledger [{channel}] already exists with state [ACTIVE]"
@@ -150,6 +135,31 @@ impl LedgerQuery<'_> {
         }
         error(format!("cannot join channel [{channel}]: this peer serves channel [{}] only", self.channel))
     }
+}
+
+/// The checks of Fabric's `cscc` JoinChain before the peer creates the channel: the argument is a block holding a
+/// channel configuration, and the creator passes the `cscc/JoinChain` ACL (the local MSP's Admins). Returns the
+/// channel ID and the block; the error is the response Fabric gives.
+pub(crate) fn join_request(raw: &Bytes, acl: &ProposalAcl<'_>) -> Result<(String, Block), Response> {
+    if raw.is_empty() {
+        return Err(error("Cannot join the channel <nil> configuration block provided".to_owned()));
+    }
+    let block =
+        Block::decode(raw.clone()).map_err(|e| error(format!("Failed to reconstruct the genesis block, {e}")))?;
+    let Some(config) = ferrofabric_protoutil::sole_config_envelope(&block)
+        .and_then(|env| ferrofabric_channelconfig::ChannelConfig::from_envelope(&env).ok())
+    else {
+        return Err(error(
+            "\"JoinChain\" request failed to extract channel id from the block due to [the block holds no channel \
+             configuration]"
+                .to_owned(),
+        ));
+    };
+    let channel = config.channel_id().to_owned();
+    if let Err(e) = ferrofabric_chaincode::Acl::check(acl, "cscc/JoinChain") {
+        return Err(error(format!("access denied for [JoinChain][{channel}]: [{e}]")));
+    }
+    Ok((channel, block))
 }
 
 /// GetChainInfo: `BlockchainInfo{height, currentBlockHash, previousBlockHash}` of the committed chain.

@@ -57,9 +57,14 @@ impl<L> Clone for DiscoveryService<L> {
 }
 
 impl<L: Ledger> Gateway<L> {
+    /// The discovery service of this gateway's channel, to be served by a service of several channels.
+    pub fn discovery(&self) -> DiscoveryService<L> {
+        DiscoveryService { inner: self.inner.clone() }
+    }
+
     /// The `discovery.Discovery` service of the same peer, answering from the same ledger and endorsers.
     pub fn discovery_service(&self) -> DiscoveryServer<DiscoveryService<L>> {
-        DiscoveryServer::new(DiscoveryService { inner: self.inner.clone() })
+        DiscoveryServer::new(self.discovery())
             .max_decoding_message_size(MAX_MESSAGE_SIZE)
             .max_encoding_message_size(MAX_MESSAGE_SIZE)
     }

@@ -22,17 +22,7 @@ impl<L: Ledger> Inner<L> {
         if !self.orderers.is_empty() {
             return self.orderers.iter().map(|a| (a.clone(), String::new())).collect();
         }
-        let config = self.ledger.config();
-        let mut out = Vec::new();
-        if let Some(orderer) = config.orderer() {
-            for org in orderer.organizations().values() {
-                out.extend(org.endpoints().iter().map(|e| (e.clone(), org.mspid().to_owned())));
-            }
-        }
-        if out.is_empty() {
-            out.extend(config.orderer_addresses().iter().map(|a| (a.clone(), String::new())));
-        }
-        out
+        self.ledger.config().orderer_endpoints()
     }
 
     /// Broadcasts `envelope` to the orderer at `address` and returns its answer.

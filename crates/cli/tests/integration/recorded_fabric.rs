@@ -544,6 +544,40 @@ fn assert_same_answer(what: &str, ours: &ProposalResponse, theirs: &ProposalResp
     }
 }
 
+/// Which recorded `peer channel join` steps [`replay_queries`] replays.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Joins {
+    /// None: the peer starts on its channel (the first joins were answered 200 by a peer that had not joined).
+    Skip,
+    /// Org1's: the peer is peer0.org1 and has joined no channel yet.
+    Org1,
+}
+
+/// Replays to our peer at `addr` the recorded qscc and cscc queries made at height `at`, each answered as the
+/// real peer answered it; returns how many.
+fn replay_queries(
+    runtime: &tokio::runtime::Runtime,
+    queries: &[(Step, Vec<(ferrofabric_protos::peer::SignedProposal, Bytes)>)],
+    addr: &str,
+    at: u64,
+    config: &ChannelConfig,
+    joins: Joins,
+) -> usize {
+    let mut n = 0;
+    for (step, exchanges) in queries.iter().filter(|(s, _)| s.height_after == at) {
+        if step.name.starts_with("channel join (") && (joins == Joins::Skip || step.name != "channel join (Org1)") {
+            continue;
+        }
+        for (request, answer) in exchanges {
+            let theirs = ProposalResponse::decode(answer.clone()).unwrap();
+            let ours = runtime.block_on(process_proposal(addr, request.clone()));
+            assert_same_answer(&format!("step {} ({})", step.number, step.name), &ours, &theirs, config);
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Sends `request` to our peer at `addr`; its answer.
 async fn process_proposal(addr: &str, request: ferrofabric_protos::peer::SignedProposal) -> ProposalResponse {
     let ch = connect(addr, None).await.unwrap();
@@ -563,22 +597,7 @@ fn our_peer_answers_the_recorded_channel_and_ledger_queries_as_fabric() {
     let genesis = Block::decode(blocks("orderer-blocks.bin")[0].clone()).unwrap();
     let config = ChannelConfig::from_config_block(&genesis).unwrap();
     let queries = recorded_ledger_queries();
-    let replay = |addr: &str, at: u64| {
-        let mut n = 0;
-        for (step, exchanges) in queries.iter().filter(|(s, _)| s.height_after == at) {
-            if step.name.starts_with("channel join (") {
-                continue;
-            }
-            for (request, answer) in exchanges {
-                let theirs = ProposalResponse::decode(answer.clone()).unwrap();
-                let ours = runtime.block_on(process_proposal(addr, request.clone()));
-                assert_same_answer(&format!("step {} ({})", step.number, step.name), &ours, &theirs, &config);
-                n += 1;
-            }
-        }
-        n
-    };
-
+    let replay = |addr: &str, at: u64| replay_queries(&runtime, &queries, addr, at, &config, Joins::Skip);
     // At height 1: a peer that follows nobody.
     let (first, addr) = start_endorser(&tmp.path().join("at-genesis"), None);
     let early = replay(&addr, 1);
@@ -609,6 +628,122 @@ fn our_peer_answers_the_recorded_channel_and_ledger_queries_as_fabric() {
         let mut orderer = orderer;
         orderer.stop().await;
     });
+}
+
+/// Starts `ferrofabric peer node start` as the recording's peer0.org1, as a Fabric operator runs a peer: Fabric's
+/// sample `core.yaml` under `FABRIC_CFG_PATH=home`, with `peer.deliveryclient.addressOverrides` sending the
+/// channel's orderer endpoint `endpoint` to `orderer`, and everything else from `CORE_*` variables as in a
+/// docker-compose file; listening on `listen`, its data under `home/production`.
+fn start_peer_daemon(home: &Path, listen: &str, endpoint: &str, orderer: &str) -> Running {
+    std::fs::create_dir_all(home).unwrap();
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fabric/2.5.16/config/core.yaml");
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(sample).unwrap()).unwrap();
+    doc["peer"]["deliveryclient"]["addressOverrides"] =
+        serde_yaml::from_str(&format!("- from: {endpoint}\n  to: {orderer}\n")).unwrap();
+    std::fs::write(home.join("core.yaml"), serde_yaml::to_string(&doc).unwrap()).unwrap();
+    let peer0 = crypto("peerOrganizations/org1.example.com/peers/peer0.org1.example.com");
+    let log = home.join("peer.log");
+    let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+    let process = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
+        .args(["peer", "node", "start"])
+        .env("FABRIC_CFG_PATH", home)
+        .env("CORE_PEER_ID", "peer0.org1.example.com")
+        .env("CORE_PEER_LISTENADDRESS", listen)
+        .env("CORE_PEER_ADDRESS", listen)
+        .env("CORE_PEER_CHAINCODELISTENADDRESS", "127.0.0.1:0")
+        .env("CORE_PEER_LOCALMSPID", "Org1MSP")
+        .env("CORE_PEER_MSPCONFIGPATH", peer0.join("msp"))
+        .env("CORE_PEER_FILESYSTEMPATH", home.join("production"))
+        .env("CORE_OPERATIONS_LISTENADDRESS", "127.0.0.1:0")
+        .env("FERROFABRIC_LOG", "info,h2=warn,hyper=warn,tower=warn")
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    let process = Running(process);
+    wait_listening(listen, "ferrofabric peer node start", &log);
+    process
+}
+
+/// Waits until `peer channel getinfo` (the recording's last one) at our peer `addr` answers `height`.
+fn wait_for_getinfo_height(
+    runtime: &tokio::runtime::Runtime,
+    queries: &[(Step, Vec<(ferrofabric_protos::peer::SignedProposal, Bytes)>)],
+    addr: &str,
+    height: u64,
+) {
+    let (getinfo, _) = &queries.iter().rfind(|(s, _)| s.name.starts_with("channel getinfo")).unwrap().1[0];
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let ours = runtime.block_on(process_proposal(addr, getinfo.clone()));
+        let info = ferrofabric_protos::common::BlockchainInfo::decode(ours.response.unwrap_or_default().payload);
+        if info.is_ok_and(|i| i.height == height) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "our peer did not reach height {height}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `ferrofabric peer node start` on Fabric's `core.yaml` with `CORE_*` overrides, as the recording's peer0.org1,
+/// starts with no channel. The recorded `peer channel join` of Org1's admin (cscc JoinChain with the channel's
+/// genesis block) gets the real peer's answer, and so do the CLI's channel and ledger queries made then (`peer
+/// channel list`, `getinfo`, the join again, qscc and cscc) — our peer pulled block 0 from the orderer the channel
+/// configuration names (reached through `addressOverrides`). When that orderer serves the whole recorded chain, our
+/// peer commits it byte for byte as the real peer stored it and answers the queries of the recording's end as the
+/// real peer did; killed with SIGKILL and started again, it resumes the channel and answers them again.
+#[test]
+fn our_peer_daemon_joins_as_the_recorded_cli_asked_and_answers_its_queries_as_fabric_across_a_crash() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let orderer_blocks = blocks("orderer-blocks.bin");
+    let height = orderer_blocks.len() as u64;
+    let config = ChannelConfig::from_config_block(&Block::decode(orderer_blocks[0].clone()).unwrap()).unwrap();
+    let endpoint = config.orderer_endpoints()[0].0.clone();
+    let node = crypto("ordererOrganizations/example.com/orderers/orderer.example.com");
+    let orderer_listen = format!("127.0.0.1:{}", free_port());
+    let start_orderer = |served: &[Bytes]| {
+        runtime.block_on(crate::support::TestOrderer::start_on(
+            served,
+            "mychannel",
+            &node.join("msp"),
+            "OrdererMSP",
+            &node.join("tls/server.crt"),
+            &orderer_listen,
+        ))
+    };
+    let queries = recorded_ledger_queries();
+
+    // The recording's start: the orderer holds the genesis block; the peer has joined nothing.
+    let mut orderer = start_orderer(&orderer_blocks[..1]);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let home = tmp.path().join("peer0.org1");
+    let peer = start_peer_daemon(&home, &listen, &endpoint, &orderer_listen);
+    let early = replay_queries(&runtime, &queries, &listen, 1, &config, Joins::Org1);
+    runtime.block_on(orderer.stop());
+
+    // The recording's end: the orderer serves the whole chain, which the peer pulls and commits as Fabric did.
+    let mut orderer = start_orderer(&orderer_blocks);
+    wait_for_getinfo_height(&runtime, &queries, &listen, height);
+    let late = replay_queries(&runtime, &queries, &listen, height, &config, Joins::Skip);
+    let committed = runtime.block_on(chain(&listen, DeliverApi::Peer, height));
+    let fabric = blocks("peer-blocks.bin");
+    assert_eq!(committed.len(), fabric.len());
+    for (n, (ours, theirs)) in committed.iter().zip(&fabric).enumerate() {
+        assert!(ours == theirs, "block {n} differs from the bytes the real peer stored");
+    }
+
+    // A crash loses nothing: started again, the peer resumes the channel it joined.
+    let mut peer = peer;
+    peer.0.kill().unwrap();
+    peer.0.wait().unwrap();
+    let peer = start_peer_daemon(&home, &listen, &endpoint, &orderer_listen);
+    wait_for_getinfo_height(&runtime, &queries, &listen, height);
+    let again = replay_queries(&runtime, &queries, &listen, height, &config, Joins::Skip);
+    assert!(early >= 4 && late >= 9 && again == late, "{early}, {late} and {again} recorded queries replayed");
+    println!("{} recorded channel and ledger queries answered as the real peer did", early + late + again);
+    drop(peer);
+    runtime.block_on(orderer.stop());
 }
 
 /// The Node.js contract of the recording served by Fabric's shim (`fabric-chaincode-node server`, npm

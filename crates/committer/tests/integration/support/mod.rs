@@ -91,6 +91,18 @@ impl TestOrderer {
         msp_id: &str,
         tls_cert: &Path,
     ) -> TestOrderer {
+        TestOrderer::start_on(blocks, channel, msp_dir, msp_id, tls_cert, "127.0.0.1:0").await
+    }
+
+    /// [`TestOrderer::start_as`] listening on `listen`.
+    pub(crate) async fn start_on(
+        blocks: &[Bytes],
+        channel: &str,
+        msp_dir: &Path,
+        msp_id: &str,
+        tls_cert: &Path,
+        listen: &str,
+    ) -> TestOrderer {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = BlockStore::open(
@@ -103,7 +115,7 @@ impl TestOrderer {
             }
             store.sync().unwrap();
         }
-        let node = start_orderer_as(dir.path(), "127.0.0.1:0", msp_dir, msp_id, tls_cert).await;
+        let node = start_orderer_as(dir.path(), listen, msp_dir, msp_id, tls_cert).await;
         let addr = node.grpc_addr.to_string();
         TestOrderer { node: Some(node), addr, dir }
     }

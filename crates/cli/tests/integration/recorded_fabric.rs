@@ -691,7 +691,8 @@ fn wait_for_getinfo_height(
 /// channel list`, `getinfo`, the join again, qscc and cscc) — our peer pulled block 0 from the orderer the channel
 /// configuration names (reached through `addressOverrides`). When that orderer serves the whole recorded chain, our
 /// peer commits it byte for byte as the real peer stored it and answers the queries of the recording's end as the
-/// real peer did; killed with SIGKILL and started again, it resumes the channel and answers them again.
+/// real peer did. Joined to a second channel, and then killed with SIGKILL and started again, it resumes both
+/// channels and answers the recording's queries again.
 #[test]
 fn our_peer_daemon_joins_as_the_recorded_cli_asked_and_answers_its_queries_as_fabric_across_a_crash() {
     let tmp = tempfile::tempdir().unwrap();
@@ -733,13 +734,51 @@ fn our_peer_daemon_joins_as_the_recorded_cli_asked_and_answers_its_queries_as_fa
         assert!(ours == theirs, "block {n} differs from the bytes the real peer stored");
     }
 
-    // A crash loses nothing: started again, the peer resumes the channel it joined.
+    // A second channel of the same organisations, made by our configtxgen from the recording's configtx.yaml: the
+    // orderer joins it, then Org1's admin joins the peer to it as `peer channel join` would.
+    let configtx = ferrofabric_configtxgen::ConfigTx::load(&recorded().join("configtx.yaml")).unwrap();
+    let profile = configtx.profile("ChannelUsingRaft").unwrap();
+    let second =
+        Bytes::from(ferrofabric_configtxgen::genesis_block(&profile, "secondchannel").unwrap().encode_to_vec());
+    let registrar = orderer.node.as_ref().unwrap().registrar.clone();
+    let to_join = second.clone();
+    runtime
+        .block_on(async move { tokio::task::spawn_blocking(move || registrar.join(to_join)).await })
+        .unwrap()
+        .unwrap();
+    let system = |function: &str, arg: &[u8]| {
+        let args = [Bytes::from(function.to_owned()), Bytes::copy_from_slice(arg)];
+        let proposal = ferrofabric_endorser::create_proposal(
+            &org1_admin(),
+            "",
+            if function == "GetChainInfo" { "qscc" } else { "cscc" },
+            &args,
+        );
+        runtime.block_on(process_proposal(&listen, proposal.signed)).response.unwrap()
+    };
+    let joined = system("JoinChain", &second);
+    assert_eq!((joined.status, joined.message.as_str()), (200, ""));
+    let channels = |listed: ferrofabric_protos::peer::Response| -> Vec<String> {
+        assert_eq!(listed.status, 200, "{}", listed.message);
+        let listed = ferrofabric_protos::peer::ChannelQueryResponse::decode(listed.payload).unwrap();
+        listed.channels.into_iter().map(|c| c.channel_id).collect()
+    };
+    assert_eq!(channels(system("GetChannels", b"")), ["mychannel", "secondchannel"]);
+    let second_height = |r: ferrofabric_protos::peer::Response| {
+        assert_eq!(r.status, 200, "{}", r.message);
+        ferrofabric_protos::common::BlockchainInfo::decode(r.payload).unwrap().height
+    };
+    assert_eq!(second_height(system("GetChainInfo", b"secondchannel")), 1);
+
+    // A crash loses nothing: started again, the peer resumes both channels it joined.
     let mut peer = peer;
     peer.0.kill().unwrap();
     peer.0.wait().unwrap();
     let peer = start_peer_daemon(&home, &listen, &endpoint, &orderer_listen);
     wait_for_getinfo_height(&runtime, &queries, &listen, height);
     let again = replay_queries(&runtime, &queries, &listen, height, &config, Joins::Skip);
+    assert_eq!(channels(system("GetChannels", b"")), ["mychannel", "secondchannel"]);
+    assert_eq!(second_height(system("GetChainInfo", b"secondchannel")), 1);
     assert!(early >= 4 && late >= 9 && again == late, "{early}, {late} and {again} recorded queries replayed");
     println!("{} recorded channel and ledger queries answered as the real peer did", early + late + again);
     drop(peer);

@@ -16,6 +16,7 @@ mod bft_network;
 mod block_shape;
 mod blockstore_kill9;
 mod caliper;
+mod chaincode_service;
 mod channel;
 mod committer_kill9;
 mod crypto;

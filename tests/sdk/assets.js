@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-// Drives the asset registry contract (tests/chaincode-node/assets), deployed to a running `ferrofabric node` by
-// Fabric's lifecycle flow as chaincode `assets` (and a second definition `assets2` of the same package), through
+// Drives the asset registry contract (tests/chaincode-node/assets, or its Java edition tests/chaincode-java),
+// deployed to a running `ferrofabric node` by Fabric's lifecycle flow as chaincode CHAINCODE, through
 // @hyperledger/fabric-gateway: put/get/delete, a range over more than 100 keys, pagination, a composite-key index,
 // history, chaincode events, a chaincode error, a key-level endorsement policy, a chaincode-to-chaincode call and
 // concurrent clients.
 //
-// Usage: node assets.js DIR/node.json
+// Usage: node assets.js DIR/node.json [CHAINCODE [OTHER]]   (default assets and assets2; OTHER is a chaincode of
+//   the same contract that CHAINCODE calls)
 // Exit status 0 only if every check passed; each step prints one line.
 
 'use strict';
@@ -54,8 +55,10 @@ async function main() {
 	const { gateway, client } = gatewayOf(node, 'User1@org1.example.com');
 	try {
 		const network = gateway.getNetwork(node.channel || 'mychannel');
-		const assets = network.getContract('assets');
-		const run = `${process.pid}`;
+		const name = process.argv[3] || 'assets';
+		const other = process.argv[4] || 'assets2';
+		const assets = network.getContract(name);
+		const run = `${name}-${process.pid}`;
 
 		// put, get, remove; the history of the key.
 		const id = `asset-${run}`;
@@ -106,7 +109,7 @@ async function main() {
 		if (!status.successful) {
 			fail(`announce: commit status ${status.code}`);
 		}
-		const events = await network.getChaincodeEvents('assets', { startBlock: status.blockNumber });
+		const events = await network.getChaincodeEvents(name, { startBlock: status.blockNumber });
 		try {
 			for await (const event of events) {
 				if (event.transactionId !== announced.getTransactionId() || event.eventName !== 'Announced' || utf8(event.payload) !== 'hello') {
@@ -147,15 +150,14 @@ async function main() {
 		await assets.submit('put', { arguments: [guarded, 'v3'], endorsingOrganizations: ['Org2MSP'] });
 		await expectEqual(`get ${guarded} after Org2's endorsement`, utf8(await assets.evaluateTransaction('get', guarded)), 'v3');
 
-		// A chaincode-to-chaincode call: assets reads from assets2's own state.
-		const assets2 = network.getContract('assets2');
-		await assets2.submitTransaction('put', `x-${run}`, 'from assets2');
-		await expectEqual('readOther assets2', utf8(await assets.evaluateTransaction('readOther', 'assets2', `x-${run}`)), 'from assets2');
+		// A chaincode-to-chaincode call: CHAINCODE reads from OTHER's own state.
+		await network.getContract(other).submitTransaction('put', `x-${run}`, `from ${other}`);
+		await expectEqual(`readOther ${other}`, utf8(await assets.evaluateTransaction('readOther', other, `x-${run}`)), `from ${other}`);
 
 		// Concurrent clients: 20 transactions in flight at once from two gateways, every one VALID.
 		const second = gatewayOf(node, 'Admin@org1.example.com');
 		try {
-			const contracts = [assets, second.gateway.getNetwork(node.channel || 'mychannel').getContract('assets')];
+			const contracts = [assets, second.gateway.getNetwork(node.channel || 'mychannel').getContract(name)];
 			await Promise.all(Array.from({ length: 20 }, (_, i) => contracts[i % 2].submitTransaction('put', `c-${run}-${i}`, String(i))));
 			await expectEqual('concurrent puts committed', utf8(await assets.evaluateTransaction('countRange', `c-${run}-`, `c-${run}-~`)), '20');
 		} finally {

@@ -1,6 +1,7 @@
-//! A user's own Node.js contract (`tests/chaincode-node/assets`, on npm `fabric-contract-api`/`fabric-shim` 2.5.8)
-//! deployed to `ferrofabric node` by Fabric's own flow and used through `@hyperledger/fabric-gateway`: served as a
-//! chaincode service (`fabric-chaincode-node server`), packaged as `ccaas` with its `connection.json`, installed on
+//! A user's own contract, in Node.js (`tests/chaincode-node/assets`, on npm `fabric-contract-api`/`fabric-shim`
+//! 2.5.8) and in Java (`tests/chaincode-java`, on Maven's `fabric-chaincode-shim` 2.5.8), deployed to
+//! `ferrofabric node` by Fabric's own flow and used through `@hyperledger/fabric-gateway`: each served as a
+//! chaincode service (`fabric-chaincode-node server`; Java's `ContractRouter` with `CHAINCODE_SERVER_ADDRESS`), packaged as `ccaas` with its `connection.json`, installed on
 //! both organisations' peers (`_lifecycle` InstallChaincode, channel-less as `peer lifecycle chaincode install`
 //! sends it), approved by each organisation for its installed package, committed, then driven by
 //! `tests/sdk/assets.js` (put/get/delete, a range over more than 100 keys, pagination, composite keys, history,
@@ -47,7 +48,56 @@ fn ccaas_package(label: &str, address: &str) -> Vec<u8> {
     targz(&[("metadata.json", serde_json::to_vec(&metadata).unwrap()), ("code.tar.gz", code)])
 }
 
-/// Serves the contract with Fabric's shim as chaincode `package_id` on `address`.
+/// The contract's languages.
+#[derive(Clone, Copy)]
+enum Language {
+    Node,
+    Java,
+}
+
+/// Serves the contract in `language` with Fabric's shim as chaincode `package_id` on `address`.
+fn serve(language: Language, dir: &Path, address: &str, package_id: &str, log: &Path) -> Running {
+    match language {
+        Language::Node => serve_contract(dir, address, package_id, log),
+        Language::Java => serve_java_contract(dir, address, package_id, log),
+    }
+}
+
+/// Compiles the Java edition against `tests/chaincode-java/target/lib` (Maven fills it when missing) and serves it
+/// with the shim's `ContractRouter` in server mode.
+fn serve_java_contract(dir: &Path, address: &str, package_id: &str, log: &Path) -> Running {
+    require_tool("javac");
+    require_tool("mvn");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaincode-java");
+    std::fs::create_dir_all(dir).unwrap();
+    if !root.join("target/lib").is_dir() {
+        let mut mvn = Command::new("mvn");
+        mvn.args(["-q", "-B", "dependency:copy-dependencies", "-DoutputDirectory=target/lib"]).current_dir(&root);
+        run_logged(mvn, "mvn dependency:copy-dependencies (tests/chaincode-java)", &dir.join("mvn.log"), STEP * 10);
+    }
+    let classes = dir.join("classes");
+    let classpath = format!("{}/*:{}", root.join("target/lib").display(), classes.display());
+    let mut javac = Command::new("javac");
+    javac.args(["-cp", &classpath, "-d"]).arg(&classes).arg(root.join("src/main/java/ferrofabric/assets/Assets.java"));
+    run_logged(javac, "javac Assets.java", &dir.join("javac.log"), STEP * 5);
+    // The shim logs every call on stderr: into the service's log, with its output.
+    let out = std::fs::File::create(log).unwrap();
+    let process = Running(
+        Command::new("java")
+            .args(["-cp", &classpath, "org.hyperledger.fabric.contract.ContractRouter"])
+            .env("CHAINCODE_SERVER_ADDRESS", address)
+            .env("CORE_CHAINCODE_ID_NAME", package_id)
+            .env("CORE_PEER_TLS_ENABLED", "false")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(address, "the Java contract's chaincode service", log);
+    process
+}
+
+/// Serves the Node.js contract with Fabric's shim as chaincode `package_id` on `address`.
 fn serve_contract(dir: &Path, address: &str, package_id: &str, log: &Path) -> Running {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaincode-node");
     let modules = root.join("node_modules");
@@ -129,7 +179,7 @@ async fn define(client: &NetworkClient, info: &NodeInfo, name: &str, package_id:
 }
 
 #[test]
-fn a_users_node_contract_deployed_as_a_service_by_fabrics_lifecycle_runs_through_the_gateway() {
+fn a_users_node_and_java_contracts_deployed_as_services_by_fabrics_lifecycle_run_through_the_gateway() {
     require_tool("node");
     require_tool("npm");
     let tmp = tempfile::tempdir().unwrap();
@@ -141,28 +191,34 @@ fn a_users_node_contract_deployed_as_a_service_by_fabrics_lifecycle_runs_through
     // Two packages of the contract, each its own service: `assets2` is another chaincode for `assets` to call (a
     // chaincode calling one of the same package meets its own transaction, which Fabric refuses as we do).
     let mut services = Vec::new();
-    for name in ["assets", "assets2"] {
+    for (name, language) in [("assets", Language::Node), ("assets2", Language::Node), ("jassets", Language::Java)] {
         let address = format!("127.0.0.1:{}", free_port());
         let label = format!("{name}_1.0");
         let package_id = runtime.block_on(install(&client, &info, &ccaas_package(&label, &address)));
         assert!(package_id.starts_with(&format!("{label}:")), "{package_id}");
         let dir = tmp.path().join(name);
-        services.push(serve_contract(&dir, &address, &package_id, &tmp.path().join(format!("{name}.log"))));
+        services.push(serve(language, &dir, &address, &package_id, &tmp.path().join(format!("{name}.log"))));
         runtime.block_on(define(&client, &info, name, &package_id));
     }
 
-    let mut script = Command::new("node");
-    script.arg(sdk_dir().join("assets.js")).arg(&node_json);
-    let log = tmp.path().join("client.log");
+    // The Node.js contract calling another of its kind, and the Java one calling the Node.js one.
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_logged(script, "tests/sdk/assets.js", &log, Duration::from_secs(300));
+        for (name, other) in [("assets", "assets2"), ("jassets", "assets")] {
+            let mut script = Command::new("node");
+            script.arg(sdk_dir().join("assets.js")).arg(&node_json).args([name, other]);
+            let log = tmp.path().join(format!("client-{name}.log"));
+            run_logged(script, &format!("tests/sdk/assets.js {name} {other}"), &log, Duration::from_secs(300));
+            let output = std::fs::read_to_string(&log).unwrap();
+            assert!(output.lines().any(|l| l == "[assets] PASS"), "the client did not report PASS:\n{output}");
+        }
     }));
     drop((services, node));
     if let Err(e) = run {
-        eprintln!("contract log:\n{}", std::fs::read_to_string(tmp.path().join("assets.log")).unwrap_or_default());
+        for name in ["assets", "jassets"] {
+            let log = std::fs::read_to_string(tmp.path().join(format!("{name}.log"))).unwrap_or_default();
+            eprintln!("{name} log:\n{log}");
+        }
         eprintln!("node log:\n{}", std::fs::read_to_string(tmp.path().join("node.log")).unwrap_or_default());
         std::panic::resume_unwind(e);
     }
-    let output = std::fs::read_to_string(&log).unwrap();
-    assert!(output.lines().any(|l| l == "[assets] PASS"), "the client did not report PASS:\n{output}");
 }

@@ -139,14 +139,24 @@ fn serve_java_contract(dir: &Path, address: &str, package_id: &str, log: &Path) 
 
 /// Serves the Node.js contract with Fabric's shim as chaincode `package_id` on `address`.
 fn serve_contract(dir: &Path, address: &str, package_id: &str, log: &Path) -> Running {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaincode-node");
-    let modules = root.join("node_modules");
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaincode-node/assets");
+    serve_node_contract(&source, dir, address, package_id, log)
+}
+
+/// Serves the Node.js contract of `source` (its `index.js` and `package.json`, copied into `dir`) with Fabric's
+/// shim, npm `fabric-shim` 2.5.8 from `tests/chaincode-node` (`fabric-chaincode-node server`), as chaincode
+/// `package_id` on `address`; its output goes to `log`.
+pub(crate) fn serve_node_contract(source: &Path, dir: &Path, address: &str, package_id: &str, log: &Path) -> Running {
+    let modules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaincode-node/node_modules");
     assert!(modules.join(".bin/fabric-chaincode-node").exists(), "run `npm ci --prefix tests/chaincode-node` first");
     std::fs::create_dir_all(dir).unwrap();
     for file in ["index.js", "package.json"] {
-        std::fs::copy(root.join("assets").join(file), dir.join(file)).unwrap();
+        std::fs::copy(source.join(file), dir.join(file)).unwrap();
     }
-    std::os::unix::fs::symlink(&modules, dir.join("node_modules")).unwrap();
+    let link = dir.join("node_modules");
+    if !link.exists() {
+        std::os::unix::fs::symlink(&modules, &link).unwrap();
+    }
     let process = Running(
         Command::new(modules.join(".bin/fabric-chaincode-node"))
             .args(["server", "--chaincode-address", address, "--chaincode-id", package_id])
@@ -156,7 +166,7 @@ fn serve_contract(dir: &Path, address: &str, package_id: &str, log: &Path) -> Ru
             .spawn()
             .unwrap(),
     );
-    wait_listening(address, "the contract's chaincode service", log);
+    wait_listening(address, "the Node.js chaincode service", log);
     process
 }
 

@@ -788,26 +788,7 @@ fn our_peer_daemon_joins_as_the_recorded_cli_asked_and_answers_its_queries_as_fa
 /// The Node.js contract of the recording served by Fabric's shim (`fabric-chaincode-node server`, npm
 /// `fabric-shim` 2.5.8 from `tests/chaincode-node`) on `address` as package `package_id`; its log goes to `log`.
 fn start_node_chaincode(dir: &Path, address: &str, package_id: &str, log: &Path) -> Running {
-    let modules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaincode-node/node_modules");
-    assert!(modules.join(".bin/fabric-chaincode-node").exists(), "run `npm ci --prefix tests/chaincode-node` first");
-    std::fs::create_dir_all(dir).unwrap();
-    std::fs::copy(recorded().join("chaincode/node/index.js"), dir.join("index.js")).unwrap();
-    std::fs::copy(recorded().join("chaincode/node/package.json"), dir.join("package.json")).unwrap();
-    let link = dir.join("node_modules");
-    if !link.exists() {
-        std::os::unix::fs::symlink(&modules, &link).unwrap();
-    }
-    let process = Running(
-        Command::new(modules.join(".bin/fabric-chaincode-node"))
-            .args(["server", "--chaincode-address", address, "--chaincode-id", package_id])
-            .current_dir(dir)
-            .stdout(std::fs::File::create(log).unwrap())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    wait_listening(address, "the Node.js chaincode service", log);
-    process
+    crate::chaincode_service::serve_node_contract(&recorded().join("chaincode/node"), dir, address, package_id, log)
 }
 
 /// One organisation's peer of the recording played by our endorser: its MSP, the recording's proxy name for it, and

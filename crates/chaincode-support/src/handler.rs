@@ -11,8 +11,8 @@
 //! routes messages, so a chaincode that hangs costs its transaction the execute timeout and nothing else.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc as std_mpsc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc as std_mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -37,12 +37,23 @@ pub trait ChaincodeInvoker {
     fn invoke(&self, ctx: &mut TxContext<'_>, name: &str, args: &[Bytes]) -> Result<Response, String>;
 }
 
+/// Why a transaction got no answer when its chaincode's stream ended (Fabric's `Handler.Execute`).
+const STREAM_TERMINATED: &str = "chaincode stream terminated";
+
+/// Fabric's text for a transaction the handler could not run to an answer: `ChaincodeSupport.execute` adds
+/// `error sending`, `processChaincodeExecutionResult` the transaction.
+fn not_executed(txid: &str, why: &str) -> String {
+    format!("failed to execute transaction {txid}: error sending: {why}")
+}
+
 /// The chaincode's stream as the peer holds it.
 pub(crate) struct Stream {
     pub(crate) package_id: String,
     to_chaincode: mpsc::UnboundedSender<ChaincodeMessage>,
     waiting: Mutex<HashMap<(String, String), std_mpsc::Sender<ChaincodeMessage>>>,
     alive: AtomicBool,
+    /// Requests served (shared by the support's streams: [`crate::ShimStats::requests`]).
+    requests: Arc<AtomicU64>,
 }
 
 fn message(kind: Type, payload: Bytes, txid: &str, channel: &str) -> ChaincodeMessage {
@@ -56,8 +67,12 @@ fn message(kind: Type, payload: Bytes, txid: &str, channel: &str) -> ChaincodeMe
 }
 
 impl Stream {
-    pub(crate) fn new(package_id: String, to_chaincode: mpsc::UnboundedSender<ChaincodeMessage>) -> Stream {
-        Stream { package_id, to_chaincode, waiting: Mutex::new(HashMap::new()), alive: AtomicBool::new(true) }
+    pub(crate) fn new(
+        package_id: String,
+        to_chaincode: mpsc::UnboundedSender<ChaincodeMessage>,
+        requests: Arc<AtomicU64>,
+    ) -> Stream {
+        Stream { package_id, to_chaincode, waiting: Mutex::new(HashMap::new()), alive: AtomicBool::new(true), requests }
     }
 
     pub(crate) fn is_alive(&self) -> bool {
@@ -97,8 +112,11 @@ impl Stream {
     /// Runs one transaction (Fabric's `Handler.Execute`): sends TRANSACTION (INIT when `is_init`) and serves the
     /// chaincode's requests against `ctx` until it completes, within `timeout`.
     ///
-    /// Errors (Fabric's texts): a transaction of that ID already running, the stream gone, the timeout, an ERROR
-    /// from the chaincode (`transaction returned with failure: ...`), an undecodable COMPLETED.
+    /// Errors (Fabric's texts, as `processChaincodeExecutionResult` words them): `failed to execute transaction
+    /// <txid>: error sending: ` and a transaction of that ID already running (`txid: <txid>(<channel>) exists`),
+    /// the stream gone (`chaincode stream terminated`) or the timeout (`timeout expired while executing
+    /// transaction`); an ERROR from the chaincode (`transaction returned with failure: ...`); an undecodable
+    /// COMPLETED.
     pub(crate) fn execute(
         &self,
         ctx: &mut TxContext<'_>,
@@ -114,7 +132,7 @@ impl Stream {
         {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
             if waiting.contains_key(&key) {
-                return Err(format!("txid: {txid}({channel}) exists"));
+                return Err(not_executed(&txid, &format!("txid: {txid}({channel}) exists")));
             }
             waiting.insert(key.clone(), tx);
         }
@@ -139,7 +157,7 @@ impl Stream {
         let mut first = message(kind, Bytes::from(input.encode_to_vec()), &txid, &channel);
         first.proposal = ctx.proposal().cloned();
         if !self.is_alive() || self.to_chaincode.send(first).is_err() {
-            return Err(format!("error sending {}: chaincode stream terminated", kind.as_str_name()));
+            return Err(not_executed(&txid, STREAM_TERMINATED));
         }
         let deadline = Instant::now() + timeout;
         let mut tx = Transaction::default();
@@ -148,14 +166,9 @@ impl Stream {
             let msg = match rx.recv_timeout(left) {
                 Ok(m) => m,
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(format!(
-                        "error sending {}: timeout expired while executing transaction",
-                        kind.as_str_name()
-                    ))
+                    return Err(not_executed(&txid, "timeout expired while executing transaction"))
                 }
-                Err(std_mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(format!("error sending {}: chaincode stream terminated", kind.as_str_name()))
-                }
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => return Err(not_executed(&txid, STREAM_TERMINATED)),
             };
             let kind = Type::try_from(msg.r#type).unwrap_or(Type::Undefined);
             match kind {
@@ -168,6 +181,7 @@ impl Stream {
                     return Err(format!("transaction returned with failure: {}", String::from_utf8_lossy(&msg.payload)))
                 }
                 _ => {
+                    self.requests.fetch_add(1, Ordering::Relaxed);
                     let answer = match tx.handle(ctx, kind, msg.payload, invoker) {
                         Ok(payload) => message(Type::Response, payload, &txid, &channel),
                         Err(e) => {
@@ -176,7 +190,7 @@ impl Stream {
                         }
                     };
                     if self.to_chaincode.send(answer).is_err() {
-                        return Err("chaincode stream terminated".to_owned());
+                        return Err(not_executed(&txid, STREAM_TERMINATED));
                     }
                 }
             }

@@ -103,6 +103,31 @@ pub fn package_id(label: &str, package: &[u8]) -> String {
     format!("{label}:{}", hex::encode(Sha256::digest(package)))
 }
 
+/// A `ccaas` install package as `peer lifecycle chaincode package --lang ccaas` holds it: a gzipped tar of
+/// `metadata.json` (`{"type":"ccaas","label":label,"path":""}`) and `code.tar.gz`, the latter holding
+/// `connection.json` that names the chaincode server at `address` (plain text, 10 s dial timeout). The bytes are
+/// deterministic (no timestamps), so one label and address always give one package ID.
+pub fn ccaas_package(label: &str, address: &str) -> Vec<u8> {
+    let connection = serde_json::json!({"address": address, "dial_timeout": "10s", "tls_required": false});
+    let code = tar_gz(&[("connection.json", connection.to_string().into_bytes())]);
+    let metadata = serde_json::json!({"type": "ccaas", "label": label, "path": ""});
+    tar_gz(&[("metadata.json", metadata.to_string().into_bytes()), ("code.tar.gz", code)])
+}
+
+/// A gzipped tar of regular files (mode 0644, time 0).
+fn tar_gz(files: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()));
+    for (name, data) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        // Writing into a Vec cannot fail; a name too long for a tar header is a caller's constant.
+        let _ = tar.append_data(&mut header, name, data.as_slice());
+    }
+    tar.into_inner().and_then(|gz| gz.finish()).unwrap_or_default()
+}
+
 /// Fabric's `ValidateLabel`.
 fn validate_label(label: &str) -> Result<(), PackageError> {
     let mut chars = label.chars();
@@ -209,6 +234,18 @@ impl Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_built_ccaas_package_parses_back_to_its_label_and_address_and_is_deterministic() {
+        let bytes = ccaas_package("assets_1.0", "127.0.0.1:9999");
+        assert_eq!(bytes, ccaas_package("assets_1.0", "127.0.0.1:9999"));
+        let package = ChaincodePackage::parse(&bytes).expect("a built package parses");
+        assert_eq!((package.label.as_str(), package.kind.as_str()), ("assets_1.0", "ccaas"));
+        let connection = package.connection().expect("its connection.json");
+        assert_eq!(connection.address, "127.0.0.1:9999");
+        assert_eq!(connection.dial_timeout, Duration::from_secs(10));
+        assert!(!connection.tls_required);
+    }
 
     #[test]
     fn labels_follow_fabrics_rule() {

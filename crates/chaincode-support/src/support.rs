@@ -7,9 +7,10 @@
 //! (`protos.ChaincodeSupport/Register`, [`ChaincodeSupport::register_service`]) with `CORE_CHAINCODE_ID_NAME` set
 //! to the package ID.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -46,34 +47,97 @@ impl Default for Timeouts {
     }
 }
 
+/// Counts of the shim protocol since start: what a transaction costs in messages between peer and chaincode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShimStats {
+    /// Transactions sent to external chaincodes (TRANSACTION or INIT; one per endorsement).
+    pub transactions: u64,
+    /// Requests the chaincodes made within them (GET_STATE, PUT_STATE, QUERY_STATE_NEXT, INVOKE_CHAINCODE, ...),
+    /// each one round trip (Fabric's `chaincode_shim_requests_received`, summed over types).
+    pub requests: u64,
+}
+
+impl ShimStats {
+    /// Round trips per transaction between `earlier` and `self`: the TRANSACTION/COMPLETED pair plus each request;
+    /// `None` when no transaction ran in between.
+    pub fn round_trips_per_tx(&self, earlier: &ShimStats) -> Option<f64> {
+        let txs = self.transactions.checked_sub(earlier.transactions).filter(|&t| t > 0)?;
+        let requests = self.requests.saturating_sub(earlier.requests);
+        Some((txs + requests) as f64 / txs as f64)
+    }
+}
+
 /// The peer's chaincode support; see the module docs. Shared (`Arc`) by the endorser and the Register service.
 pub struct ChaincodeSupport {
     store: PackageStore,
-    runtime: tokio::runtime::Handle,
+    runtime: OwnRuntime,
     timeouts: Timeouts,
-    streams: Mutex<HashMap<String, Arc<Stream>>>,
+    streams: Mutex<Streams>,
     registered: Condvar,
+    transactions: AtomicU64,
+    requests: Arc<AtomicU64>,
+}
+
+/// The live streams by package ID, and the `ccaas` packages being dialled (one dial per package at a time, as
+/// Fabric's `LaunchRegistry` allows one launch: the other transactions wait for its stream).
+#[derive(Default)]
+struct Streams {
+    live: HashMap<String, Arc<Stream>>,
+    launching: HashSet<String>,
+}
+
+/// The support's own runtime (one thread, `chaincode`): chaincode streams are dialled, read and routed there, so a
+/// transaction waiting for its chaincode never needs a free worker of the caller's runtime. The endorser's
+/// simulation holds a view of the state, which a block being applied waits for, and readers of the state on the
+/// caller's runtime wait behind that block: routing on those workers could deadlock until the execute timeout.
+struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl OwnRuntime {
+    fn handle(&self) -> Option<&tokio::runtime::Handle> {
+        self.0.as_ref().map(|r| r.handle())
+    }
+}
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which an async context forbids: let its thread end on its own.
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 type MessageStream = Pin<Box<dyn tokio_stream::Stream<Item = Result<ChaincodeMessage, Status>> + Send>>;
 
 impl ChaincodeSupport {
     /// Chaincode support over the packages in `packages_dir` (`<peer.fileSystemPath>/lifecycle/chaincodes`),
-    /// running its streams on `runtime`.
+    /// running its streams on a runtime thread of its own.
     ///
-    /// Errors: the package directory cannot be created or read.
-    pub fn new(
-        packages_dir: &Path,
-        runtime: tokio::runtime::Handle,
-        timeouts: Timeouts,
-    ) -> Result<Arc<Self>, StoreError> {
+    /// Errors: the package directory cannot be created or read, or the runtime thread cannot start.
+    pub fn new(packages_dir: &Path, timeouts: Timeouts) -> Result<Arc<Self>, StoreError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("chaincode")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Io(format!("starting the chaincode runtime: {e}")))?;
         Ok(Arc::new(ChaincodeSupport {
             store: PackageStore::open(packages_dir)?,
-            runtime,
+            runtime: OwnRuntime(Some(runtime)),
             timeouts,
-            streams: Mutex::new(HashMap::new()),
+            streams: Mutex::new(Streams::default()),
             registered: Condvar::new(),
+            transactions: AtomicU64::new(0),
+            requests: Arc::new(AtomicU64::new(0)),
         }))
+    }
+
+    /// The shim protocol's counts since this support started.
+    pub fn shim_stats(&self) -> ShimStats {
+        ShimStats {
+            transactions: self.transactions.load(Ordering::Relaxed),
+            requests: self.requests.load(Ordering::Relaxed),
+        }
     }
 
     /// The installed package IDs.
@@ -108,11 +172,10 @@ impl ChaincodeSupport {
                 return;
             }
         };
-        let stream = Arc::new(Stream::new(id.clone(), to_chaincode));
+        let stream = Arc::new(Stream::new(id.clone(), to_chaincode, self.requests.clone()));
         stream.ready();
         {
-            let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-            streams.insert(id.clone(), stream.clone());
+            self.streams().live.insert(id.clone(), stream.clone());
             self.registered.notify_all();
         }
         tracing::info!(package_id = %id, "chaincode registered");
@@ -126,53 +189,74 @@ impl ChaincodeSupport {
             }
         }
         stream.closed();
-        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        if streams.get(&id).is_some_and(|s| Arc::ptr_eq(s, &stream)) {
-            streams.remove(&id);
+        let mut streams = self.streams();
+        if streams.live.get(&id).is_some_and(|s| Arc::ptr_eq(s, &stream)) {
+            streams.live.remove(&id);
         }
         tracing::info!(package_id = %id, "chaincode stream ended");
     }
 
-    fn live_stream(&self, package_id: &str) -> Option<Arc<Stream>> {
-        let streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        streams.get(package_id).filter(|s| s.is_alive()).cloned()
+    fn streams(&self) -> std::sync::MutexGuard<'_, Streams> {
+        self.streams.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The live stream of `package_id`, started if there is none (see the module docs). Blocking: called on the
-    /// endorser's blocking thread.
+    /// The live stream of `package_id`, started if there is none (see the module docs): for a `ccaas` package one
+    /// caller dials while the others wait for its stream. Blocking: called on the endorser's blocking thread.
     fn stream_of(self: &Arc<Self>, package_id: &str) -> Result<Arc<Stream>, String> {
-        if let Some(s) = self.live_stream(package_id) {
-            return Ok(s);
+        if let Some(s) = self.streams().live.get(package_id).filter(|s| s.is_alive()) {
+            return Ok(s.clone());
         }
         let bytes = self.store.load(package_id).map_err(|e| e.to_string())?;
         let package = ChaincodePackage::parse(&bytes).map_err(|e| e.to_string())?;
-        let wait = if package.kind == "ccaas" {
-            let connection = package.connection().map_err(|e| e.to_string())?;
-            let this = self.clone();
-            let timeout = connection.dial_timeout;
-            self.runtime.block_on(async move {
-                let dial = this.clone().dial(connection);
-                match tokio::time::timeout(timeout, dial).await {
-                    Ok(r) => r,
-                    Err(_) => Err("timeout expired while dialing the chaincode server".to_owned()),
-                }
-            })?;
-            timeout
-        } else {
-            self.timeouts.startup
+        let connection = match package.kind.as_str() {
+            "ccaas" => Some(package.connection().map_err(|e| e.to_string())?),
+            _ => None,
         };
+        let wait = connection.as_ref().map(|c| c.dial_timeout).unwrap_or(self.timeouts.startup);
         let deadline = Instant::now() + wait;
-        let mut streams = self.streams.lock().unwrap_or_else(|p| p.into_inner());
-        loop {
-            if let Some(s) = streams.get(package_id).filter(|s| s.is_alive()) {
-                return Ok(s.clone());
+        // Whether this caller dialled, and so holds the package's place in `launching` until its stream registers.
+        let mut dialled = false;
+        let mut streams = self.streams();
+        let result = loop {
+            if let Some(s) = streams.live.get(package_id).filter(|s| s.is_alive()) {
+                break Ok(s.clone());
+            }
+            if let Some(connection) = connection.as_ref().filter(|_| !dialled) {
+                if streams.launching.insert(package_id.to_owned()) {
+                    dialled = true;
+                    drop(streams);
+                    let dial = self.dial_until(connection.clone(), deadline);
+                    streams = self.streams();
+                    if let Err(e) = dial {
+                        break Err(e);
+                    }
+                    continue;
+                }
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(format!("timeout expired while starting chaincode {package_id}"));
+                break Err(format!("timeout expired while starting chaincode {package_id}"));
             }
             streams = self.registered.wait_timeout(streams, left).unwrap_or_else(|p| p.into_inner()).0;
+        };
+        if dialled {
+            streams.launching.remove(package_id);
+            self.registered.notify_all();
         }
+        result
+    }
+
+    /// [`ChaincodeSupport::dial`] within `deadline`. Blocking.
+    fn dial_until(self: &Arc<Self>, connection: crate::Connection, deadline: Instant) -> Result<(), String> {
+        let this = self.clone();
+        let timeout = deadline.saturating_duration_since(Instant::now());
+        let runtime = self.runtime.handle().ok_or("the chaincode runtime has stopped")?;
+        runtime.block_on(async move {
+            match tokio::time::timeout(timeout, this.dial(connection)).await {
+                Ok(r) => r,
+                Err(_) => Err("timeout expired while dialing the chaincode server".to_owned()),
+            }
+        })
     }
 
     /// Dials a chaincode server and starts serving its `Connect` stream.
@@ -206,7 +290,8 @@ impl ChaincodeSupport {
     /// Runs a transaction of the installed package `package_id` against `ctx` (see [`crate::handler`]): the
     /// chaincode's `Response` and event. Blocking.
     ///
-    /// Errors (Fabric's texts): the chaincode could not be started or reached, it timed out, it failed.
+    /// Errors (Fabric's texts): `failed to execute transaction <txid>: could not launch chaincode <package ID>: ...`
+    /// when it could not be started or reached; the handler's errors (it timed out, its stream ended, it failed).
     pub fn execute(
         self: &Arc<Self>,
         package_id: &str,
@@ -214,8 +299,11 @@ impl ChaincodeSupport {
         args: &[Bytes],
         invoker: &dyn ChaincodeInvoker,
     ) -> Result<(Response, Option<ChaincodeEvent>), String> {
-        let stream = self.stream_of(package_id).map_err(|e| format!("could not launch chaincode {package_id}: {e}"))?;
+        let stream = self.stream_of(package_id).map_err(|e| {
+            format!("failed to execute transaction {}: could not launch chaincode {package_id}: {e}", ctx.tx_id())
+        })?;
         debug_assert_eq!(stream.package_id, package_id);
+        self.transactions.fetch_add(1, Ordering::Relaxed);
         stream.execute(ctx, args, false, self.timeouts.execute, invoker)
     }
 }
@@ -249,7 +337,10 @@ impl ChaincodeSupportRpc for RegisterService {
     ) -> Result<tonic::Response<Self::RegisterStream>, Status> {
         let (to_chaincode, rx) = mpsc::unbounded_channel();
         let from_chaincode: MessageStream = Box::pin(request.into_inner());
-        tokio::spawn(self.0.clone().serve(from_chaincode, to_chaincode));
+        match self.0.runtime.handle() {
+            Some(runtime) => drop(runtime.spawn(self.0.clone().serve(from_chaincode, to_chaincode))),
+            None => return Err(Status::unavailable("the peer's chaincode support has stopped")),
+        }
         let out = UnboundedReceiverStream::new(rx).map(Ok::<_, Status>);
         Ok(tonic::Response::new(Box::pin(out)))
     }

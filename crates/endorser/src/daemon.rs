@@ -272,7 +272,7 @@ pub async fn start(config: &EndorserConfig) -> anyhow::Result<RunningEndorser> {
     let chaincodes = match &config.file_system_path {
         Some(dir) => {
             let packages = dir.join("lifecycle").join("chaincodes");
-            let support = ChaincodeSupport::new(&packages, tokio::runtime::Handle::current(), Timeouts::default())
+            let support = ChaincodeSupport::new(&packages, Timeouts::default())
                 .with_context(|| format!("opening the chaincode package store {}", packages.display()))?;
             endorser = endorser.with_chaincode_support(support.clone());
             Some(support)

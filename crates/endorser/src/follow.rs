@@ -64,12 +64,18 @@ pub async fn follow_with(
     }
 }
 
+/// [`Replica::apply_block`] on tokio's blocking pool.
+async fn apply_blocking(replica: &Arc<Replica>, raw: Bytes) -> Result<Result<Vec<String>, ReplicaError>, String> {
+    let replica = replica.clone();
+    tokio::task::spawn_blocking(move || replica.apply_block(raw)).await.map_err(|e| format!("applying a block: {e}"))
+}
+
 /// One Deliver stream: returns how many blocks were applied before it ended. Blocks arrive as the bytes the
 /// committer sent ([`ferrofabric_comm::open_deliver`]): the replica decodes them once, and the gateway's window
 /// keeps those same bytes with the transaction IDs the replica read (decoding into prost structs and encoding
 /// again cost each endorser a fresh copy of every block; decoding it twice, a second pass over it).
 async fn stream_once(
-    replica: &Replica,
+    replica: &Arc<Replica>,
     endpoint: &str,
     tls: Option<&ClientTls>,
     signer: &SigningIdentity,
@@ -82,7 +88,9 @@ async fn stream_once(
     let mut applied = 0;
     while let Some(item) = stream.message().await.map_err(|e| format!("deliver stream: {e}"))? {
         match item {
-            DeliverItem::Block(raw) => match replica.apply_block(raw.clone()) {
+            // On a blocking thread: applying waits for the simulations that hold a state view, and a simulation
+            // of an external chaincode needs this runtime's tasks to route the chaincode's messages.
+            DeliverItem::Block(raw) => match apply_blocking(replica, raw.clone()).await? {
                 Ok(ids) => {
                     applied += 1;
                     if let Some(r) = recent {

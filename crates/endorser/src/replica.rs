@@ -3,6 +3,7 @@
 //! validating them again. Several replicas (one per endorser process) scale endorsement out.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
@@ -64,6 +65,9 @@ pub struct Replica {
     /// Serialises block application (height check to state update). Lock order: `apply_lock`, `committed`, the
     /// state's gate; readers never take `committed` while holding a view.
     apply_lock: Mutex<()>,
+    /// [`Replica::height`], readable without the state's gate: a reader on an async runtime must not wait behind a
+    /// block that waits for running simulations (an external chaincode's needs that runtime to finish).
+    height: AtomicU64,
     /// The history database (`ledger.history.enableHistoryDatabase`), when kept: every public write of a valid
     /// transaction by (namespace, key), oldest first.
     history: Option<RwLock<KeyHistory>>,
@@ -111,6 +115,7 @@ impl Replica {
             state,
             committed: RwLock::new(Committed { config: Arc::new(config), txids }),
             apply_lock: Mutex::new(()),
+            height: AtomicU64::new(1),
             history: None,
             private: PrivateData::default(),
         })
@@ -173,7 +178,7 @@ impl Replica {
 
     /// Number of blocks applied, genesis included: the number of the next block.
     pub fn height(&self) -> u64 {
-        self.state.view().last_block().map_or(0, |h| h + 1)
+        self.height.load(Ordering::Acquire)
     }
 
     /// The current channel configuration.
@@ -216,6 +221,7 @@ impl Replica {
             return Err(ReplicaError::OutOfOrder { expected, got: block_number });
         }
         self.state.apply(block_number, updates);
+        self.height.store(block_number + 1, Ordering::Release);
         Ok(())
     }
 
@@ -300,6 +306,7 @@ impl Replica {
         // transaction IDs.
         let mut committed = self.committed_mut();
         self.state.apply(number, &batch);
+        self.height.store(number + 1, Ordering::Release);
         for txid in txids.iter().filter(|t| !t.is_empty()) {
             committed.txids.insert(txid);
         }

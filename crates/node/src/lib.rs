@@ -23,15 +23,18 @@
 //!   CPU cgroup, optionally under the QiOi share controller ([`RunningProcesses`], `DIR/processes.json`:
 //!   [`ProcessesInfo`]).
 //! * [`NetworkClient`]: the client side of the network (endorse, assemble, broadcast, commit events), also used by
-//!   `ferrofabric bench e2e` (in the CLI crate).
+//!   `ferrofabric bench e2e` (in the CLI crate); [`deploy_chaincode`] deploys a user's chaincode package with it
+//!   by Fabric's lifecycle flow.
 
 mod client;
+mod deploy;
 mod layout;
 mod network;
 mod processes;
 mod profile;
 
 pub use client::{require_valid, CommitEvents, NetworkClient};
+pub use deploy::deploy_chaincode;
 pub use layout::{Layout, PEER_MSPIDS};
 pub use network::{orderer_plugins, run, start, NodeArgs, RunningNode};
 pub use processes::{start_processes, ComponentInfo, ProcessesInfo, RunningProcesses};

@@ -193,6 +193,8 @@ pub struct RunningNode {
     pub committer: RunningCommitter,
     /// The endorsers of Org1 and Org2, in that order.
     pub endorsers: Vec<Endorser>,
+    /// The chaincode support of Org1's and Org2's peers (their installed packages and chaincode streams).
+    pub chaincodes: Vec<Arc<ChaincodeSupport>>,
     orderer: RunningOrderer,
     blockstore: RunningBlockstore,
     shutdown: watch::Sender<bool>,
@@ -353,6 +355,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::new();
     let mut endorsers = Vec::new();
+    let mut chaincode_supports = Vec::new();
     let mut peers = BTreeMap::new();
     // Both peer ports are bound before either serves, so that each port's gateway knows both endorsers.
     let mut ports = Vec::new();
@@ -386,7 +389,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
             Arc::new(Replica::from_genesis(genesis.clone()).map_err(|e| anyhow!("genesis block: {e}"))?.with_history());
         let recent = Arc::new(RecentBlocks::new(replica.height()));
         let packages = layout.peer_data(org).join("lifecycle").join("chaincodes");
-        let chaincodes = ChaincodeSupport::new(&packages, tokio::runtime::Handle::current(), Timeouts::default())
+        let chaincodes = ChaincodeSupport::new(&packages, Timeouts::default())
             .map_err(|e| anyhow!("chaincode package store {}: {e}", packages.display()))?;
         tasks.push(tokio::spawn(ferrofabric_endorser::follow_with(
             replica.clone(),
@@ -436,6 +439,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         ));
         peers.insert(mspid.to_owned(), bound.to_string());
         endorsers.push(endorser);
+        chaincode_supports.push(chaincodes);
     }
 
     let info = NodeInfo {
@@ -457,7 +461,17 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
         crypto: absolute(&layout.crypto()),
         connection_profile: absolute(&layout.connection_profile()),
     };
-    let node = RunningNode { info, layout, committer, endorsers, orderer, blockstore, shutdown, tasks };
+    let node = RunningNode {
+        info,
+        layout,
+        committer,
+        endorsers,
+        chaincodes: chaincode_supports,
+        orderer,
+        blockstore,
+        shutdown,
+        tasks,
+    };
     if let Err(e) = define_chaincodes(&node.info, &node.layout, &|m| args.progress(m), Barrier::Replicas(&node)).await {
         let _ = node.shutdown().await;
         return Err(e.context("defining the chaincodes"));
@@ -480,7 +494,7 @@ fn absolute(p: &std::path::Path) -> PathBuf {
 }
 
 /// The `validation_parameter` of a definition: an `ApplicationPolicy` holding the signature policy `rule`.
-fn validation_parameter(rule: &str) -> anyhow::Result<Bytes> {
+pub(crate) fn validation_parameter(rule: &str) -> anyhow::Result<Bytes> {
     let envelope = ferrofabric_configtxgen::signature_policy(rule)?;
     let policy = ApplicationPolicy { r#type: Some(application_policy::Type::SignaturePolicy(envelope)) };
     Ok(Bytes::from(policy.encode_to_vec()))

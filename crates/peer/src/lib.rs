@@ -101,7 +101,7 @@ pub async fn start(config: PeerConfig) -> anyhow::Result<RunningPeer> {
     let local = Arc::new(MspManager::new(vec![local]));
     let packages = config.file_system_path.join("lifecycle").join("chaincodes");
     let timeouts = Timeouts { execute: config.execute_timeout, startup: config.startup_timeout };
-    let chaincodes = ChaincodeSupport::new(&packages, tokio::runtime::Handle::current(), timeouts)
+    let chaincodes = ChaincodeSupport::new(&packages, timeouts)
         .map_err(|e| anyhow!("the chaincode package store {}: {e}", packages.display()))?;
 
     let listen = ferrofabric_comm::parse_addr(&config.listen_address)?;

@@ -92,7 +92,7 @@ fn a_chaincode_that_dials_the_peer_runs_transactions_and_once_killed_fails_them_
     let tmp = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let timeouts = Timeouts { execute: Duration::from_secs(20), startup: Duration::from_secs(3) };
-    let support = ChaincodeSupport::new(&tmp.path().join("chaincodes"), runtime.handle().clone(), timeouts).unwrap();
+    let support = ChaincodeSupport::new(&tmp.path().join("chaincodes"), timeouts).unwrap();
     let installed = support.install(&node_package("dialin_1.0")).unwrap();
     assert_eq!(support.package_ids(), vec![installed.package_id.clone()]);
 

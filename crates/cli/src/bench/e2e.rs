@@ -7,9 +7,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use super::contract::ChaincodeService;
 use super::orderer::{percentile, process_cpu_seconds};
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
+use ferrofabric_chaincode_support::ShimStats;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::peer::TxValidationCode;
 use futures::StreamExt;
@@ -86,6 +88,13 @@ pub struct E2eBenchArgs {
     /// The shared fixtures directory (for `ledger`): holds fabric-2.5-bench/ and fabric-2.5/crypto.
     #[arg(long, value_name = "DIR", default_value = "../shared/fixtures")]
     pub fixtures: PathBuf,
+    /// A shell command serving a user's contract as a chaincode service, for `transfer`: the bench packages it as
+    /// `ccaas`, deploys it by Fabric's lifecycle under a fresh name, runs the command with
+    /// `CHAINCODE_SERVER_ADDRESS`, `CORE_CHAINCODE_ID_NAME` and `CHAINCODE_ID` set, and runs the workload on it
+    /// instead of the built-in chaincode. The contract must have the built-in `transfer` chaincode's `open` and
+    /// `transfer` functions (`scripts/serve-assets-contract node|java` serves the repository's).
+    #[arg(long, value_name = "COMMAND")]
+    pub chaincode_service: Option<String>,
     /// No progress lines on stderr.
     #[arg(long)]
     pub quiet: bool,
@@ -106,6 +115,7 @@ impl Default for E2eBenchArgs {
             via: Via::Orderer,
             clients: 4,
             fixtures: PathBuf::from("../shared/fixtures"),
+            chaincode_service: None,
             quiet: false,
         }
     }
@@ -126,6 +136,15 @@ pub struct E2eReport {
     pub workload: Workload,
     /// How the measured transactions reached the orderer (`orderer` for `ledger`).
     pub via: Via,
+    /// The chaincode that ran them: the built-in one's name, or the deployed contract's (`--chaincode-service`).
+    pub chaincode: String,
+    /// Whether that chaincode was the user's contract behind the chaincode shim protocol.
+    pub chaincode_service: bool,
+    /// Shim protocol round trips per endorsement of the measured transactions (the TRANSACTION/COMPLETED pair and
+    /// each GET_STATE, PUT_STATE, ... request); only for an external chaincode on a node the bench started.
+    pub shim_round_trips_per_tx: Option<f64>,
+    /// With `--via orderer`: measured transactions endorsed per second while pre-endorsing.
+    pub endorse_tx_per_s: Option<f64>,
     /// Transactions measured.
     pub txs: usize,
     /// Committed transactions per second between the first and the last committed block (the headline).
@@ -211,9 +230,13 @@ fn print(args: &E2eBenchArgs, r: &E2eReport) -> anyhow::Result<()> {
     } else {
         r.invalid.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
     };
+    let round_trips = r.shim_round_trips_per_tx.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
+    let endorse_rate = r.endorse_tx_per_s.map(|v| format!("{v:.0}")).unwrap_or_else(|| "-".into());
+    let chaincode = format!("{}{}", r.chaincode, if r.chaincode_service { " (chaincode service)" } else { "" });
     let rows = [
         ("workload", format!("{:?}", r.workload).to_lowercase()),
         ("via", format!("{:?}", r.via).to_lowercase()),
+        ("chaincode", chaincode),
         ("transactions", r.txs.to_string()),
         ("committed tx/s (first→last block)", format!("{:.0}", r.committed_tx_per_s)),
         ("end-to-end tx/s (first send→last block)", format!("{:.0}", r.end_to_end_tx_per_s)),
@@ -226,6 +249,8 @@ fn print(args: &E2eBenchArgs, r: &E2eReport) -> anyhow::Result<()> {
         ("envelope bytes (avg)", r.envelope_bytes.to_string()),
         ("endorsements per tx", r.endorsements_per_tx.to_string()),
         ("pre-endorsement seconds", format!("{:.2}", r.endorse_seconds)),
+        ("endorsed tx/s (pre-endorsement)", endorse_rate),
+        ("shim round trips per tx", round_trips),
         ("CPU seconds (this process)", format!("{:.2}", r.cpu_seconds)),
         ("own node", r.own_node.to_string()),
     ];
@@ -361,7 +386,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Submit {
     client: NetworkClient,
     creator: SigningIdentity,
-    chaincode: &'static str,
+    chaincode: String,
     via: Via,
     t0: Instant,
 }
@@ -385,11 +410,11 @@ impl Submit {
                     sent_at[i].store(this.t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
                     let args: Vec<&[u8]> = p.args.iter().map(Vec::as_slice).collect();
                     if this.via == Via::Gateway {
-                        let proposal = this.client.proposal(&this.creator, this.chaincode, &args);
+                        let proposal = this.client.proposal(&this.creator, &this.chaincode, &args);
                         lock(&index).insert(proposal.tx_id.clone(), i);
                         return this.client.submit_through_gateway(0, &this.creator, &proposal).await;
                     }
-                    let (tx_id, env) = this.client.endorsed_tx(&this.creator, this.chaincode, &args, &p.peers).await?;
+                    let (tx_id, env) = this.client.endorsed_tx(&this.creator, &this.chaincode, &args, &p.peers).await?;
                     lock(&index).insert(tx_id, i);
                     this.client.broadcast(vec![env]).await
                 }
@@ -419,8 +444,21 @@ async fn endorsed_run(args: &E2eBenchArgs, target: &Target) -> anyhow::Result<E2
     let run: u32 = rand::random();
     let key = |i: usize| format!("e2e{run:08x}-{i}");
     let smallbank = args.workload == Workload::Smallbank;
-    let (chaincode, all_peers): (&str, Vec<usize>) =
-        if smallbank { ("smallbank", (0..peers).collect()) } else { ("transfer", Vec::new()) };
+    let all_peers: Vec<usize> = (0..peers).collect();
+    // A user's contract behind the shim protocol, deployed for this run, or the built-in chaincode.
+    let service_log = std::env::temp_dir().join(format!("ferrofabric-bench-chaincode-{run:08x}.log"));
+    let (chaincode, _service) = match &args.chaincode_service {
+        Some(command) => {
+            anyhow::ensure!(!smallbank, "--chaincode-service runs the transfer workload only");
+            let name = format!("contract{run:08x}");
+            args.progress(&format!("deploying `{command}` as chaincode {name} (log {})", service_log.display()));
+            let service = ChaincodeService::deploy(command, &client, &target.crypto, &name, &service_log).await?;
+            (name, Some(service))
+        }
+        None => ((if smallbank { "smallbank" } else { "transfer" }).to_owned(), None),
+    };
+    let chaincode = chaincode.as_str();
+    let shim_stats = || target.own.as_ref().map(|(node, _)| shim_stats(node));
     // Single-endorser transactions go to the peers in turn, so every endorser replica works (FastFabric III-G).
     let endorsers = |i: usize| if smallbank { all_peers.clone() } else { vec![i % peers] };
 
@@ -462,6 +500,7 @@ async fn endorsed_run(args: &E2eBenchArgs, target: &Target) -> anyhow::Result<E2
     // txid -> index of the measured transaction.
     let index: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
     let (mut endorse_seconds, mut envelope_bytes) = (0.0, 0);
+    let shim_before = shim_stats();
     let (envs, planned) = if args.via == Via::Orderer {
         args.progress(&format!("endorsing {n} {chaincode} transactions"));
         let endorse_started = Instant::now();
@@ -488,7 +527,13 @@ async fn endorsed_run(args: &E2eBenchArgs, target: &Target) -> anyhow::Result<E2
         }
         None => {
             args.progress(&format!("submitting {n} transactions via {:?}, {} in flight", args.via, args.clients));
-            let submit = Submit { client: client.clone(), creator: creator.clone(), chaincode, via: args.via, t0 };
+            let submit = Submit {
+                client: client.clone(),
+                creator: creator.clone(),
+                chaincode: chaincode.to_owned(),
+                via: args.via,
+                t0,
+            };
             let (sent_at, index, in_flight) = (sent_at.clone(), index.clone(), args.clients);
             tokio::spawn(async move { submit.all(planned, in_flight, sent_at, index).await })
         }
@@ -526,6 +571,10 @@ async fn endorsed_run(args: &E2eBenchArgs, target: &Target) -> anyhow::Result<E2
     }
     sender.await.context("broadcast task")??;
     let cpu_seconds = process_cpu_seconds() - cpu_start;
+    let shim_round_trips_per_tx = match (shim_before, shim_stats()) {
+        (Some(before), Some(after)) => after.round_trips_per_tx(&before),
+        _ => None,
+    };
 
     let first_send = sent_at.iter().map(|a| a.load(Ordering::Relaxed)).min().unwrap_or(0);
     let (first_at, first_count) = blocks.first().map(|b| (b.0, b.1)).unwrap_or((0, 0));
@@ -543,6 +592,10 @@ async fn endorsed_run(args: &E2eBenchArgs, target: &Target) -> anyhow::Result<E2
     Ok(E2eReport {
         workload: args.workload,
         via: args.via,
+        chaincode: chaincode.to_owned(),
+        chaincode_service: args.chaincode_service.is_some(),
+        shim_round_trips_per_tx,
+        endorse_tx_per_s: (endorse_seconds > 0.0).then(|| n as f64 / endorse_seconds),
         txs: n,
         committed_tx_per_s,
         end_to_end_tx_per_s: n as f64 / secs(last_at.saturating_sub(first_send)).max(1e-9),
@@ -558,6 +611,14 @@ async fn endorsed_run(args: &E2eBenchArgs, target: &Target) -> anyhow::Result<E2
         cpu_seconds,
         own_node: target.own.is_some(),
         commit_hash_matches_fabric: None,
+    })
+}
+
+/// The shim protocol's counts summed over the node's peers.
+fn shim_stats(node: &ferrofabric_node::RunningNode) -> ShimStats {
+    node.chaincodes.iter().map(|c| c.shim_stats()).fold(ShimStats::default(), |a, s| ShimStats {
+        transactions: a.transactions + s.transactions,
+        requests: a.requests + s.requests,
     })
 }
 
@@ -696,6 +757,10 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
     Ok(E2eReport {
         workload: Workload::Ledger,
         via: Via::Orderer,
+        chaincode: String::new(),
+        chaincode_service: false,
+        shim_round_trips_per_tx: None,
+        endorse_tx_per_s: None,
         txs: total,
         committed_tx_per_s: after_first as f64 / seconds.max(1e-9),
         end_to_end_tx_per_s: total as f64 / (end - started).as_secs_f64().max(1e-9),

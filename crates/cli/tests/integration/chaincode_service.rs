@@ -16,40 +16,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use bytes::Bytes;
-use ferrofabric_msp::SigningIdentity;
-use ferrofabric_node::{require_valid, NetworkClient, NodeInfo};
-use ferrofabric_protos::lifecycle::{
-    chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource, CommitChaincodeDefinitionArgs,
-    InstallChaincodeArgs, InstallChaincodeResult,
-};
-use prost::Message;
+use ferrofabric_chaincode_support::{ccaas_package, package_id};
+use ferrofabric_node::{deploy_chaincode, NetworkClient, NodeInfo};
 
 use crate::processes::{free_port, wait_listening};
 use crate::sdk::{install_sdk, require_tool, run_logged, sdk_dir, start_node, Running};
 
-/// How long one lifecycle step may take to commit.
+/// How long one set-up step (a virtual environment, a Maven copy, a compilation) may take, in units.
 const STEP: Duration = Duration::from_secs(60);
-
-/// A `ccaas` install package as `peer lifecycle chaincode package --lang ccaas` would hold it: a gzipped tar of
-/// `metadata.json` and `code.tar.gz`, the latter holding `connection.json` naming `address`.
-fn ccaas_package(label: &str, address: &str) -> Vec<u8> {
-    fn targz(files: &[(&str, Vec<u8>)]) -> Vec<u8> {
-        let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()));
-        for (name, data) in files {
-            let mut header = tar::Header::new_gnu();
-            header.set_size(data.len() as u64);
-            header.set_mode(0o644);
-            header.set_cksum();
-            tar.append_data(&mut header, name, data.as_slice()).unwrap();
-        }
-        tar.into_inner().unwrap().finish().unwrap()
-    }
-    let connection = serde_json::json!({"address": address, "dial_timeout": "10s", "tls_required": false});
-    let code = targz(&[("connection.json", serde_json::to_vec(&connection).unwrap())]);
-    let metadata = serde_json::json!({"type": "ccaas", "label": label, "path": ""});
-    targz(&[("metadata.json", serde_json::to_vec(&metadata).unwrap()), ("code.tar.gz", code)])
-}
 
 /// The contract's languages.
 #[derive(Clone, Copy)]
@@ -170,64 +144,6 @@ pub(crate) fn serve_node_contract(source: &Path, dir: &Path, address: &str, pack
     process
 }
 
-fn admin(info: &NodeInfo, org: u32) -> SigningIdentity {
-    let msp = info.crypto.join(format!("peerOrganizations/org{org}.example.com/users/Admin@org{org}.example.com/msp"));
-    SigningIdentity::from_msp_dir(&format!("Org{org}MSP"), &msp).unwrap()
-}
-
-/// Installs `package` on both peers as each organisation's admin; the package ID both answer.
-async fn install(client: &NetworkClient, info: &NodeInfo, package: &[u8]) -> String {
-    let args = InstallChaincodeArgs { chaincode_install_package: Bytes::copy_from_slice(package) }.encode_to_vec();
-    let mut ids = Vec::new();
-    for org in [1, 2] {
-        let proposal = ferrofabric_endorser::create_proposal(
-            &admin(info, org),
-            "",
-            "_lifecycle",
-            &[Bytes::from_static(b"InstallChaincode"), Bytes::from(args.clone())],
-        );
-        let response = client.propose(org as usize - 1, &proposal).await.unwrap().response.unwrap();
-        assert_eq!(response.status, 200, "install on Org{org}'s peer: {}", response.message);
-        ids.push(InstallChaincodeResult::decode(response.payload).unwrap().package_id);
-    }
-    assert_eq!(ids[0], ids[1], "one package, one package ID");
-    ids.remove(0)
-}
-
-/// Defines chaincode `name` (version 1.0, sequence 1, the channel's default endorsement policy) running
-/// `package_id`: each organisation approves it, then Org1's admin commits it, endorsed by both peers.
-async fn define(client: &NetworkClient, info: &NodeInfo, name: &str, package_id: &str) {
-    let admins = [admin(info, 1), admin(info, 2)];
-    let mut events = client.commit_events(0, &admins[0]).await.unwrap();
-    let approve = ApproveChaincodeDefinitionForMyOrgArgs {
-        sequence: 1,
-        name: name.into(),
-        version: "1.0".into(),
-        source: Some(ChaincodeSource {
-            r#type: Some(chaincode_source::Type::LocalPackage(chaincode_source::Local {
-                package_id: package_id.into(),
-            })),
-        }),
-        ..Default::default()
-    }
-    .encode_to_vec();
-    let mut approvals = Vec::new();
-    for (org, admin) in admins.iter().enumerate() {
-        let args: [&[u8]; 2] = [b"ApproveChaincodeDefinitionForMyOrg", &approve];
-        approvals.push(client.endorsed_tx(admin, "_lifecycle", &args, &[org]).await.unwrap());
-    }
-    let (ids, envelopes): (Vec<String>, Vec<Bytes>) = approvals.into_iter().unzip();
-    client.broadcast(envelopes).await.unwrap();
-    require_valid(&events.wait_for(&ids, STEP).await.unwrap()).unwrap();
-    let commit =
-        CommitChaincodeDefinitionArgs { sequence: 1, name: name.into(), version: "1.0".into(), ..Default::default() }
-            .encode_to_vec();
-    let (id, envelope) =
-        client.endorsed_tx(&admins[0], "_lifecycle", &[b"CommitChaincodeDefinition", &commit], &[0, 1]).await.unwrap();
-    client.broadcast(vec![envelope]).await.unwrap();
-    require_valid(&events.wait_for(&[id], STEP).await.unwrap()).unwrap();
-}
-
 #[test]
 fn a_users_node_java_and_python_contracts_deployed_as_services_by_fabrics_lifecycle_run_through_the_gateway() {
     require_tool("node");
@@ -250,11 +166,12 @@ fn a_users_node_java_and_python_contracts_deployed_as_services_by_fabrics_lifecy
     for (name, language) in editions {
         let address = format!("127.0.0.1:{}", free_port());
         let label = format!("{name}_1.0");
-        let package_id = runtime.block_on(install(&client, &info, &ccaas_package(&label, &address)));
-        assert!(package_id.starts_with(&format!("{label}:")), "{package_id}");
+        let package = ccaas_package(&label, &address);
+        let package_id = package_id(&label, &package);
         let dir = tmp.path().join(name);
         services.push(serve(language, &dir, &address, &package_id, &tmp.path().join(format!("{name}.log"))));
-        runtime.block_on(define(&client, &info, name, &package_id));
+        let deployed = runtime.block_on(deploy_chaincode(&client, &info.crypto, name, &package, None)).unwrap();
+        assert_eq!(deployed, package_id, "both peers answer the package's ID");
     }
 
     // The Node.js contract calling another of its kind, the Java one calling the Node.js one, the Python one beside

@@ -148,4 +148,35 @@ public final class Assets implements ContractInterface {
     public void refuse(final Context ctx, final String message) {
         throw new ChaincodeException(message);
     }
+
+    private static long balance(final Context ctx, final String id) {
+        final byte[] value = ctx.getStub().getState(id);
+        if (value == null || value.length == 0) {
+            throw new ChaincodeException("account " + id + " not found");
+        }
+        return Long.parseLong(new String(value, StandardCharsets.UTF_8));
+    }
+
+    /** Opens account {@code id} holding {@code amount}: the built-in transfer chaincode's open, for bench e2e. */
+    @Transaction(intent = Transaction.TYPE.SUBMIT)
+    public void open(final Context ctx, final String id, final String amount) {
+        final byte[] existing = ctx.getStub().getState(id);
+        if (existing != null && existing.length > 0) {
+            throw new ChaincodeException("account " + id + " already exists");
+        }
+        ctx.getStub().putStringState(id, Long.toString(Long.parseLong(amount)));
+    }
+
+    /** Moves {@code amount} from account {@code from} to {@code to}: the built-in transfer chaincode's transfer. */
+    @Transaction(intent = Transaction.TYPE.SUBMIT)
+    public void transfer(final Context ctx, final String from, final String to, final String amount) {
+        final long source = balance(ctx, from);
+        final long target = balance(ctx, to);
+        final long moved = Long.parseLong(amount);
+        if (moved > source) {
+            throw new ChaincodeException("insufficient funds in account " + from + ": " + source + " < " + moved);
+        }
+        ctx.getStub().putStringState(from, Long.toString(source - moved));
+        ctx.getStub().putStringState(to, Long.toString(target + moved));
+    }
 }

@@ -1,0 +1,101 @@
+//! A user's chaincode deployed to a node by Fabric's own flow ([`deploy_chaincode`]), as `peer lifecycle chaincode
+//! install`, `approveformyorg` and `commit` do it.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bytes::Bytes;
+use ferrofabric_endorser::create_proposal;
+use ferrofabric_msp::SigningIdentity;
+use ferrofabric_protos::lifecycle::{
+    chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource, CommitChaincodeDefinitionArgs,
+    InstallChaincodeArgs, InstallChaincodeResult,
+};
+use prost::Message;
+
+use crate::client::{require_valid, NetworkClient};
+use crate::layout::PEER_MSPIDS;
+
+/// How long each ordered lifecycle step may take to commit.
+const STEP: Duration = Duration::from_secs(60);
+
+/// Admin of peer organisation `org` (0 = Org1) from a crypto directory in cryptogen's layout.
+fn admin(crypto: &Path, org: usize) -> anyhow::Result<SigningIdentity> {
+    let n = org + 1;
+    let msp = crypto.join(format!("peerOrganizations/org{n}.example.com/users/Admin@org{n}.example.com/msp"));
+    SigningIdentity::from_msp_dir(PEER_MSPIDS[org], &msp).with_context(|| format!("loading {}", msp.display()))
+}
+
+/// Deploys chaincode `name` from the install `package` (for instance `ferrofabric_chaincode_support::ccaas_package`)
+/// and answers its package ID: each organisation's admin installs it on its organisation's peer (`_lifecycle`
+/// InstallChaincode, channel-less, as `peer lifecycle chaincode install` sends it), approves the definition (version
+/// 1.0, sequence 1, endorsement policy the signature policy `policy` as `--signature-policy` gives it, else the
+/// channel's default) for that package, then Org1's admin commits it endorsed by both peers. Each ordered step must commit VALID within 60 s. The crypto directory `crypto` holds the admins'
+/// MSPs (cryptogen's layout, as `NodeInfo::crypto`).
+///
+/// Errors: an admin's MSP cannot be read, a peer refuses the install (Fabric's message in the error), the peers
+/// answer different package IDs, `policy` does not parse, or a lifecycle transaction is refused or not VALID in time.
+pub async fn deploy_chaincode(
+    client: &NetworkClient,
+    crypto: &Path,
+    name: &str,
+    package: &[u8],
+    policy: Option<&str>,
+) -> anyhow::Result<String> {
+    let validation_parameter = policy.map(crate::network::validation_parameter).transpose()?.unwrap_or_default();
+    let admins = [admin(crypto, 0)?, admin(crypto, 1)?];
+    let install = InstallChaincodeArgs { chaincode_install_package: Bytes::copy_from_slice(package) }.encode_to_vec();
+    let mut package_id: Option<String> = None;
+    for (org, admin) in admins.iter().enumerate() {
+        let args = [Bytes::from_static(b"InstallChaincode"), Bytes::from(install.clone())];
+        let proposal = create_proposal(admin, "", "_lifecycle", &args);
+        let answer = client.propose(org, &proposal).await?.response.unwrap_or_default();
+        if answer.status != 200 {
+            bail!("install on {}'s peer answered {}: {}", PEER_MSPIDS[org], answer.status, answer.message);
+        }
+        let id = InstallChaincodeResult::decode(answer.payload).context("InstallChaincodeResult")?.package_id;
+        match &package_id {
+            Some(first) if *first != id => bail!("the peers installed one package as {first} and {id}"),
+            _ => package_id = Some(id),
+        }
+    }
+    let package_id = package_id.unwrap_or_default();
+
+    let mut events = client.commit_events(0, &admins[0]).await?;
+    let approve = ApproveChaincodeDefinitionForMyOrgArgs {
+        sequence: 1,
+        name: name.into(),
+        version: "1.0".into(),
+        validation_parameter: validation_parameter.clone(),
+        source: Some(ChaincodeSource {
+            r#type: Some(chaincode_source::Type::LocalPackage(chaincode_source::Local {
+                package_id: package_id.clone(),
+            })),
+        }),
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let mut approvals = Vec::new();
+    for (org, admin) in admins.iter().enumerate() {
+        let args: [&[u8]; 2] = [b"ApproveChaincodeDefinitionForMyOrg", &approve];
+        approvals.push(client.endorsed_tx(admin, "_lifecycle", &args, &[org]).await.context("approving")?);
+    }
+    let (ids, envelopes): (Vec<String>, Vec<Bytes>) = approvals.into_iter().unzip();
+    client.broadcast(envelopes).await?;
+    require_valid(&events.wait_for(&ids, STEP).await?).context("approving")?;
+
+    let commit = CommitChaincodeDefinitionArgs {
+        sequence: 1,
+        name: name.into(),
+        version: "1.0".into(),
+        validation_parameter,
+        ..Default::default()
+    }
+    .encode_to_vec();
+    let args: [&[u8]; 2] = [b"CommitChaincodeDefinition", &commit];
+    let (id, envelope) = client.endorsed_tx(&admins[0], "_lifecycle", &args, &[0, 1]).await.context("committing")?;
+    client.broadcast(vec![envelope]).await?;
+    require_valid(&events.wait_for(&[id], STEP).await?).context("committing")?;
+    Ok(package_id)
+}

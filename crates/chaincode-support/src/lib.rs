@@ -9,6 +9,6 @@ mod store;
 mod support;
 
 pub use handler::{ChaincodeInvoker, MAX_RESULT_LIMIT};
-pub use package::{ccaas_package, package_id, ChaincodePackage, Connection, PackageError};
+pub use package::{ccaas_package, install_package, package_id, ChaincodePackage, Connection, PackageError};
 pub use store::{Installed, PackageStore, StoreError};
 pub use support::{ChaincodeSupport, RegisterService, ShimStats, Timeouts};

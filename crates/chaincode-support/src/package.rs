@@ -103,15 +103,20 @@ pub fn package_id(label: &str, package: &[u8]) -> String {
     format!("{label}:{}", hex::encode(Sha256::digest(package)))
 }
 
-/// A `ccaas` install package as `peer lifecycle chaincode package --lang ccaas` holds it: a gzipped tar of
-/// `metadata.json` (`{"type":"ccaas","label":label,"path":""}`) and `code.tar.gz`, the latter holding
-/// `connection.json` that names the chaincode server at `address` (plain text, 10 s dial timeout). The bytes are
-/// deterministic (no timestamps), so one label and address always give one package ID.
+/// A `ccaas` install package as `peer lifecycle chaincode package --lang ccaas` holds it ([`install_package`] of
+/// type `ccaas`), its code archive holding `connection.json` that names the chaincode server at `address` (plain
+/// text, 10 s dial timeout). One label and address always give one package ID.
 pub fn ccaas_package(label: &str, address: &str) -> Vec<u8> {
     let connection = serde_json::json!({"address": address, "dial_timeout": "10s", "tls_required": false});
-    let code = tar_gz(&[("connection.json", connection.to_string().into_bytes())]);
-    let metadata = serde_json::json!({"type": "ccaas", "label": label, "path": ""});
-    tar_gz(&[("metadata.json", metadata.to_string().into_bytes()), ("code.tar.gz", code)])
+    install_package("ccaas", label, &[("connection.json", connection.to_string().into_bytes())])
+}
+
+/// An install package as `peer lifecycle chaincode package --lang <kind>` writes it: a gzipped tar of
+/// `metadata.json` (`{"type":kind,"label":label,"path":""}`) and `code.tar.gz` holding `code` (name, bytes).
+/// The bytes are deterministic (no timestamps, mode 0644).
+pub fn install_package(kind: &str, label: &str, code: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let metadata = serde_json::json!({"type": kind, "label": label, "path": ""});
+    tar_gz(&[("metadata.json", metadata.to_string().into_bytes()), ("code.tar.gz", tar_gz(code))])
 }
 
 /// A gzipped tar of regular files (mode 0644, time 0).

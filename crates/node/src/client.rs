@@ -9,7 +9,7 @@ use ferrofabric_endorser::{assemble_transaction, create_proposal, ClientProposal
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::gateway::gateway_client::GatewayClient;
-use ferrofabric_protos::gateway::{EndorseRequest, SubmitRequest};
+use ferrofabric_protos::gateway::{EndorseRequest, EndorseResponse, SubmitRequest};
 use ferrofabric_protos::orderer::{seek_info, SeekInfo};
 use ferrofabric_protos::peer::deliver_client::DeliverClient;
 use ferrofabric_protos::peer::deliver_response::Type as DeliverType;
@@ -167,6 +167,26 @@ impl NetworkClient {
         Ok(())
     }
 
+    /// Gateway `Endorse` of `proposal` at peer `peer`'s gateway (it picks the endorsers): the prepared transaction,
+    /// or the gateway's status as it came (its `ErrorDetail`s in the details).
+    ///
+    /// Errors: an unknown peer index (`NOT_FOUND`), or the gateway's status.
+    pub async fn endorse_through_gateway(
+        &self,
+        peer: usize,
+        proposal: &ClientProposal,
+    ) -> Result<EndorseResponse, tonic::Status> {
+        let mut gateway =
+            self.gateways.get(peer).cloned().ok_or_else(|| tonic::Status::not_found(format!("no peer {peer}")))?;
+        let request = EndorseRequest {
+            transaction_id: proposal.tx_id.clone(),
+            channel_id: self.channel.clone(),
+            proposed_transaction: Some(proposal.signed.clone()),
+            endorsing_organizations: Vec::new(),
+        };
+        gateway.endorse(request).await.map(tonic::Response::into_inner)
+    }
+
     /// Submits `proposal` the way Fabric's `fabric-gateway` SDKs do: the Gateway service of peer `peer` endorses it
     /// by the chaincode's policy and assembles the transaction, `creator` (the proposal's creator) signs it, and the
     /// same gateway submits it to the orderer. Returns once the orderer accepted it, before it is committed.
@@ -179,16 +199,10 @@ impl NetworkClient {
         proposal: &ClientProposal,
     ) -> anyhow::Result<()> {
         let mut gateway = self.gateways.get(peer).cloned().ok_or_else(|| anyhow!("no peer {peer}"))?;
-        let endorsed = gateway
-            .endorse(EndorseRequest {
-                transaction_id: proposal.tx_id.clone(),
-                channel_id: self.channel.clone(),
-                proposed_transaction: Some(proposal.signed.clone()),
-                endorsing_organizations: Vec::new(),
-            })
+        let endorsed = self
+            .endorse_through_gateway(peer, proposal)
             .await
-            .map_err(|s| anyhow!("gateway endorse: {}", s.message()))?
-            .into_inner();
+            .map_err(|s| anyhow!("gateway endorse: {}", s.message()))?;
         let mut envelope = endorsed.prepared_transaction.ok_or_else(|| anyhow!("gateway endorse: no transaction"))?;
         envelope.signature = Bytes::from(creator.sign(&envelope.payload));
         gateway

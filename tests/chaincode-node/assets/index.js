@@ -106,6 +106,12 @@ class Assets extends Contract {
         throw new Error(message);
     }
 
+    /** Answers after `ms` milliseconds: a transaction in flight for as long as a test needs. */
+    async stall(ctx, ms) {
+        await new Promise((resolve) => setTimeout(resolve, Number(ms)));
+        return ms;
+    }
+
     /** Opens account `id` holding `amount`: the built-in `transfer` chaincode's `open`, for `bench e2e`. */
     async open(ctx, id, amount) {
         const existing = await ctx.stub.getState(id);

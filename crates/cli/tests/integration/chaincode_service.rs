@@ -8,7 +8,9 @@
 //! sends it), approved by each organisation for its installed package, committed, then driven by
 //! `tests/sdk/assets.js` (put/get/delete, a range over more than 100 keys, pagination, composite keys, history,
 //! events, an error status, a key-level endorsement policy, a chaincode-to-chaincode call, concurrent clients;
-//! the Python shim the steps it can serve).
+//! the Python shim the steps it can serve). The Node.js contract also runs as a chaincode that dials the peers
+//! (`fabric-chaincode-node start`, from a package of type `node`), and one killed in the middle of a transaction
+//! gives the gateway's client Fabric's error at once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,8 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ferrofabric_chaincode_support::{ccaas_package, package_id};
+use ferrofabric_chaincode_support::{ccaas_package, install_package, package_id};
+use ferrofabric_msp::SigningIdentity;
 use ferrofabric_node::{deploy_chaincode, NetworkClient, NodeInfo};
+use ferrofabric_protos::gateway::ErrorDetail;
+use prost::Message;
 
 use crate::processes::{free_port, wait_listening};
 use crate::sdk::{install_sdk, require_tool, run_logged, sdk_dir, start_node, Running};
@@ -121,6 +126,16 @@ fn serve_contract(dir: &Path, address: &str, package_id: &str, log: &Path) -> Ru
 /// shim, npm `fabric-shim` 2.5.8 from `tests/chaincode-node` (`fabric-chaincode-node server`), as chaincode
 /// `package_id` on `address`; its output goes to `log`.
 pub(crate) fn serve_node_contract(source: &Path, dir: &Path, address: &str, package_id: &str, log: &Path) -> Running {
+    let mut shim = node_shim(source, dir);
+    shim.args(["server", "--chaincode-address", address, "--chaincode-id", package_id]);
+    let process = Running(shim.stdout(std::fs::File::create(log).unwrap()).stderr(Stdio::inherit()).spawn().unwrap());
+    wait_listening(address, "the Node.js chaincode service", log);
+    process
+}
+
+/// `fabric-chaincode-node` (npm `fabric-shim` 2.5.8 from `tests/chaincode-node`) in `dir`, which gets the contract
+/// of `source` (its `index.js` and `package.json`) and the shim's modules.
+fn node_shim(source: &Path, dir: &Path) -> Command {
     let modules = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaincode-node/node_modules");
     assert!(modules.join(".bin/fabric-chaincode-node").exists(), "run `npm ci --prefix tests/chaincode-node` first");
     std::fs::create_dir_all(dir).unwrap();
@@ -131,21 +146,106 @@ pub(crate) fn serve_node_contract(source: &Path, dir: &Path, address: &str, pack
     if !link.exists() {
         std::os::unix::fs::symlink(&modules, &link).unwrap();
     }
-    let process = Running(
-        Command::new(modules.join(".bin/fabric-chaincode-node"))
-            .args(["server", "--chaincode-address", address, "--chaincode-id", package_id])
-            .current_dir(dir)
-            .stdout(std::fs::File::create(log).unwrap())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    wait_listening(address, "the Node.js chaincode service", log);
+    let mut shim = Command::new(modules.join(".bin/fabric-chaincode-node"));
+    shim.current_dir(dir);
+    shim
+}
+
+/// Starts the Node.js contract as a chaincode that dials peer `org` (`fabric-chaincode-node start`, as an external
+/// builder's `run` starts it) and registers as `package_id`, over TLS when the node speaks it (the peer's TLS CA
+/// as root, the peer's own TLS pair as the client pair the shim insists on), once `dir` holds the contract.
+fn dial_node_contract(info: &NodeInfo, org: usize, dir: &Path, package_id: &str, log: &Path) -> Running {
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaincode-node/assets");
+    let (mspid, address) = info.peers.iter().nth(org).unwrap();
+    let mut shim = node_shim(&source, dir);
+    shim.args(["start", "--peer.address", address, "--chaincode-id-name", package_id]);
+    match &info.tls_ca {
+        Some(ca) => {
+            let n = org + 1;
+            let host = format!("peer0.org{n}.example.com");
+            let tls = info.crypto.join(format!("peerOrganizations/org{n}.example.com/peers/{host}/tls"));
+            // As a Fabric peer hands them to the chaincode it launches: files holding the PEM in base64.
+            let base64 = |file: &str| {
+                use base64::Engine as _;
+                let encoded = base64::engine::general_purpose::STANDARD.encode(std::fs::read(tls.join(file)).unwrap());
+                let path = dir.join(format!("client-{file}.b64"));
+                std::fs::write(&path, encoded).unwrap();
+                path
+            };
+            shim.args(["--ssl-target-name-override", &host])
+                .env("CORE_PEER_TLS_ENABLED", "true")
+                .env("CORE_PEER_TLS_ROOTCERT_FILE", ca)
+                .env("CORE_TLS_CLIENT_KEY_PATH", base64("server.key"))
+                .env("CORE_TLS_CLIENT_CERT_PATH", base64("server.crt"));
+        }
+        None => drop(shim.env("CORE_PEER_TLS_ENABLED", "false")),
+    }
+    let out = std::fs::File::create(log).unwrap();
+    let process = Running(shim.stdout(out.try_clone().unwrap()).stderr(out).spawn().unwrap());
+    let deadline = std::time::Instant::now() + STEP;
+    while !std::fs::read_to_string(log).unwrap_or_default().contains("Successfully established communication") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the contract never registered with {mspid}'s peer:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     process
 }
 
+/// The contract's `index.js` and `package.json` as `peer lifecycle chaincode package --lang node` packs them.
+fn node_package(label: &str) -> Vec<u8> {
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaincode-node/assets");
+    let code = ["index.js", "package.json"].map(|f| (f, std::fs::read(source.join(f)).unwrap()));
+    install_package("node", label, &code)
+}
+
+/// Runs `tests/sdk/assets.js` for `args` (the chaincode, the other chaincode it calls, options) and requires its PASS.
+fn run_client(node_json: &Path, args: &[&str], log: &Path) {
+    let mut script = Command::new("node");
+    script.arg(sdk_dir().join("assets.js")).arg(node_json).args(args);
+    run_logged(script, &format!("tests/sdk/assets.js {}", args.join(" ")), log, Duration::from_secs(300));
+    let output = std::fs::read_to_string(log).unwrap();
+    assert!(output.lines().any(|l| l == "[assets] PASS"), "the client did not report PASS:\n{output}");
+}
+
+/// The contract `name` (served by `service`) is killed while the gateway of Org1's peer endorses a transaction of
+/// it: the gateway answers at once, ABORTED with the peer's error as Fabric words it, and prepares nothing.
+fn killed_mid_transaction(
+    runtime: &tokio::runtime::Runtime,
+    client: &NetworkClient,
+    info: &NodeInfo,
+    name: &str,
+    service: &mut Running,
+) {
+    let msp = info.crypto.join("peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
+    let user = SigningIdentity::from_msp_dir("Org1MSP", &msp).unwrap();
+    let proposal = client.proposal(&user, name, &[b"stall", b"60000"]);
+    let tx_id = proposal.tx_id.clone();
+    let started = std::time::Instant::now();
+    let pending = runtime.spawn({
+        let client = client.clone();
+        async move { client.endorse_through_gateway(0, &proposal).await }
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    service.0.kill().unwrap();
+    let status = runtime.block_on(pending).unwrap().expect_err("an endorsement by a killed chaincode");
+    assert!(started.elapsed() < Duration::from_secs(20), "answered after {:?}", started.elapsed());
+    assert_eq!(status.code(), tonic::Code::Aborted, "{status:?}");
+    assert_eq!(status.message(), "failed to endorse transaction, see attached details for more info");
+    let details = tonic_types::Status::decode(status.details()).unwrap().details;
+    let messages: Vec<String> =
+        details.iter().map(|d| ErrorDetail::decode(d.value.as_slice()).unwrap().message).collect();
+    // A peer's own failure (status 500, no payload), which the gateway passes on as it came (Fabric's
+    // `endorse.go`), after trying Org1's other peers: there are none.
+    let expected = format!("failed to execute transaction {tx_id}: error sending: chaincode stream terminated");
+    assert_eq!(messages, [expected]);
+}
+
 #[test]
-fn a_users_node_java_and_python_contracts_deployed_as_services_by_fabrics_lifecycle_run_through_the_gateway() {
+fn a_users_contracts_in_three_languages_deployed_by_fabrics_lifecycle_as_services_or_dialling_the_peer_run_through_the_gateway(
+) {
     require_tool("node");
     require_tool("npm");
     let tmp = tempfile::tempdir().unwrap();
@@ -185,18 +285,27 @@ fn a_users_node_java_and_python_contracts_deployed_as_services_by_fabrics_lifecy
     ];
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         for args in runs {
-            let (name, other) = (args[0], args[1]);
-            let mut script = Command::new("node");
-            script.arg(sdk_dir().join("assets.js")).arg(&node_json).args(args);
-            let log = tmp.path().join(format!("client-{name}.log"));
-            run_logged(script, &format!("tests/sdk/assets.js {name} {other}"), &log, Duration::from_secs(300));
-            let output = std::fs::read_to_string(&log).unwrap();
-            assert!(output.lines().any(|l| l == "[assets] PASS"), "the client did not report PASS:\n{output}");
+            run_client(&node_json, args, &tmp.path().join(format!("client-{}.log", args[0])));
         }
+        // The same contract as a chaincode that dials the peers: packaged as Node.js code, installed, approved and
+        // committed; each peer's shim registers under the package ID, and the client's steps run on it.
+        let label = "dialin_1.0";
+        let package = node_package(label);
+        let dial_id = package_id(label, &package);
+        let deployed = runtime.block_on(deploy_chaincode(&client, &info.crypto, "dialin", &package, None)).unwrap();
+        assert_eq!(deployed, dial_id);
+        let _dialled: Vec<Running> = (0..2)
+            .map(|org| {
+                let log = tmp.path().join(format!("dialin{org}.log"));
+                dial_node_contract(&info, org, &tmp.path().join(format!("dialin{org}")), &dial_id, &log)
+            })
+            .collect();
+        run_client(&node_json, &["dialin", "assets"], &tmp.path().join("client-dialin.log"));
+        killed_mid_transaction(&runtime, &client, &info, "assets2", &mut services[1]);
     }));
     drop((services, node));
     if let Err(e) = run {
-        for name in ["assets", "jassets", "pyassets"] {
+        for name in ["assets", "jassets", "pyassets", "dialin0", "dialin1"] {
             let log = std::fs::read_to_string(tmp.path().join(format!("{name}.log"))).unwrap_or_default();
             eprintln!("{name} log:\n{log}");
         }

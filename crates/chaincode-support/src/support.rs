@@ -287,7 +287,8 @@ impl ChaincodeSupport {
         Ok(())
     }
 
-    /// Runs a transaction of the installed package `package_id` against `ctx` (see [`crate::handler`]): the
+    /// Runs a transaction of the installed package `package_id` against `ctx` (see [`crate::handler`]), as INIT
+    /// when `is_init` (the definition's `EndorsementInfo::check_invocation` decides it), else as TRANSACTION: the
     /// chaincode's `Response` and event. Blocking.
     ///
     /// Errors (Fabric's texts): `failed to execute transaction <txid>: could not launch chaincode <package ID>: ...`
@@ -297,6 +298,7 @@ impl ChaincodeSupport {
         package_id: &str,
         ctx: &mut TxContext<'_>,
         args: &[Bytes],
+        is_init: bool,
         invoker: &dyn ChaincodeInvoker,
     ) -> Result<(Response, Option<ChaincodeEvent>), String> {
         let stream = self.stream_of(package_id).map_err(|e| {
@@ -304,7 +306,7 @@ impl ChaincodeSupport {
         })?;
         debug_assert_eq!(stream.package_id, package_id);
         self.transactions.fetch_add(1, Ordering::Relaxed);
-        stream.execute(ctx, args, false, self.timeouts.execute, invoker)
+        stream.execute(ctx, args, is_init, self.timeouts.execute, invoker)
     }
 }
 

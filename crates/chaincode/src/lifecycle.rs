@@ -65,6 +65,39 @@ pub struct EndorsementInfo {
     pub package_id: Option<String>,
 }
 
+/// The key under which a chaincode's namespace records the definition version it was initialised for (Fabric's
+/// `InitializedKeyName`: NUL, U+10FFFF, `initialized`), beyond any key a chaincode may write.
+const INITIALIZED_KEY: &str = "\u{0}\u{10FFFF}initialized";
+
+impl EndorsementInfo {
+    /// Fabric's `ChaincodeSupport.CheckInvocation` (`core/chaincode/chaincode_support.go`) for an invocation of
+    /// chaincode `name` inside `ctx` (its namespace current), the proposal's `ChaincodeInput.is_init` being
+    /// `is_init`: whether it runs as INIT. A definition that requires initialisation is initialised for its version
+    /// when the chaincode's namespace holds that version under Fabric's initialised key (the read is recorded); an
+    /// INIT writes it there.
+    ///
+    /// Errors (Fabric's texts, which the caller prefixes with `invalid invocation: `): an init call of a chaincode
+    /// that needs none, or a plain call of one not initialised for this version.
+    pub fn check_invocation(&self, ctx: &mut TxContext<'_>, name: &str, is_init: bool) -> Result<bool, String> {
+        let needs_init = self.init_required && {
+            let initialized = ctx.get_state(INITIALIZED_KEY);
+            initialized.as_deref() != Some(self.version.as_bytes())
+        };
+        match (needs_init, is_init) {
+            (false, false) => Ok(false),
+            (false, true) => Err(format!("chaincode '{name}' does not require initialization but called as init")),
+            (true, false) => {
+                Err(format!("chaincode '{name}' has not been initialized for this version, must call as init first"))
+            }
+            (true, true) => {
+                let namespace = ctx.namespace().to_owned();
+                ctx.put_state_in(&namespace, INITIALIZED_KEY, Bytes::from(self.version.clone().into_bytes()));
+                Ok(true)
+            }
+        }
+    }
+}
+
 /// Where the endorser would run a user chaincode from.
 #[derive(Debug, Clone, Copy)]
 pub enum Installed<'a> {

@@ -51,6 +51,29 @@ pub fn create_proposal_with(
     nonce: Bytes,
     timestamp: prost_types::Timestamp,
 ) -> ClientProposal {
+    build_proposal(creator, channel_id, chaincode, args, false, nonce, timestamp)
+}
+
+/// [`create_proposal`] with `ChaincodeInput.is_init` set: the chaincode's initialisation, as `peer chaincode invoke
+/// --isInit` sends it for a definition approved with `--init-required`.
+pub fn create_init_proposal(
+    creator: &SigningIdentity,
+    channel_id: &str,
+    chaincode: &str,
+    args: &[Bytes],
+) -> ClientProposal {
+    build_proposal(creator, channel_id, chaincode, args, true, new_nonce(), now())
+}
+
+fn build_proposal(
+    creator: &SigningIdentity,
+    channel_id: &str,
+    chaincode: &str,
+    args: &[Bytes],
+    is_init: bool,
+    nonce: Bytes,
+    timestamp: prost_types::Timestamp,
+) -> ClientProposal {
     let creator_bytes = creator.serialized().clone();
     let tx_id = compute_txid(&nonce, &creator_bytes);
     let cc_id = ChaincodeId { name: chaincode.to_owned(), ..Default::default() };
@@ -60,7 +83,7 @@ pub fn create_proposal_with(
         chaincode_spec: Some(ChaincodeSpec {
             r#type: spec_type as i32,
             chaincode_id: Some(cc_id.clone()),
-            input: Some(ChaincodeInput { args: args.to_vec(), ..Default::default() }),
+            input: Some(ChaincodeInput { args: args.to_vec(), is_init, ..Default::default() }),
             timeout: 0,
         }),
     };

@@ -218,6 +218,16 @@ impl Endorser {
                 ))
             }
         };
+        // `_lifecycle` is a system chaincode: no definition of its own to initialise.
+        let is_init = match name {
+            LIFECYCLE => false,
+            _ => match info.check_invocation(&mut ctx, name, up.is_init) {
+                Ok(is_init) => is_init,
+                Err(e) => {
+                    return Ok(failure(500, format!("failed to execute transaction {tx_id}: invalid invocation: {e}")))
+                }
+            },
+        };
         let mut shim_event = None;
         let response = match (name, installed, &info.package_id, &self.chaincodes) {
             (LIFECYCLE, _, _, _) => {
@@ -230,7 +240,7 @@ impl Endorser {
             (_, Some(cc), _, _) => cc.invoke(&mut ctx, &up.args),
             (_, None, Some(package_id), Some(chaincodes)) => {
                 let invoker = Nested { endorser: self, outer: name, config: &config, mspid: &mspid };
-                match chaincodes.execute(package_id, &mut ctx, &up.args, &invoker) {
+                match chaincodes.execute(package_id, &mut ctx, &up.args, is_init, &invoker) {
                     Ok((response, event)) => {
                         shim_event =
                             event.map(|e| ChaincodeEvent { chaincode_id: name.to_owned(), tx_id: tx_id.clone(), ..e });
@@ -376,12 +386,16 @@ impl ChaincodeInvoker for Nested<'_> {
         let info = endorsement_info(ctx, self.config, self.mspid, name, source).map_err(|e| {
             format!("invalid invocation: [channel {channel}] failed to get chaincode container info for {name}: {e}")
         })?;
-        ctx.in_namespace(name, |ctx| match (builtin, &info.package_id, &self.endorser.chaincodes) {
-            (Some(cc), _, _) => Ok(cc.invoke(ctx, args)),
-            (None, Some(package_id), Some(chaincodes)) => {
-                chaincodes.execute(package_id, ctx, args, self).map(|(r, _)| r)
+        ctx.in_namespace(name, |ctx| {
+            // A chaincode calls another as a plain invocation (the shims send no `is_init`).
+            let is_init = info.check_invocation(ctx, name, false).map_err(|e| format!("invalid invocation: {e}"))?;
+            match (builtin, &info.package_id, &self.endorser.chaincodes) {
+                (Some(cc), _, _) => Ok(cc.invoke(ctx, args)),
+                (None, Some(package_id), Some(chaincodes)) => {
+                    chaincodes.execute(package_id, ctx, args, is_init, self).map(|(r, _)| r)
+                }
+                _ => Err(format!("chaincode {name} not found")),
             }
-            _ => Err(format!("chaincode {name} not found")),
         })
     }
 }

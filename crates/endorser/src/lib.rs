@@ -30,7 +30,7 @@ use std::net::SocketAddr;
 use ferrofabric_protos::peer::endorser_server::EndorserServer;
 use ferrofabric_protos::peer::{ProposalResponse, SignedProposal};
 
-pub use client::{assemble_transaction, create_proposal, create_proposal_with, ClientProposal};
+pub use client::{assemble_transaction, create_init_proposal, create_proposal, create_proposal_with, ClientProposal};
 pub use daemon::{default_listen, start, EndorserConfig, EndorserFile, GatewayPeer, GatewaySection, RunningEndorser};
 pub use endorser::{endorse, Endorser, Rejected};
 pub use follow::{follow, follow_with};

@@ -16,6 +16,8 @@ pub(crate) struct UnpackedProposal {
     pub channel_header: ChannelHeader,
     pub signature_header: SignatureHeader,
     pub args: Vec<Bytes>,
+    /// `ChaincodeInput.is_init`: the client asks to run the chaincode's initialisation (`--isInit`).
+    pub is_init: bool,
     pub proposal_bytes: Bytes,
     pub signature: Bytes,
     /// SHA-256(channel header ‖ signature header ‖ payload without transient data), Fabric's `GetProposalHash1`.
@@ -52,6 +54,7 @@ pub(crate) fn unpack(signed: &SignedProposal) -> Result<UnpackedProposal, String
         channel_header: chdr,
         signature_header: shdr,
         args: input.args,
+        is_init: input.is_init,
         proposal_bytes: signed.proposal_bytes.clone(),
         signature: signed.signature.clone(),
         proposal_hash: Bytes::copy_from_slice(&h.finalize()),

@@ -27,22 +27,33 @@ fn admin(crypto: &Path, org: usize) -> anyhow::Result<SigningIdentity> {
     SigningIdentity::from_msp_dir(PEER_MSPIDS[org], &msp).with_context(|| format!("loading {}", msp.display()))
 }
 
-/// Deploys chaincode `name` from the install `package` (for instance `ferrofabric_chaincode_support::ccaas_package`)
+/// What [`deploy_chaincode`] defines: version 1.0, sequence 1, and these.
+#[derive(Debug, Clone, Copy)]
+pub struct ChaincodeDefinition<'a> {
+    /// The chaincode's name.
+    pub name: &'a str,
+    /// Its endorsement policy as a signature policy (`--signature-policy`, e.g. `OR('Org1MSP.member',
+    /// 'Org2MSP.member')`); `None`: the channel's default (`/Channel/Application/Endorsement`).
+    pub policy: Option<&'a str>,
+    /// `--init-required`: the first invocation must be its initialisation (`--isInit`).
+    pub init_required: bool,
+}
+
+/// Deploys chaincode `definition.name` from the install `package` (for instance `ferrofabric_chaincode_support::ccaas_package`)
 /// and answers its package ID: each organisation's admin installs it on its organisation's peer (`_lifecycle`
 /// InstallChaincode, channel-less, as `peer lifecycle chaincode install` sends it), approves the definition (version
-/// 1.0, sequence 1, endorsement policy the signature policy `policy` as `--signature-policy` gives it, else the
-/// channel's default) for that package, then Org1's admin commits it endorsed by both peers. Each ordered step must commit VALID within 60 s. The crypto directory `crypto` holds the admins'
+/// 1.0, sequence 1, the definition's policy and init flag) for that package, then Org1's admin commits it endorsed by both peers. Each ordered step must commit VALID within 60 s. The crypto directory `crypto` holds the admins'
 /// MSPs (cryptogen's layout, as `NodeInfo::crypto`).
 ///
 /// Errors: an admin's MSP cannot be read, a peer refuses the install (Fabric's message in the error), the peers
-/// answer different package IDs, `policy` does not parse, or a lifecycle transaction is refused or not VALID in time.
+/// answer different package IDs, the policy does not parse, or a lifecycle transaction is refused or not VALID in time.
 pub async fn deploy_chaincode(
     client: &NetworkClient,
     crypto: &Path,
-    name: &str,
+    definition: &ChaincodeDefinition<'_>,
     package: &[u8],
-    policy: Option<&str>,
 ) -> anyhow::Result<String> {
+    let ChaincodeDefinition { name, policy, init_required } = *definition;
     let validation_parameter = policy.map(crate::network::validation_parameter).transpose()?.unwrap_or_default();
     let admins = [admin(crypto, 0)?, admin(crypto, 1)?];
     let install = InstallChaincodeArgs { chaincode_install_package: Bytes::copy_from_slice(package) }.encode_to_vec();
@@ -68,6 +79,7 @@ pub async fn deploy_chaincode(
         name: name.into(),
         version: "1.0".into(),
         validation_parameter: validation_parameter.clone(),
+        init_required,
         source: Some(ChaincodeSource {
             r#type: Some(chaincode_source::Type::LocalPackage(chaincode_source::Local {
                 package_id: package_id.clone(),
@@ -90,6 +102,7 @@ pub async fn deploy_chaincode(
         name: name.into(),
         version: "1.0".into(),
         validation_parameter,
+        init_required,
         ..Default::default()
     }
     .encode_to_vec();

@@ -34,7 +34,7 @@ mod processes;
 mod profile;
 
 pub use client::{require_valid, CommitEvents, NetworkClient};
-pub use deploy::deploy_chaincode;
+pub use deploy::{deploy_chaincode, ChaincodeDefinition};
 pub use layout::{Layout, PEER_MSPIDS};
 pub use network::{orderer_plugins, run, start, NodeArgs, RunningNode};
 pub use processes::{start_processes, ComponentInfo, ProcessesInfo, RunningProcesses};

@@ -116,7 +116,7 @@ fn a_chaincode_that_dials_the_peer_runs_transactions_and_once_killed_fails_them_
         let mut ctx =
             TxContext::new(&view, "mychannel", tx_id, "mycc", Bytes::new(), &AllowAll).with_proposal(proposal.clone());
         let started = Instant::now();
-        let result = support.execute(&installed.package_id, &mut ctx, &args, &NoNested);
+        let result = support.execute(&installed.package_id, &mut ctx, &args, false, &NoNested);
         (result, ctx.finish(), started.elapsed())
     };
 

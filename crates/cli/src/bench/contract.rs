@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use ferrofabric_node::NetworkClient;
+use ferrofabric_node::{ChaincodeDefinition, NetworkClient};
 
 /// How long the command may take to listen (a Java contract compiles and starts a JVM first).
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(300);
@@ -59,8 +59,9 @@ impl ChaincodeService {
             .spawn()
             .with_context(|| format!("starting the chaincode service `{command}`"))?;
         let mut service = ChaincodeService { child };
+        let definition = ChaincodeDefinition { name, policy: Some(POLICY), init_required: false };
         service.wait_listening(&address, log).await?;
-        let deployed = ferrofabric_node::deploy_chaincode(client, crypto, name, &package, Some(POLICY)).await?;
+        let deployed = ferrofabric_node::deploy_chaincode(client, crypto, &definition, &package).await?;
         anyhow::ensure!(deployed == package_id, "the peers answered package ID {deployed}, not {package_id}");
         Ok(service)
     }

@@ -18,9 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use bytes::Bytes;
 use ferrofabric_chaincode_support::{ccaas_package, install_package, package_id};
+use ferrofabric_endorser::{assemble_transaction, create_init_proposal};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_node::{deploy_chaincode, NetworkClient, NodeInfo};
+use ferrofabric_node::{deploy_chaincode, require_valid, ChaincodeDefinition, NetworkClient, NodeInfo};
 use ferrofabric_protos::gateway::ErrorDetail;
 use prost::Message;
 
@@ -210,6 +212,48 @@ fn run_client(node_json: &Path, args: &[&str], log: &Path) {
     assert!(output.lines().any(|l| l == "[assets] PASS"), "the client did not report PASS:\n{output}");
 }
 
+/// Chaincode `name`, defined with `--init-required`, refuses a plain invocation until an init call (`--isInit`,
+/// endorsed by both peers) commits, then refuses another init call: Fabric's texts.
+fn initialise(runtime: &tokio::runtime::Runtime, client: &NetworkClient, info: &NodeInfo, name: &str) {
+    let msp = info.crypto.join("peerOrganizations/org1.example.com/users/User1@org1.example.com/msp");
+    let user = SigningIdentity::from_msp_dir("Org1MSP", &msp).unwrap();
+    let args: [&[u8]; 3] = [b"put", b"initialised", b"yes"];
+    let plain = client.proposal(&user, name, &args);
+    let refused = runtime.block_on(client.propose(0, &plain)).unwrap().response.unwrap();
+    assert_eq!(refused.status, 500);
+    assert_eq!(
+        refused.message,
+        format!(
+            "failed to execute transaction {}: invalid invocation: chaincode '{name}' has not been initialized for this version, must call as init first",
+            plain.tx_id
+        )
+    );
+    let args: Vec<Bytes> = args.iter().map(|a| Bytes::copy_from_slice(a)).collect();
+    let init = create_init_proposal(&user, &client.channel, name, &args);
+    let responses = runtime.block_on(client.endorse(&init, &[0, 1])).unwrap();
+    let envelope = assemble_transaction(&init.proposal, &responses, &user).unwrap();
+    let mut events = runtime.block_on(client.commit_events(0, &user)).unwrap();
+    runtime.block_on(client.broadcast(vec![envelope])).unwrap();
+    require_valid(&runtime.block_on(events.wait_for(std::slice::from_ref(&init.tx_id), STEP)).unwrap()).unwrap();
+    let again = create_init_proposal(&user, &client.channel, name, &args);
+    let deadline = std::time::Instant::now() + STEP;
+    let refused = loop {
+        // Until both peers' replicas hold the init block, one may still take it for the first.
+        let r = runtime.block_on(client.propose(0, &again)).unwrap().response.unwrap();
+        if r.status != 200 || std::time::Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        refused.message,
+        format!(
+            "failed to execute transaction {}: invalid invocation: chaincode '{name}' does not require initialization but called as init",
+            again.tx_id
+        )
+    );
+}
+
 /// The contract `name` (served by `service`) is killed while the gateway of Org1's peer endorses a transaction of
 /// it: the gateway answers at once, ABORTED with the peer's error as Fabric words it, and prepares nothing.
 fn killed_mid_transaction(
@@ -270,7 +314,8 @@ fn a_users_contracts_in_three_languages_deployed_by_fabrics_lifecycle_as_service
         let package_id = package_id(&label, &package);
         let dir = tmp.path().join(name);
         services.push(serve(language, &dir, &address, &package_id, &tmp.path().join(format!("{name}.log"))));
-        let deployed = runtime.block_on(deploy_chaincode(&client, &info.crypto, name, &package, None)).unwrap();
+        let definition = ChaincodeDefinition { name, policy: None, init_required: false };
+        let deployed = runtime.block_on(deploy_chaincode(&client, &info.crypto, &definition, &package)).unwrap();
         assert_eq!(deployed, package_id, "both peers answer the package's ID");
     }
 
@@ -288,11 +333,13 @@ fn a_users_contracts_in_three_languages_deployed_by_fabrics_lifecycle_as_service
             run_client(&node_json, args, &tmp.path().join(format!("client-{}.log", args[0])));
         }
         // The same contract as a chaincode that dials the peers: packaged as Node.js code, installed, approved and
-        // committed; each peer's shim registers under the package ID, and the client's steps run on it.
+        // committed with `--init-required`; each peer's shim registers under the package ID; once initialised
+        // (`--isInit`), the client's steps run on it.
         let label = "dialin_1.0";
         let package = node_package(label);
         let dial_id = package_id(label, &package);
-        let deployed = runtime.block_on(deploy_chaincode(&client, &info.crypto, "dialin", &package, None)).unwrap();
+        let definition = ChaincodeDefinition { name: "dialin", policy: None, init_required: true };
+        let deployed = runtime.block_on(deploy_chaincode(&client, &info.crypto, &definition, &package)).unwrap();
         assert_eq!(deployed, dial_id);
         let _dialled: Vec<Running> = (0..2)
             .map(|org| {
@@ -300,6 +347,7 @@ fn a_users_contracts_in_three_languages_deployed_by_fabrics_lifecycle_as_service
                 dial_node_contract(&info, org, &tmp.path().join(format!("dialin{org}")), &dial_id, &log)
             })
             .collect();
+        initialise(&runtime, &client, &info, "dialin");
         run_client(&node_json, &["dialin", "assets"], &tmp.path().join("client-dialin.log"));
         killed_mid_transaction(&runtime, &client, &info, "assets2", &mut services[1]);
     }));

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use bytes::Bytes;
 use ferrofabric_channelconfig::ChannelConfig;
-use ferrofabric_comm::{broadcast, connect, deliver_with, DeliverApi, DeliverItem};
+use ferrofabric_comm::{broadcast, connect, deliver_with, ClientTls, DeliverApi, DeliverItem};
 use ferrofabric_protos::common::{Block, Status};
 use ferrofabric_protos::orderer::BroadcastResponse;
 use ferrofabric_protos::peer::ProposalResponse;
@@ -559,6 +559,7 @@ fn replay_queries(
     runtime: &tokio::runtime::Runtime,
     queries: &[(Step, Vec<(ferrofabric_protos::peer::SignedProposal, Bytes)>)],
     addr: &str,
+    tls: Option<&ClientTls>,
     at: u64,
     config: &ChannelConfig,
     joins: Joins,
@@ -570,7 +571,7 @@ fn replay_queries(
         }
         for (request, answer) in exchanges {
             let theirs = ProposalResponse::decode(answer.clone()).unwrap();
-            let ours = runtime.block_on(process_proposal(addr, request.clone()));
+            let ours = runtime.block_on(process_proposal_over(addr, tls, request.clone()));
             assert_same_answer(&format!("step {} ({})", step.number, step.name), &ours, &theirs, config);
             n += 1;
         }
@@ -580,7 +581,16 @@ fn replay_queries(
 
 /// Sends `request` to our peer at `addr`; its answer.
 async fn process_proposal(addr: &str, request: ferrofabric_protos::peer::SignedProposal) -> ProposalResponse {
-    let ch = connect(addr, None).await.unwrap();
+    process_proposal_over(addr, None, request).await
+}
+
+/// [`process_proposal`] over TLS when `tls` is given.
+async fn process_proposal_over(
+    addr: &str,
+    tls: Option<&ClientTls>,
+    request: ferrofabric_protos::peer::SignedProposal,
+) -> ProposalResponse {
+    let ch = connect(addr, tls).await.unwrap();
     let mut client = ferrofabric_protos::peer::endorser_client::EndorserClient::new(ch);
     client.process_proposal(request).await.unwrap().into_inner()
 }
@@ -597,7 +607,7 @@ fn our_peer_answers_the_recorded_channel_and_ledger_queries_as_fabric() {
     let genesis = Block::decode(blocks("orderer-blocks.bin")[0].clone()).unwrap();
     let config = ChannelConfig::from_config_block(&genesis).unwrap();
     let queries = recorded_ledger_queries();
-    let replay = |addr: &str, at: u64| replay_queries(&runtime, &queries, addr, at, &config, Joins::Skip);
+    let replay = |addr: &str, at: u64| replay_queries(&runtime, &queries, addr, None, at, &config, Joins::Skip);
     // At height 1: a peer that follows nobody.
     let (first, addr) = start_endorser(&tmp.path().join("at-genesis"), None);
     let early = replay(&addr, 1);
@@ -635,6 +645,31 @@ fn our_peer_answers_the_recorded_channel_and_ledger_queries_as_fabric() {
 /// channel's orderer endpoint `endpoint` to `orderer`, and everything else from `CORE_*` variables as in a
 /// docker-compose file; listening on `listen`, its data under `home/production`.
 fn start_peer_daemon(home: &Path, listen: &str, endpoint: &str, orderer: &str) -> Running {
+    start_peer_daemon_with(home, listen, endpoint, orderer, &[])
+}
+
+/// `CORE_PEER_TLS_*` for the recording's peer0.org1 with its TLS pair, requiring client certificates of Org1's TLS
+/// CA, as an operator's docker-compose environment sets them.
+fn peer_tls_env() -> Vec<(&'static str, PathBuf)> {
+    let tls = crypto("peerOrganizations/org1.example.com/peers/peer0.org1.example.com/tls");
+    vec![
+        ("CORE_PEER_TLS_ENABLED", PathBuf::from("true")),
+        ("CORE_PEER_TLS_CERT_FILE", tls.join("server.crt")),
+        ("CORE_PEER_TLS_KEY_FILE", tls.join("server.key")),
+        ("CORE_PEER_TLS_ROOTCERT_FILE", tls.join("ca.crt")),
+        ("CORE_PEER_TLS_CLIENTAUTHREQUIRED", PathBuf::from("true")),
+        ("CORE_PEER_TLS_CLIENTROOTCAS_FILES", tls.join("ca.crt")),
+    ]
+}
+
+/// [`start_peer_daemon`] with the extra environment `env`.
+fn start_peer_daemon_with(
+    home: &Path,
+    listen: &str,
+    endpoint: &str,
+    orderer: &str,
+    env: &[(&'static str, PathBuf)],
+) -> Running {
     std::fs::create_dir_all(home).unwrap();
     let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fabric/2.5.16/config/core.yaml");
     let mut doc: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(sample).unwrap()).unwrap();
@@ -656,6 +691,7 @@ fn start_peer_daemon(home: &Path, listen: &str, endpoint: &str, orderer: &str) -
         .env("CORE_PEER_FILESYSTEMPATH", home.join("production"))
         .env("CORE_OPERATIONS_LISTENADDRESS", "127.0.0.1:0")
         .env("FERROFABRIC_LOG", "info,h2=warn,hyper=warn,tower=warn")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
         .stdout(Stdio::null())
         .stderr(log_file)
         .spawn()
@@ -670,12 +706,13 @@ fn wait_for_getinfo_height(
     runtime: &tokio::runtime::Runtime,
     queries: &[(Step, Vec<(ferrofabric_protos::peer::SignedProposal, Bytes)>)],
     addr: &str,
+    tls: Option<&ClientTls>,
     height: u64,
 ) {
     let (getinfo, _) = &queries.iter().rfind(|(s, _)| s.name.starts_with("channel getinfo")).unwrap().1[0];
     let deadline = Instant::now() + WAIT;
     loop {
-        let ours = runtime.block_on(process_proposal(addr, getinfo.clone()));
+        let ours = runtime.block_on(process_proposal_over(addr, tls, getinfo.clone()));
         let info = ferrofabric_protos::common::BlockchainInfo::decode(ours.response.unwrap_or_default().payload);
         if info.is_ok_and(|i| i.height == height) {
             return;
@@ -691,8 +728,8 @@ fn wait_for_getinfo_height(
 /// channel list`, `getinfo`, the join again, qscc and cscc) — our peer pulled block 0 from the orderer the channel
 /// configuration names (reached through `addressOverrides`). When that orderer serves the whole recorded chain, our
 /// peer commits it byte for byte as the real peer stored it and answers the queries of the recording's end as the
-/// real peer did. Joined to a second channel, and then killed with SIGKILL and started again, it resumes both
-/// channels and answers the recording's queries again.
+/// real peer did. Joined to a second channel, and then killed with SIGKILL and started again with TLS and client
+/// authentication, it resumes both channels and answers the recording's queries again over TLS.
 #[test]
 fn our_peer_daemon_joins_as_the_recorded_cli_asked_and_answers_its_queries_as_fabric_across_a_crash() {
     let tmp = tempfile::tempdir().unwrap();
@@ -720,13 +757,13 @@ fn our_peer_daemon_joins_as_the_recorded_cli_asked_and_answers_its_queries_as_fa
     let listen = format!("127.0.0.1:{}", free_port());
     let home = tmp.path().join("peer0.org1");
     let peer = start_peer_daemon(&home, &listen, &endpoint, &orderer_listen);
-    let early = replay_queries(&runtime, &queries, &listen, 1, &config, Joins::Org1);
+    let early = replay_queries(&runtime, &queries, &listen, None, 1, &config, Joins::Org1);
     runtime.block_on(orderer.stop());
 
     // The recording's end: the orderer serves the whole chain, which the peer pulls and commits as Fabric did.
     let mut orderer = start_orderer(&orderer_blocks);
-    wait_for_getinfo_height(&runtime, &queries, &listen, height);
-    let late = replay_queries(&runtime, &queries, &listen, height, &config, Joins::Skip);
+    wait_for_getinfo_height(&runtime, &queries, &listen, None, height);
+    let late = replay_queries(&runtime, &queries, &listen, None, height, &config, Joins::Skip);
     let committed = runtime.block_on(chain(&listen, DeliverApi::Peer, height));
     let fabric = blocks("peer-blocks.bin");
     assert_eq!(committed.len(), fabric.len());
@@ -746,7 +783,7 @@ fn our_peer_daemon_joins_as_the_recorded_cli_asked_and_answers_its_queries_as_fa
         .block_on(async move { tokio::task::spawn_blocking(move || registrar.join(to_join)).await })
         .unwrap()
         .unwrap();
-    let system = |function: &str, arg: &[u8]| {
+    let system = |function: &str, arg: &[u8], tls: Option<&ClientTls>| {
         let args = [Bytes::from(function.to_owned()), Bytes::copy_from_slice(arg)];
         let proposal = ferrofabric_endorser::create_proposal(
             &org1_admin(),
@@ -754,31 +791,49 @@ fn our_peer_daemon_joins_as_the_recorded_cli_asked_and_answers_its_queries_as_fa
             if function == "GetChainInfo" { "qscc" } else { "cscc" },
             &args,
         );
-        runtime.block_on(process_proposal(&listen, proposal.signed)).response.unwrap()
+        runtime.block_on(process_proposal_over(&listen, tls, proposal.signed)).response.unwrap()
     };
-    let joined = system("JoinChain", &second);
+    let joined = system("JoinChain", &second, None);
     assert_eq!((joined.status, joined.message.as_str()), (200, ""));
     let channels = |listed: ferrofabric_protos::peer::Response| -> Vec<String> {
         assert_eq!(listed.status, 200, "{}", listed.message);
         let listed = ferrofabric_protos::peer::ChannelQueryResponse::decode(listed.payload).unwrap();
         listed.channels.into_iter().map(|c| c.channel_id).collect()
     };
-    assert_eq!(channels(system("GetChannels", b"")), ["mychannel", "secondchannel"]);
+    assert_eq!(channels(system("GetChannels", b"", None)), ["mychannel", "secondchannel"]);
     let second_height = |r: ferrofabric_protos::peer::Response| {
         assert_eq!(r.status, 200, "{}", r.message);
         ferrofabric_protos::common::BlockchainInfo::decode(r.payload).unwrap().height
     };
-    assert_eq!(second_height(system("GetChainInfo", b"secondchannel")), 1);
+    assert_eq!(second_height(system("GetChainInfo", b"secondchannel", None)), 1);
 
-    // A crash loses nothing: started again, the peer resumes both channels it joined.
+    // A crash loses nothing: started again, now with TLS and client authentication on its listener (core.yaml's
+    // `peer.tls` by `CORE_PEER_TLS_*`), the peer resumes both channels it joined and answers the CLI over TLS;
+    // a client without a certificate of the org's TLS CA is refused.
     let mut peer = peer;
     peer.0.kill().unwrap();
     peer.0.wait().unwrap();
-    let peer = start_peer_daemon(&home, &listen, &endpoint, &orderer_listen);
-    wait_for_getinfo_height(&runtime, &queries, &listen, height);
-    let again = replay_queries(&runtime, &queries, &listen, height, &config, Joins::Skip);
-    assert_eq!(channels(system("GetChannels", b"")), ["mychannel", "secondchannel"]);
-    assert_eq!(second_height(system("GetChainInfo", b"secondchannel")), 1);
+    let peer = start_peer_daemon_with(&home, &listen, &endpoint, &orderer_listen, &peer_tls_env());
+    let admin_tls = crypto("peerOrganizations/org1.example.com/users/Admin@org1.example.com/tls");
+    let read = |f: &str| std::fs::read(admin_tls.join(f)).unwrap();
+    let tls = ClientTls {
+        ca_pem: read("ca.crt"),
+        server_name: "peer0.org1.example.com".into(),
+        identity: Some((read("client.crt"), read("client.key"))),
+    };
+    let tls = Some(&tls);
+    wait_for_getinfo_height(&runtime, &queries, &listen, tls, height);
+    let again = replay_queries(&runtime, &queries, &listen, tls, height, &config, Joins::Skip);
+    assert_eq!(channels(system("GetChannels", b"", tls)), ["mychannel", "secondchannel"]);
+    assert_eq!(second_height(system("GetChainInfo", b"secondchannel", tls)), 1);
+    let anonymous = ClientTls { identity: None, ..tls.unwrap().clone() };
+    let refused = runtime.block_on(async {
+        let channel = connect(&listen, Some(&anonymous)).await?;
+        let mut client = ferrofabric_protos::peer::endorser_client::EndorserClient::new(channel);
+        let proposal = queries[0].1[0].0.clone();
+        client.process_proposal(proposal).await.map_err(anyhow::Error::from)
+    });
+    assert!(refused.is_err(), "a TLS client without a certificate was served");
     assert!(early >= 4 && late >= 9 && again == late, "{early}, {late} and {again} recorded queries replayed");
     println!("{} recorded channel and ledger queries answered as the real peer did", early + late + again);
     drop(peer);

@@ -816,17 +816,17 @@ fn our_peer_daemon_joins_as_the_recorded_cli_asked_and_answers_its_queries_as_fa
     let peer = start_peer_daemon_with(&home, &listen, &endpoint, &orderer_listen, &peer_tls_env());
     let admin_tls = crypto("peerOrganizations/org1.example.com/users/Admin@org1.example.com/tls");
     let read = |f: &str| std::fs::read(admin_tls.join(f)).unwrap();
-    let tls = ClientTls {
+    let admin = ClientTls {
         ca_pem: read("ca.crt"),
         server_name: "peer0.org1.example.com".into(),
         identity: Some((read("client.crt"), read("client.key"))),
     };
-    let tls = Some(&tls);
+    let tls = Some(&admin);
     wait_for_getinfo_height(&runtime, &queries, &listen, tls, height);
     let again = replay_queries(&runtime, &queries, &listen, tls, height, &config, Joins::Skip);
     assert_eq!(channels(system("GetChannels", b"", tls)), ["mychannel", "secondchannel"]);
     assert_eq!(second_height(system("GetChainInfo", b"secondchannel", tls)), 1);
-    let anonymous = ClientTls { identity: None, ..tls.unwrap().clone() };
+    let anonymous = ClientTls { identity: None, ..admin.clone() };
     let refused = runtime.block_on(async {
         let channel = connect(&listen, Some(&anonymous)).await?;
         let mut client = ferrofabric_protos::peer::endorser_client::EndorserClient::new(channel);

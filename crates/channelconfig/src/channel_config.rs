@@ -382,8 +382,19 @@ impl ChannelConfig {
     /// TLS root and intermediate CA certificates (PEM) of the channel's orderer organizations: what a consenter
     /// trusts for the other consenters' server certificates (Fabric's cluster `Comm` adds them to its roots).
     pub fn orderer_tls_roots(&self) -> Vec<Vec<u8>> {
+        self.tls_roots_of("Orderer")
+    }
+
+    /// TLS root and intermediate CA certificates (PEM) of the channel's application organizations: what a peer
+    /// trusts for the other peers' server certificates (Fabric's peer adds them to its client roots when it joins).
+    pub fn application_tls_roots(&self) -> Vec<Vec<u8>> {
+        self.tls_roots_of("Application")
+    }
+
+    /// The TLS CA certificates of the organizations of the channel group `group`.
+    fn tls_roots_of(&self, group: &str) -> Vec<Vec<u8>> {
         let mut out = Vec::new();
-        let Some(orderer) = self.config().channel_group.as_ref().and_then(|g| g.groups.get("Orderer")) else {
+        let Some(orderer) = self.config().channel_group.as_ref().and_then(|g| g.groups.get(group)) else {
             return out;
         };
         for org in orderer.groups.values() {

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ferrofabric_comm::{ClientTls, ConnectOptions};
+use ferrofabric_comm::{pem_cert_der, ClientTls, ConnectOptions};
 use tokio::sync::Mutex;
 use tonic::transport::Channel;
 
@@ -19,6 +19,14 @@ impl Connections {
     pub(crate) fn new(tls: Option<ClientTls>, dial_timeout: Duration) -> Connections {
         let options = ConnectOptions { tls, connect_timeout: Some(dial_timeout), ..ConnectOptions::default() };
         Connections { options, open: Mutex::new(HashMap::new()) }
+    }
+
+    /// SHA-256 of the DER of the TLS client certificate these connections present; empty without one (what a
+    /// discovery request's `AuthInfo.client_tls_cert_hash` holds).
+    pub(crate) fn client_cert_hash(&self) -> bytes::Bytes {
+        use sha2::Digest as _;
+        let cert = self.options.tls.as_ref().and_then(|t| t.identity.as_ref()).and_then(|(c, _)| pem_cert_der(c));
+        cert.map(|der| bytes::Bytes::copy_from_slice(&sha2::Sha256::digest(der))).unwrap_or_default()
     }
 
     /// The connection to `address` (`host:port`), dialled now if there is none.

@@ -386,9 +386,9 @@ mod tests {
             local_mspid: net.mspid(0).to_owned(),
             signers: [(endorsers[0].address.clone(), signer)].into(),
             endorsers,
-            orderers: Vec::new(),
             tls: None,
             options: GatewayOptions::default(),
+            ..GatewayConfig::default()
         };
         Gateway::new(config, ledger, Shutdown::never()).inner
     }

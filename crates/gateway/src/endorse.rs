@@ -86,7 +86,7 @@ impl<L: Ledger> Inner<L> {
     ) -> Result<ProposalResponse, Vec<ErrorDetail>> {
         let mut details = Vec::new();
         for peer in self.registry.eligible_peers_of(org, admits) {
-            match self.registry.propose(peer, signed).await {
+            match self.registry.propose(&peer, signed).await {
                 Ok(r) => return Ok(r),
                 Err(f) => {
                     tracing::warn!(mspid = org, endpoint = %peer.address, error = %f.message, "endorse call to endorser failed");
@@ -256,12 +256,12 @@ impl<L: Ledger> Inner<L> {
         if up.channel != self.ledger.channel_id() {
             return Err(Status::unavailable(format!("channel '{}' not found", up.channel)));
         }
-        let targets: Vec<&EndorserEndpoint> = if !request.target_organizations.is_empty() {
+        let targets: Vec<EndorserEndpoint> = if !request.target_organizations.is_empty() {
             request.target_organizations.iter().flat_map(|o| self.registry.peers_of(o)).collect()
         } else if up.has_transient_data {
             self.registry.peers_of(self.registry.local_mspid())
         } else {
-            self.registry.by_reachability(self.registry.peers().iter())
+            self.registry.by_reachability(self.registry.peers().iter().cloned())
         };
         if targets.is_empty() {
             return Err(Status::failed_precondition(format!(
@@ -275,7 +275,7 @@ impl<L: Ledger> Inner<L> {
         let mut details = Vec::new();
         let mut last = Code::Unavailable;
         for peer in targets {
-            match self.registry.propose(peer, signed).await {
+            match self.registry.propose(&peer, signed).await {
                 Ok(r) => {
                     let mut result = r.response.clone().unwrap_or_default();
                     if let Some(payload) = chaincode_result(&r) {

@@ -23,6 +23,7 @@ mod endorse;
 mod error;
 mod events;
 mod ledger;
+mod membership;
 mod plan;
 mod submit;
 
@@ -41,6 +42,7 @@ use tonic::{Request, Response, Status};
 
 pub use discovery::DiscoveryService;
 pub use ledger::{ChaincodeInfo, Ledger};
+pub use membership::Membership;
 pub use plan::EndorserEndpoint;
 
 use crate::conn::Connections;
@@ -90,6 +92,9 @@ pub struct GatewayConfig {
     pub endorsers: Vec<EndorserEndpoint>,
     /// The orderers to submit to (`host:port`); empty = the endpoints of the channel configuration.
     pub orderers: Vec<String>,
+    /// Orderer endpoints of the channel configuration dialled at another address (Fabric's
+    /// `peer.deliveryclient.addressOverrides`, which Fabric's gateway applies too): endpoint to address.
+    pub orderer_overrides: HashMap<String, String>,
     /// TLS of the connections to endorsers and orderers; `None` = plain text.
     pub tls: Option<ClientTls>,
     /// Time limits.
@@ -104,6 +109,7 @@ struct Inner<L> {
     ledger: Arc<L>,
     registry: Registry,
     orderers: Vec<String>,
+    orderer_overrides: HashMap<String, String>,
     connections: Connections,
     options: GatewayOptions,
     signers: HashMap<String, GossipSigner>,
@@ -124,11 +130,12 @@ impl<L> Clone for Gateway<L> {
 impl<L: Ledger> Gateway<L> {
     /// A gateway reading `ledger`; waiting calls and event streams end when `shutdown` fires.
     pub fn new(config: GatewayConfig, ledger: Arc<L>, shutdown: Shutdown) -> Gateway<L> {
-        let GatewayConfig { local_mspid, endorsers, orderers, tls, options, signers } = config;
+        let GatewayConfig { local_mspid, endorsers, orderers, orderer_overrides, tls, options, signers } = config;
         let endorser_connections = Connections::new(tls.clone(), options.dial_timeout);
         let registry = Registry::new(local_mspid, endorsers, endorser_connections, options.endorsement_timeout);
         let connections = Connections::new(tls, options.dial_timeout);
-        Gateway { inner: Arc::new(Inner { ledger, registry, orderers, connections, options, signers, shutdown }) }
+        let inner = Inner { ledger, registry, orderers, orderer_overrides, connections, options, signers, shutdown };
+        Gateway { inner: Arc::new(inner) }
     }
 
     /// The tonic service, taking and giving messages up to Fabric's 100 MiB.

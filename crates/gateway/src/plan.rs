@@ -7,7 +7,7 @@
 //! (signature policies, channel policy references, implicit meta policies) plans the same way it validates.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -180,15 +180,18 @@ pub(crate) struct Failure {
     pub(crate) retry: bool,
 }
 
-/// The endorsers of the channel, the local organisation's first.
+/// The endorsers of the channel, the local organisation's first: those the gateway was configured with, and those
+/// it learned from the channel's anchor peers (see `membership`).
 ///
 /// Fabric's gateway removes an endorser it could not reach from its registry until discovery sees the peer again.
-/// This registry has no membership to see it again by, so an unreachable endorser is kept but asked after the
-/// other peers of its organisation for [`UNREACHABLE_FOR`], or until it answers again.
+/// Here an unreachable endorser is kept but asked after the other peers of its organisation for
+/// [`UNREACHABLE_FOR`], or until it answers again; a learned one goes when its anchor peer stops naming it.
 pub(crate) struct Registry {
     local_mspid: String,
-    endorsers: Vec<EndorserEndpoint>,
-    connections: Connections,
+    configured: Vec<EndorserEndpoint>,
+    /// `configured` and the learned peers, the local organisation's first.
+    endorsers: RwLock<Arc<[EndorserEndpoint]>>,
+    pub(crate) connections: Connections,
     timeout: Duration,
     /// Endorsers that could not be reached, by address, and when.
     unreachable: Mutex<HashMap<String, Instant>>,
@@ -198,12 +201,37 @@ impl Registry {
     /// A registry of `endorsers` for a gateway of organisation `local_mspid`; each proposal waits at most `timeout`.
     pub(crate) fn new(
         local_mspid: String,
-        mut endorsers: Vec<EndorserEndpoint>,
+        endorsers: Vec<EndorserEndpoint>,
         connections: Connections,
         timeout: Duration,
     ) -> Registry {
-        endorsers.sort_by_key(|e| e.mspid != local_mspid);
-        Registry { local_mspid, endorsers, connections, timeout, unreachable: Mutex::default() }
+        let registry = Registry {
+            local_mspid,
+            configured: endorsers,
+            endorsers: RwLock::new(Arc::from(Vec::new())),
+            connections,
+            timeout,
+            unreachable: Mutex::default(),
+        };
+        registry.learn(Vec::new());
+        registry
+    }
+
+    /// Replaces the learned peers with `learned`; a peer the registry was configured with stays as configured.
+    pub(crate) fn learn(&self, learned: Vec<EndorserEndpoint>) {
+        let mut all = self.configured.clone();
+        for peer in learned {
+            if !all.iter().any(|e| e.address == peer.address) {
+                all.push(peer);
+            }
+        }
+        all.sort_by_key(|e| e.mspid != self.local_mspid);
+        *self.endorsers.write().unwrap_or_else(|e| e.into_inner()) = Arc::from(all);
+    }
+
+    /// The peers the registry was configured with.
+    pub(crate) fn configured(&self) -> &[EndorserEndpoint] {
+        &self.configured
     }
 
     /// Whether `peer` could not be reached in the last [`UNREACHABLE_FOR`].
@@ -213,11 +241,8 @@ impl Registry {
     }
 
     /// `peers` in the order to ask them: reachable ones first, each group in its given order.
-    pub(crate) fn by_reachability<'a>(
-        &self,
-        peers: impl Iterator<Item = &'a EndorserEndpoint>,
-    ) -> Vec<&'a EndorserEndpoint> {
-        let mut peers: Vec<&EndorserEndpoint> = peers.collect();
+    pub(crate) fn by_reachability(&self, peers: impl Iterator<Item = EndorserEndpoint>) -> Vec<EndorserEndpoint> {
+        let mut peers: Vec<EndorserEndpoint> = peers.collect();
         peers.sort_by_key(|p| self.is_unreachable(p));
         peers
     }
@@ -228,8 +253,8 @@ impl Registry {
     }
 
     /// The peers of organisation `mspid`, reachable ones first.
-    pub(crate) fn peers_of(&self, mspid: &str) -> Vec<&EndorserEndpoint> {
-        self.by_reachability(self.endorsers.iter().filter(|e| e.mspid == mspid))
+    pub(crate) fn peers_of(&self, mspid: &str) -> Vec<EndorserEndpoint> {
+        self.by_reachability(self.peers().iter().filter(|e| e.mspid == mspid).cloned())
     }
 
     /// The peers of organisation `mspid` that `admits` accepts, reachable ones first.
@@ -237,21 +262,21 @@ impl Registry {
         &self,
         mspid: &str,
         admits: &dyn Fn(&EndorserEndpoint) -> bool,
-    ) -> Vec<&EndorserEndpoint> {
-        self.by_reachability(self.endorsers.iter().filter(|e| e.mspid == mspid && admits(e)))
+    ) -> Vec<EndorserEndpoint> {
+        self.by_reachability(self.peers().iter().filter(|e| e.mspid == mspid && admits(e)).cloned())
     }
 
     /// Every peer, the local organisation's first.
-    pub(crate) fn peers(&self) -> &[EndorserEndpoint] {
-        &self.endorsers
+    pub(crate) fn peers(&self) -> Arc<[EndorserEndpoint]> {
+        self.endorsers.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The organisations with peers, the local one first, each once.
-    fn orgs(&self) -> Vec<&str> {
-        let mut orgs: Vec<&str> = Vec::new();
-        for e in &self.endorsers {
-            if !orgs.contains(&e.mspid.as_str()) {
-                orgs.push(&e.mspid);
+    fn orgs(&self) -> Vec<String> {
+        let mut orgs: Vec<String> = Vec::new();
+        for e in self.peers().iter() {
+            if !orgs.contains(&e.mspid) {
+                orgs.push(e.mspid.clone());
             }
         }
         orgs
@@ -305,11 +330,14 @@ impl Registry {
         first: &str,
         admits: &dyn Fn(&EndorserEndpoint) -> bool,
     ) -> Vec<Vec<String>> {
-        let orgs: Vec<(&str, Bytes)> = self
+        let orgs: Vec<(String, Bytes)> = self
             .orgs()
             .into_iter()
             .take(MAX_PLANNED_ORGS)
-            .filter_map(|org| self.eligible_peers_of(org, admits).first().map(|p| (org, p.identity.clone())))
+            .filter_map(|org| {
+                let identity = self.eligible_peers_of(&org, admits).first().map(|p| p.identity.clone());
+                identity.map(|id| (org, id))
+            })
             .collect();
         let mut layouts: Vec<u32> = Vec::new();
         let mut subsets: Vec<u32> = (1..(1u32 << orgs.len())).collect();
@@ -333,9 +361,7 @@ impl Registry {
         }
         let mut layouts: Vec<Vec<String>> = layouts
             .into_iter()
-            .map(|l| {
-                orgs.iter().enumerate().filter(|(i, _)| l & (1 << i) != 0).map(|(_, (o, _))| (*o).to_owned()).collect()
-            })
+            .map(|l| orgs.iter().enumerate().filter(|(i, _)| l & (1 << i) != 0).map(|(_, (o, _))| o.clone()).collect())
             .collect();
         layouts.sort_by_key(|l: &Vec<String>| (!l.iter().any(|o| o == first), l.len()));
         layouts
@@ -394,13 +420,32 @@ pub(crate) mod tests {
             Connections::new(None, Duration::from_secs(1)),
             Duration::from_secs(1),
         );
-        assert_eq!(reg.peers_of("Org1MSP")[0], &dead, "the given order while every peer is presumed reachable");
+        assert_eq!(reg.peers_of("Org1MSP")[0], dead, "the given order while every peer is presumed reachable");
         let failure = reg.propose(&dead, &SignedProposal::default()).await.unwrap_err();
         assert_eq!(failure.code, Code::Unavailable);
         let org1 = reg.peers_of("Org1MSP");
         assert_eq!(org1.len(), 2, "an unreachable endorser is kept");
-        assert_eq!(org1[1], &dead, "and asked last");
-        assert_eq!(reg.by_reachability(reg.peers().iter()).last().copied(), Some(&dead));
+        assert_eq!(org1[1], dead, "and asked last");
+        assert_eq!(reg.by_reachability(reg.peers().iter().cloned()).last(), Some(&dead));
+    }
+
+    #[test]
+    fn learned_peers_join_the_configured_ones_until_learned_again_and_never_replace_one() {
+        let net = Network::generate(7).unwrap();
+        let all = endorsers(&net);
+        let reg = Registry::new(
+            "Org2MSP".into(),
+            vec![all[1].clone()],
+            Connections::new(None, Duration::from_secs(1)),
+            Duration::from_secs(1),
+        );
+        assert!(reg.peers_of("Org1MSP").is_empty());
+        // An anchor names Org1's peer, and Org2's own under another identity: the configured one stays.
+        let impostor = EndorserEndpoint { identity: all[0].identity.clone(), ..all[1].clone() };
+        reg.learn(vec![all[0].clone(), impostor]);
+        assert_eq!(reg.peers().to_vec(), [all[1].clone(), all[0].clone()], "the local organisation's first");
+        reg.learn(Vec::new());
+        assert_eq!(reg.peers().to_vec(), [all[1].clone()], "a peer no anchor names any more leaves");
     }
 
     #[test]

@@ -17,12 +17,19 @@ use crate::Inner;
 
 impl<L: Ledger> Inner<L> {
     /// The orderers to submit to: those configured for the gateway, else the channel configuration's endpoints
-    /// (each orderer organisation's `OrdererEndpoints`, else the channel's `OrdererAddresses`).
+    /// (each orderer organisation's `OrdererEndpoints`, else the channel's `OrdererAddresses`), each dialled at its
+    /// override if it has one.
     fn orderers(&self) -> Vec<(String, String)> {
         if !self.orderers.is_empty() {
             return self.orderers.iter().map(|a| (a.clone(), String::new())).collect();
         }
-        self.ledger.config().orderer_endpoints()
+        let mut endpoints = self.ledger.config().orderer_endpoints();
+        for (address, _) in &mut endpoints {
+            if let Some(to) = self.orderer_overrides.get(address.as_str()) {
+                address.clone_from(to);
+            }
+        }
+        endpoints
     }
 
     /// Broadcasts `envelope` to the orderer at `address` and returns its answer.

@@ -18,7 +18,7 @@ use ferrofabric_comm::{ClientTls, Shutdown};
 use ferrofabric_committer::{CommitterConfig, RunningCommitter};
 use ferrofabric_deliver::{Chain, ChainManager, DeliverLedger};
 use ferrofabric_endorser::{DaemonLedger, Endorser, PeerChannels, RecentBlocks, Replica};
-use ferrofabric_gateway::{EndorserEndpoint, Gateway, GatewayConfig, GatewayOptions, GossipSigner};
+use ferrofabric_gateway::{EndorserEndpoint, Gateway, GatewayConfig, GatewayOptions, GossipSigner, Membership};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Block;
 use prost::Message;
@@ -27,6 +27,9 @@ use crate::PeerConfig;
 
 /// How long a proposal waits for its channel's endorser to apply every block the peer has committed.
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often a channel's gateway asks the anchor peers for the channel's peers again (Fabric's gossip announces a
+/// peer every `peer.gossip.aliveTimeInterval`, 5 s by default).
+const MEMBERSHIP_REFRESH: Duration = Duration::from_secs(5);
 
 /// What every channel of the peer shares.
 pub(crate) struct Context {
@@ -195,9 +198,11 @@ impl Channels {
         let endorser = Endorser::new(replica, (*ctx.signer).clone(), ferrofabric_chaincode::Registry::new())
             .with_ledger(ledger.clone())
             .with_chaincode_support(ctx.chaincodes.clone());
+        // The gateway dials the orderers and the other organisations' peers.
         let mut client_tls = ClientTls::from_config(&orderer_tls)?;
         if let Some(tls) = &mut client_tls {
             tls.ca_pem.extend_from_slice(&roots);
+            tls.ca_pem.extend_from_slice(&config.application_tls_roots().concat());
         }
         let signer = ctx.signer.clone();
         let gateway = Gateway::new(
@@ -209,6 +214,7 @@ impl Channels {
                     identity: ctx.signer.serialized().clone(),
                 }],
                 orderers: Vec::new(),
+                orderer_overrides: overrides.iter().map(|o| (o.from.clone(), o.to.clone())).collect(),
                 tls: client_tls,
                 options: GatewayOptions {
                     endorsement_timeout: ctx.config.gateway_endorsement_timeout,
@@ -220,6 +226,13 @@ impl Channels {
             ledger,
             ctx.shutdown.clone(),
         );
+        let signer = ctx.signer.clone();
+        let membership = Membership {
+            identity: ctx.signer.serialized().clone(),
+            signer: GossipSigner(Arc::new(move |m: &[u8]| signer.sign(m))),
+            refresh: MEMBERSHIP_REFRESH,
+        };
+        tokio::spawn(gateway.clone().follow_membership(membership));
         let channel = Channel {
             endorser,
             gateway,

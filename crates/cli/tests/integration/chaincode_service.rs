@@ -119,7 +119,7 @@ fn serve_java_contract(dir: &Path, address: &str, package_id: &str, log: &Path) 
 }
 
 /// Serves the Node.js contract with Fabric's shim as chaincode `package_id` on `address`.
-fn serve_contract(dir: &Path, address: &str, package_id: &str, log: &Path) -> Running {
+pub(crate) fn serve_contract(dir: &Path, address: &str, package_id: &str, log: &Path) -> Running {
     let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/chaincode-node/assets");
     serve_node_contract(&source, dir, address, package_id, log)
 }
@@ -204,7 +204,7 @@ fn node_package(label: &str) -> Vec<u8> {
 }
 
 /// Runs `tests/sdk/assets.js` for `args` (the chaincode, the other chaincode it calls, options) and requires its PASS.
-fn run_client(node_json: &Path, args: &[&str], log: &Path) {
+pub(crate) fn run_client(node_json: &Path, args: &[&str], log: &Path) {
     let mut script = Command::new("node");
     script.arg(sdk_dir().join("assets.js")).arg(node_json).args(args);
     run_logged(script, &format!("tests/sdk/assets.js {}", args.join(" ")), log, Duration::from_secs(300));

@@ -26,6 +26,7 @@ mod fixture_replay;
 mod hw_card;
 mod isolation;
 mod kafka_cluster;
+mod peer_network;
 mod processes;
 mod recorded_fabric;
 mod sdk;

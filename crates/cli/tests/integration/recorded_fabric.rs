@@ -670,35 +670,16 @@ fn start_peer_daemon_with(
     orderer: &str,
     env: &[(&'static str, PathBuf)],
 ) -> Running {
-    std::fs::create_dir_all(home).unwrap();
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fabric/2.5.16/config/core.yaml");
-    let mut doc: serde_yaml::Value = serde_yaml::from_str(&std::fs::read_to_string(sample).unwrap()).unwrap();
-    doc["peer"]["deliveryclient"]["addressOverrides"] =
-        serde_yaml::from_str(&format!("- from: {endpoint}\n  to: {orderer}\n")).unwrap();
-    std::fs::write(home.join("core.yaml"), serde_yaml::to_string(&doc).unwrap()).unwrap();
     let peer0 = crypto("peerOrganizations/org1.example.com/peers/peer0.org1.example.com");
-    let log = home.join("peer.log");
-    let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
-    let process = Command::new(env!("CARGO_BIN_EXE_ferrofabric"))
-        .args(["peer", "node", "start"])
-        .env("FABRIC_CFG_PATH", home)
-        .env("CORE_PEER_ID", "peer0.org1.example.com")
-        .env("CORE_PEER_LISTENADDRESS", listen)
-        .env("CORE_PEER_ADDRESS", listen)
-        .env("CORE_PEER_CHAINCODELISTENADDRESS", "127.0.0.1:0")
-        .env("CORE_PEER_LOCALMSPID", "Org1MSP")
-        .env("CORE_PEER_MSPCONFIGPATH", peer0.join("msp"))
-        .env("CORE_PEER_FILESYSTEMPATH", home.join("production"))
-        .env("CORE_OPERATIONS_LISTENADDRESS", "127.0.0.1:0")
-        .env("FERROFABRIC_LOG", "info,h2=warn,hyper=warn,tower=warn")
-        .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
-        .stdout(Stdio::null())
-        .stderr(log_file)
-        .spawn()
-        .unwrap();
-    let process = Running(process);
-    wait_listening(listen, "ferrofabric peer node start", &log);
-    process
+    let daemon = crate::peer_network::PeerDaemon {
+        id: "peer0.org1.example.com",
+        mspid: "Org1MSP",
+        msp: peer0.join("msp"),
+        listen,
+        orderer: (endpoint, orderer),
+        env,
+    };
+    daemon.start(home)
 }
 
 /// Waits until `peer channel getinfo` (the recording's last one) at our peer `addr` answers `height`.

@@ -36,7 +36,7 @@ pub use context::{Acl, AllowAll, History, PrivateState, RangeHandle, Simulation,
 pub use kv::Kv;
 pub use lifecycle::{
     check_collection, endorsement_info, invoke_local, is_collection_member, ChaincodeInstaller, EndorsementInfo,
-    Installed, InstalledChaincode, Lifecycle, LIFECYCLE,
+    Installed, InstalledChaincode, Lifecycle, PackageReference, LIFECYCLE,
 };
 pub use rwset::MAX_DEGREE;
 pub use smallbank::{account_key, Smallbank, SMALLBANK_PREFIX};

@@ -22,10 +22,10 @@ use bytes::Bytes;
 use ferrofabric_channelconfig::{compile_signature_policy, ChannelConfig};
 use ferrofabric_protos::common::{msp_principal::Classification, signature_policy, MspRole, OrganizationUnit};
 use ferrofabric_protos::lifecycle::{
-    chaincode_source, query_chaincode_definitions_result, query_installed_chaincodes_result, state_data,
-    ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeEndorsementInfo, ChaincodeSource, ChaincodeValidationInfo,
-    CheckCommitReadinessArgs, CommitChaincodeDefinitionArgs, GetInstalledChaincodePackageArgs,
-    GetInstalledChaincodePackageResult, InstallChaincodeArgs, InstallChaincodeResult,
+    chaincode_source, query_chaincode_definitions_result, query_installed_chaincode_result,
+    query_installed_chaincodes_result, state_data, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeEndorsementInfo,
+    ChaincodeSource, ChaincodeValidationInfo, CheckCommitReadinessArgs, CommitChaincodeDefinitionArgs,
+    GetInstalledChaincodePackageArgs, GetInstalledChaincodePackageResult, InstallChaincodeArgs, InstallChaincodeResult,
     QueryApprovedChaincodeDefinitionArgs, QueryApprovedChaincodeDefinitionResult, QueryChaincodeDefinitionArgs,
     QueryChaincodeDefinitionResult, QueryChaincodeDefinitionsArgs, QueryChaincodeDefinitionsResult,
     QueryInstalledChaincodeArgs, QueryInstalledChaincodeResult, QueryInstalledChaincodesArgs,
@@ -114,6 +114,21 @@ pub struct InstalledChaincode {
     pub package_id: String,
     /// The package's label.
     pub label: String,
+}
+
+/// A committed chaincode definition that runs an installed package: one of the package's references, which
+/// `QueryInstalledChaincode(s)` lists by channel (Fabric's `lifecycle.Cache`: the definition is committed and this
+/// peer's organisation approved the package for it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackageReference {
+    /// The installed package.
+    pub package_id: String,
+    /// The channel of the definition.
+    pub channel: String,
+    /// The chaincode's name.
+    pub name: String,
+    /// The definition's version.
+    pub version: String,
 }
 
 /// The peer's chaincode package store behind `_lifecycle`'s install functions (Fabric's `ChaincodeStore`,
@@ -292,7 +307,14 @@ impl Lifecycle {
 /// `_lifecycle` invoked by a proposal that names no channel, as `peer lifecycle chaincode install`,
 /// `queryinstalled` and `getinstalledpackage` send it: the peer-local functions only, with `acl` deciding access
 /// (the local MSP's admins). Any other function fails as Fabric's does without a channel.
-pub fn invoke_local(installer: Option<&dyn ChaincodeInstaller>, acl: &dyn crate::Acl, args: &[Bytes]) -> Response {
+///
+/// `references` are the committed definitions that run installed packages, on every channel of the peer.
+pub fn invoke_local(
+    installer: Option<&dyn ChaincodeInstaller>,
+    acl: &dyn crate::Acl,
+    args: &[Bytes],
+    references: &[PackageReference],
+) -> Response {
     if args.len() != 2 {
         return error(format!("lifecycle scc operations require exactly two arguments but received {}", args.len()));
     }
@@ -300,7 +322,7 @@ pub fn invoke_local(installer: Option<&dyn ChaincodeInstaller>, acl: &dyn crate:
     if let Err(e) = acl.check(&format!("{LIFECYCLE}/{function}")) {
         return error(format!("Failed to authorize invocation due to failed ACL check: {e}"));
     }
-    match local_function(installer, &function, args[1].clone()) {
+    match local_function(installer, &function, args[1].clone(), references) {
         Some(result) => respond(&function, result),
         None => error(format!("failed to invoke backing implementation of '{function}': no channel given")),
     }
@@ -308,7 +330,23 @@ pub fn invoke_local(installer: Option<&dyn ChaincodeInstaller>, acl: &dyn crate:
 
 /// `InstallChaincode`, `QueryInstalledChaincode(s)` and `GetInstalledChaincodePackage`: peer-local functions that
 /// need no channel (Fabric's `SCCFunctions` of the same names); `None` for any other function.
-fn local_function(installer: Option<&dyn ChaincodeInstaller>, function: &str, input: Bytes) -> Option<LcResult<Bytes>> {
+fn local_function(
+    installer: Option<&dyn ChaincodeInstaller>,
+    function: &str,
+    input: Bytes,
+    references: &[PackageReference],
+) -> Option<LcResult<Bytes>> {
+    // A package's references by channel, each channel's chaincodes once.
+    let by_channel = |package_id: &str| {
+        let mut out: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+        for r in references.iter().filter(|r| r.package_id == package_id) {
+            let chaincodes = out.entry(r.channel.clone()).or_default();
+            if !chaincodes.iter().any(|(n, _)| *n == r.name) {
+                chaincodes.push((r.name.clone(), r.version.clone()));
+            }
+        }
+        out
+    };
     {
         let installer = || {
             installer.ok_or_else(|| {
@@ -326,21 +364,42 @@ fn local_function(installer: Option<&dyn ChaincodeInstaller>, function: &str, in
                     .into_iter()
                     .find(|i| i.package_id == a.package_id)
                     .ok_or_else(|| format!("could not find chaincode with package id '{}'", a.package_id))?;
-                Ok(QueryInstalledChaincodeResult {
-                    package_id: i.package_id,
-                    label: i.label,
-                    references: Default::default(),
-                }
-                .encode_to_vec())
+                let references = by_channel(&i.package_id)
+                    .into_iter()
+                    .map(|(channel, chaincodes)| {
+                        let chaincodes = chaincodes
+                            .into_iter()
+                            .map(|(name, version)| query_installed_chaincode_result::Chaincode { name, version })
+                            .collect();
+                        (channel, query_installed_chaincode_result::References { chaincodes })
+                    })
+                    .collect();
+                Ok(QueryInstalledChaincodeResult { package_id: i.package_id, label: i.label, references }
+                    .encode_to_vec())
             }),
             "QueryInstalledChaincodes" => decode::<QueryInstalledChaincodesArgs>(function, input).and_then(|_| {
                 let installed_chaincodes = installer()?
                     .installed()
                     .into_iter()
-                    .map(|i| query_installed_chaincodes_result::InstalledChaincode {
-                        package_id: i.package_id,
-                        label: i.label,
-                        references: Default::default(),
+                    .map(|i| {
+                        let references = by_channel(&i.package_id)
+                            .into_iter()
+                            .map(|(channel, chaincodes)| {
+                                let chaincodes = chaincodes
+                                    .into_iter()
+                                    .map(|(name, version)| query_installed_chaincodes_result::Chaincode {
+                                        name,
+                                        version,
+                                    })
+                                    .collect();
+                                (channel, query_installed_chaincodes_result::References { chaincodes })
+                            })
+                            .collect();
+                        query_installed_chaincodes_result::InstalledChaincode {
+                            package_id: i.package_id,
+                            label: i.label,
+                            references,
+                        }
                     })
                     .collect();
                 Ok(QueryInstalledChaincodesResult { installed_chaincodes }.encode_to_vec())
@@ -392,7 +451,8 @@ impl Chaincode for Lifecycle {
         if let Err(e) = ctx.check_acl(&format!("{LIFECYCLE}/{function}")) {
             return error(format!("Failed to authorize invocation due to failed ACL check: {e}"));
         }
-        if let Some(result) = local_function(self.installer.as_deref(), &function, args[1].clone()) {
+        // Named on a channel, the peer-local functions list no references (the CLI names none for them).
+        if let Some(result) = local_function(self.installer.as_deref(), &function, args[1].clone(), &[]) {
             return respond(&function, result);
         }
         let channel = ctx.channel_id().to_owned();

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferrofabric_chaincode::{
-    endorsement_info, invoke_local, is_collection_member, is_system_chaincode, Chaincode, ChaincodeInstaller,
-    Installed, Lifecycle, Registry, TxContext, LIFECYCLE,
+    endorsement_info, invoke_local, is_collection_member, is_system_chaincode, AllowAll, Chaincode, ChaincodeInstaller,
+    Installed, Lifecycle, PackageReference, Registry, TxContext, LIFECYCLE,
 };
 use ferrofabric_chaincode_support::{ChaincodeInvoker, ChaincodeSupport};
 use ferrofabric_msp::SigningIdentity;
@@ -75,6 +75,25 @@ impl Endorser {
         &self.replica
     }
 
+    /// The committed chaincode definitions of this channel that run an installed package: those whose approval by
+    /// this peer's organisation names one (the package an invocation would run; Fabric's `lifecycle.Cache`).
+    pub fn package_references(&self) -> Vec<PackageReference> {
+        let Some(chaincodes) = &self.chaincodes else { return Vec::new() };
+        let ids = chaincodes.package_ids();
+        let (config, view) = (self.replica.config(), self.replica.view());
+        let channel = self.replica.channel_id();
+        let mut out = Vec::new();
+        for (name, version) in self.replica.defined_chaincodes() {
+            let mut ctx = TxContext::new(&view, channel, "", &name, Bytes::new(), &AllowAll)
+                .with_private_state(self.replica.private_state());
+            let info = endorsement_info(&mut ctx, &config, self.signer.mspid(), &name, Installed::Packages(&ids));
+            if let Ok(Some(package_id)) = info.map(|i| i.package_id) {
+                out.push(PackageReference { package_id, channel: channel.to_owned(), name, version });
+            }
+        }
+        out
+    }
+
     /// The marshaled SerializedIdentity this endorser signs with (`Endorsement.endorser`).
     pub fn identity(&self) -> &Bytes {
         self.signer.serialized()
@@ -137,7 +156,7 @@ impl Endorser {
         let response = if channel_less_lifecycle {
             let installer = self.chaincodes.as_deref().map(|c| c as &dyn ChaincodeInstaller);
             let installer_args = up.args.clone();
-            invoke_local(installer, &acl, &installer_args)
+            invoke_local(installer, &acl, &installer_args, &self.package_references())
         } else {
             let query = LedgerQuery { channel: self.replica.channel_id(), ledger: self.ledger.as_deref(), acl: &acl };
             query.invoke(&up.chaincode_name, &up.args).await

@@ -127,10 +127,19 @@ impl PeerEndorser {
             return Ok(failure("channel '' not found".to_owned()));
         }
         self.verify(&up)?;
+        // What a package's references name: the committed definitions running it, on every joined channel.
+        let mut references = Vec::new();
+        if name == LIFECYCLE && up.args.first().is_some_and(|f| f.starts_with(b"QueryInstalledChaincode")) {
+            for channel in self.channels.channel_ids() {
+                if let Some(endorser) = self.channels.endorser(&channel).await {
+                    references.extend(endorser.package_references());
+                }
+            }
+        }
         let acl = ProposalAcl::channel_less(&self.local, self.signer.mspid(), &up);
         let response = if name == LIFECYCLE {
             let installer = self.chaincodes.as_deref().map(|c| c as &dyn ChaincodeInstaller);
-            invoke_local(installer, &acl, &up.args)
+            invoke_local(installer, &acl, &up.args, &references)
         } else {
             self.cscc(&acl, &up.args).await
         };

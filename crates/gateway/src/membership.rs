@@ -27,6 +27,8 @@ use crate::{Gateway, GossipSigner};
 
 /// How often the anchor peers are asked again while one of them could not be asked.
 const RETRY: Duration = Duration::from_secs(1);
+/// How long asking one anchor peer may take, its dial included.
+const ASK_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Who asks the anchor peers, and how often.
 #[derive(Debug, Clone)]
@@ -125,12 +127,16 @@ async fn ask_anchor(
     };
     let payload = Bytes::from(request.encode_to_vec());
     let signature = Bytes::from((membership.signer.0)(&payload));
-    let channel_to = connections.get(anchor).await?;
-    let mut client = DiscoveryClient::new(channel_to).max_decoding_message_size(MAX_MESSAGE_SIZE);
-    let response = tokio::time::timeout(Duration::from_secs(10), client.discover(SignedRequest { payload, signature }))
+    // The dial counts against the limit: an anchor that is down must not hold up the others.
+    let call = async {
+        let mut client =
+            DiscoveryClient::new(connections.get(anchor).await?).max_decoding_message_size(MAX_MESSAGE_SIZE);
+        let signed = SignedRequest { payload, signature };
+        client.discover(signed).await.map_err(|s| format!("{}: {}", s.code(), s.message()))
+    };
+    let response = tokio::time::timeout(ASK_TIMEOUT, call)
         .await
-        .map_err(|_| "the discovery request timed out".to_owned())?
-        .map_err(|s| format!("{}: {}", s.code(), s.message()))?
+        .map_err(|_| "the discovery request timed out".to_owned())??
         .into_inner();
     let result = response.results.into_iter().next().and_then(|r| r.result);
     let by_org = match result {

@@ -73,7 +73,11 @@ pub async fn deploy_chaincode(
     }
     let package_id = package_id.unwrap_or_default();
 
-    let mut events = client.commit_events(0, &admins[0]).await?;
+    // Each step waits until every peer committed it: the next one is endorsed by both.
+    let mut events = Vec::new();
+    for (org, admin) in admins.iter().enumerate() {
+        events.push(client.commit_events(org, admin).await?);
+    }
     let approve = ApproveChaincodeDefinitionForMyOrgArgs {
         sequence: 1,
         name: name.into(),
@@ -95,7 +99,9 @@ pub async fn deploy_chaincode(
     }
     let (ids, envelopes): (Vec<String>, Vec<Bytes>) = approvals.into_iter().unzip();
     client.broadcast(envelopes).await?;
-    require_valid(&events.wait_for(&ids, STEP).await?).context("approving")?;
+    for peer in &mut events {
+        require_valid(&peer.wait_for(&ids, STEP).await?).context("approving")?;
+    }
 
     let commit = CommitChaincodeDefinitionArgs {
         sequence: 1,
@@ -109,6 +115,8 @@ pub async fn deploy_chaincode(
     let args: [&[u8]; 2] = [b"CommitChaincodeDefinition", &commit];
     let (id, envelope) = client.endorsed_tx(&admins[0], "_lifecycle", &args, &[0, 1]).await.context("committing")?;
     client.broadcast(vec![envelope]).await?;
-    require_valid(&events.wait_for(&[id], STEP).await?).context("committing")?;
+    for peer in &mut events {
+        require_valid(&peer.wait_for(std::slice::from_ref(&id), STEP).await?).context("committing")?;
+    }
     Ok(package_id)
 }

@@ -4,7 +4,7 @@
 //! peer by a config update (what the test network's `setAnchorPeer.sh` does). Each peer's gateway learns the other
 //! from the anchor peers, so a contract deployed by Fabric's lifecycle flow with the channel's default policy
 //! (MAJORITY Endorsement: both organisations) is endorsed by both peers through either gateway, as
-//! `@hyperledger/fabric-gateway` uses it.
+//! `@hyperledger/fabric-gateway` uses it; and `queryinstalled` names each package's committed chaincode.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,6 +18,7 @@ use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_node::{deploy_chaincode, ChaincodeDefinition, NetworkClient, NodeInfo};
 use ferrofabric_protos::common::{Block, Envelope, Payload};
+use ferrofabric_protos::lifecycle::{QueryInstalledChaincodesArgs, QueryInstalledChaincodesResult};
 use ferrofabric_protos::peer::{ChaincodeActionPayload, Transaction};
 use prost::Message;
 
@@ -183,6 +184,33 @@ fn two_peer_daemons_learn_each_other_from_the_anchor_peers_and_endorse_a_majorit
             services.push(crate::chaincode_service::serve_contract(&dir, &address, &id, &log));
             let definition = ChaincodeDefinition { name, policy: None, init_required: false };
             assert_eq!(runtime.block_on(deploy_chaincode(&client, &info.crypto, &definition, &package)).unwrap(), id);
+        }
+
+        // `peer lifecycle chaincode queryinstalled` names each package's committed chaincode among its references.
+        for org in 0..2 {
+            let args = [
+                Bytes::from_static(b"QueryInstalledChaincodes"),
+                Bytes::from(QueryInstalledChaincodesArgs {}.encode_to_vec()),
+            ];
+            let query = ferrofabric_endorser::create_proposal(&identity(&info, org, "Admin"), "", "_lifecycle", &args);
+            let answer = runtime.block_on(client.propose(org, &query)).unwrap().response.unwrap();
+            assert_eq!(answer.status, 200, "{}", answer.message);
+            let installed = QueryInstalledChaincodesResult::decode(answer.payload).unwrap().installed_chaincodes;
+            let mut referenced: Vec<(String, String, String)> = installed
+                .iter()
+                .flat_map(|i| {
+                    i.references.iter().flat_map(move |(channel, r)| {
+                        r.chaincodes.iter().map(move |c| (i.label.clone(), channel.clone(), c.name.clone()))
+                    })
+                })
+                .collect();
+            referenced.sort();
+            // Sorted by label: `assets2_1.0` before `assets_1.0`.
+            let expected: Vec<(String, String, String)> = ["assets2", "assets"]
+                .iter()
+                .map(|n| (format!("{n}_1.0"), info.channel.clone(), (*n).to_owned()))
+                .collect();
+            assert_eq!(referenced, expected, "Org{}'s peer", org + 1);
         }
 
         // Either peer's gateway asks both organisations: each learned the other from its anchor peer.

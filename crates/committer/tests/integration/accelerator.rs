@@ -363,8 +363,12 @@ async fn a_card_fed_by_a_relay_beside_the_orderer_gives_the_committer_fabric_pee
     assert_eq!(sample(&m, r#"committer_accelerator_card_on{channel="mychannel"}"#), 1.0);
     let stored = stored_chain(&c);
     assert!(stored.iter().zip(&peer_blocks).all(|(ours, fabric)| ours == fabric), "stored bytes differ from Fabric's");
+    // The relay reports a block after the committer has it: wait for its report of block 8.
+    let mut reports = relay.status.clone();
+    let reported = tokio::time::timeout(Duration::from_secs(10), reports.wait_for(|s| s.on_card >= 2)).await;
     let status = relay.status.borrow().clone();
     eprintln!("relay: {status:?}");
+    assert!(reported.is_ok(), "the relay did not report the card's second block: {status:?}");
     assert_eq!(status.sessions, 1, "the relay never had to reset the card");
     assert!(status.on_card >= 2 && status.on_host == 6, "{status:?}");
     assert!(status.link.dropped > 0 && status.link.retransmitted > 0, "{status:?}");

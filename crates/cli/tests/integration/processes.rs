@@ -10,15 +10,20 @@ use std::time::{Duration, Instant};
 /// How long a daemon may take to listen.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Ports a test binds by number: the chaincode services that the recorded Fabric packages' `connection.json` name
+/// (`recorded_fabric`), which another test running beside it must not be handed.
+const BOUND_BY_NUMBER: std::ops::RangeInclusive<u16> = 37171..=37174;
+
 /// A port of 127.0.0.1 that is free now and was not handed out before in this test process: ports are chosen
 /// before the processes that bind them start, so without the record two of them (say one orderer's gRPC port
 /// and the next one's admin port) could get the same port.
+/// Never one of [`BOUND_BY_NUMBER`].
 pub(crate) fn free_port() -> u16 {
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
     loop {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        if !given.contains(&port) {
+        if !given.contains(&port) && !BOUND_BY_NUMBER.contains(&port) {
             given.push(port);
             return port;
         }

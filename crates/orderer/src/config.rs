@@ -12,6 +12,11 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "PascalCase", default)]
 pub struct KeepaliveConfig {
+    /// `ServerMinInterval`: the shortest time between client pings Fabric's server permits (default 60s); a
+    /// grpc-go server answers pings that come sooner with GOAWAY `too_many_pings`. Read and checked as a
+    /// duration, not enforced: hyper's HTTP/2 server answers every ping, so a client that pings sooner keeps its
+    /// connection here where Fabric's server would close it.
+    pub server_min_interval: Option<String>,
     /// `ServerInterval`: how often the server pings an idle client (Go duration; default 2h).
     pub server_interval: Option<String>,
     /// `ServerTimeout`: how long to wait for the ping's answer (default 20s).

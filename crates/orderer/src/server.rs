@@ -190,6 +190,8 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
     let keepalive = |s: &Option<String>, default: u64| -> anyhow::Result<std::time::Duration> {
         s.as_deref().map(parse_duration).unwrap_or(Ok(std::time::Duration::from_secs(default)))
     };
+    // Checked so that a malformed value fails at start as in Fabric; not enforced (see `KeepaliveConfig`).
+    keepalive(&general.keepalive.server_min_interval, 60)?;
     let mut builder = ferrofabric_comm::grpc_server_builder(&general.tls)?
         .http2_keepalive_interval(Some(keepalive(&general.keepalive.server_interval, 7200)?))
         .http2_keepalive_timeout(Some(keepalive(&general.keepalive.server_timeout, 20)?));

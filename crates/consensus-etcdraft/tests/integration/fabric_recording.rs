@@ -17,6 +17,9 @@
 //! with the test answering as Fabric's orderer1 and lead: messages that decode field by field as etcd's
 //! `raftpb.Message` with only the fields Fabric writes, `ClusterMetadata{active_nodes}` on every fourth
 //! heartbeat, and a block ordered from a `SubmitRequest` nobody answers.
+//!
+//! From the same start, a restarted node resumes at its tip's Raft index and takes a consenter that the Fabric
+//! leader adds by config update (the config block unsigned, then the `ConfChange` in a Fabric node's bytes).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -255,9 +258,18 @@ impl tonic::codegen::Service<http::Request<tonic::body::Body>> for SilentStep {
 /// Serves a silent Step server as orderer `i` at `addr`; returns what it receives and a feed of it.
 async fn silent_server(i: usize, addr: SocketAddr) -> (Arc<Mutex<Received>>, mpsc::UnboundedReceiver<Bytes>) {
     let dir = orderer_dir(i);
+    let identity = Identity::from_pem(read(&dir.join("tls/server.crt")), read(&dir.join("tls/server.key")));
+    silent_server_as(identity, addr).await
+}
+
+/// Serves a silent Step server with the TLS `identity` at `addr`, taking clients of the recording's TLS CA.
+async fn silent_server_as(
+    identity: Identity,
+    addr: SocketAddr,
+) -> (Arc<Mutex<Received>>, mpsc::UnboundedReceiver<Bytes>) {
     let tls = ServerTlsConfig::new()
-        .identity(Identity::from_pem(read(&dir.join("tls/server.crt")), read(&dir.join("tls/server.key"))))
-        .client_ca_root(Certificate::from_pem(read(&dir.join("tls/ca.crt"))));
+        .identity(identity)
+        .client_ca_root(Certificate::from_pem(read(&orderer_dir(0).join("tls/ca.crt"))));
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .unwrap_or_else(|e| panic!("the recorded consenter address {addr} must be free for this test: {e}"));
@@ -366,9 +378,45 @@ fn envelopes(block: &Bytes) -> Vec<Bytes> {
     Block::decode(block.clone()).unwrap().data.map(|d| d.data).unwrap_or_default()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower_gets_our_leader() {
-    let _cluster = super::raft::cluster_lock().await;
+/// Our node in orderer0's place, after the recorded term-4 leader's messages brought it to Fabric's height.
+struct Following {
+    node: ferrofabric_orderer::RunningOrderer,
+    support: Arc<ferrofabric_orderer::ChainSupport>,
+    /// Its data directory (ledger, WAL, snapshots) and configuration.
+    home: tempfile::TempDir,
+    /// What the silent orderer1 (the recorded leader) and orderer2 received from our node.
+    heard1: Arc<Mutex<Received>>,
+    feed1: mpsc::UnboundedReceiver<Bytes>,
+    heard2: Arc<Mutex<Received>>,
+    _feed2: mpsc::UnboundedReceiver<Bytes>,
+    /// The recorded leader's stream to our node.
+    leader: FabricDialer,
+    /// The Raft index of every block the recorded leader replicated.
+    entry_index: BTreeMap<u64, u64>,
+    /// The last entry of the recorded leader's log that our node received: (index, term).
+    last_entry: (u64, u64),
+    fabric0: Vec<Bytes>,
+    fabric1: Vec<Bytes>,
+}
+
+/// Starts our node with orderer0's configuration on `home`.
+async fn start_ours(home: &Path) -> (ferrofabric_orderer::RunningOrderer, Arc<ferrofabric_orderer::ChainSupport>) {
+    let config = ferrofabric_orderer::OrdererConfig::from_yaml(&node_yaml(home), home).unwrap();
+    let mut plugins = ferrofabric_orderer::Plugins::default();
+    ferrofabric_consensus_solo::register(&mut plugins.registry);
+    ferrofabric_consensus_etcdraft::register(&mut plugins, &config).unwrap();
+    let node = ferrofabric_orderer::start(config, plugins).await.unwrap();
+    let support = wait_until("the channel to start", Duration::from_secs(10), || {
+        node.registrar.channel(CHANNEL).map(|c| c.support.clone())
+    })
+    .await;
+    (node, support)
+}
+
+/// Fabric's consenters orderer1 and orderer2 as silent Step servers at their channel-config addresses; our node in
+/// orderer0's place with the ledger the recording's orderer0 kept and no Raft log; the recorded leader's messages
+/// after orderer0's restart sent to it until it holds Fabric's blocks up to `FINAL_HEIGHT`.
+async fn follow_the_recorded_leader() -> Following {
     let fabric0 = fixture_blocks(0);
     let fabric1 = fixture_blocks(1);
     assert_eq!(fabric0.len() as u64, FINAL_HEIGHT);
@@ -389,7 +437,7 @@ async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower
     }
 
     // Fabric's consenters, as the recording shows them behave, at the channel's consenter addresses.
-    let (heard1, mut feed1) = silent_server(1, "127.0.0.1:35150".parse().unwrap()).await;
+    let (heard1, feed1) = silent_server(1, "127.0.0.1:35150".parse().unwrap()).await;
     let (heard2, _feed2) = silent_server(2, "127.0.0.1:35250".parse().unwrap()).await;
 
     // Our node in orderer0's place: its ledger as the recording's orderer0 kept it, no Raft log.
@@ -404,31 +452,50 @@ async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower
             store.append(b.clone()).unwrap();
         }
     }
-    let config = ferrofabric_orderer::OrdererConfig::from_yaml(&node_yaml(home.path()), home.path()).unwrap();
-    let mut plugins = ferrofabric_orderer::Plugins::default();
-    ferrofabric_consensus_solo::register(&mut plugins.registry);
-    ferrofabric_consensus_etcdraft::register(&mut plugins, &config).unwrap();
-    let node = ferrofabric_orderer::start(config, plugins).await.unwrap();
-    let addr = node.grpc_addr;
-    let support = wait_until("the channel to start", Duration::from_secs(10), || {
-        node.registrar.channel(CHANNEL).map(|c| c.support.clone())
-    })
-    .await;
-    let height = || support.store().height();
-    assert_eq!(height(), KEPT_HEIGHT);
+    let (node, support) = start_ours(home.path()).await;
+    assert_eq!(support.store().height(), KEPT_HEIGHT);
 
     // The recorded term-4 leader's messages to orderer0, over a stream that asks for no answers.
-    let leader = FabricDialer::open(1, addr).await;
+    let leader = FabricDialer::open(1, node.grpc_addr).await;
     let replay: Vec<Bytes> =
         recorded_requests(1, 0).into_iter().filter(|(t, _)| *t > WIPED_RESTART_MS).map(|(_, b)| b).collect();
     assert!(replay.len() > 50, "the recording holds the leader's messages after orderer0's restart");
+    let mut last_entry = (0, 0);
     for step in replay {
+        if let Some(c) = consensus(&step) {
+            if let Some(e) = raft_of(&c).get_entries().last() {
+                last_entry = last_entry.max((e.index, e.term));
+            }
+        }
         leader.send(step).await;
     }
     wait_until("our node to append Fabric's blocks 29..32", Duration::from_secs(30), || {
-        (height() >= FINAL_HEIGHT).then_some(())
+        (support.store().height() >= FINAL_HEIGHT).then_some(())
     })
     .await;
+    Following { node, support, home, heard1, feed1, heard2, _feed2, leader, entry_index, last_entry, fabric0, fabric1 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower_gets_our_leader() {
+    let _cluster = super::raft::cluster_lock().await;
+    let Following {
+        node,
+        support,
+        home: _home,
+        heard1,
+        mut feed1,
+        heard2,
+        _feed2,
+        leader,
+        entry_index,
+        fabric0,
+        fabric1,
+        ..
+    } = follow_the_recorded_leader().await;
+    let addr = node.grpc_addr;
+    let height = || support.store().height();
+    assert_eq!(height(), FINAL_HEIGHT);
     let ours: Vec<Bytes> = (0..FINAL_HEIGHT).map(|n| support.store().block(n).unwrap().unwrap()).collect();
 
     // (a) Fabric's block numbers, header hashes and data; our own signature and etcdraft metadata.
@@ -632,6 +699,180 @@ async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower
     // Nothing ever came back on the Fabric-style stream: no headers, no StepResponse.
     assert!(!leader.call.is_finished() && !leader.headers_seen.load(std::sync::atomic::Ordering::SeqCst));
     assert!(heard2.lock().unwrap().requests.iter().any(|s| consensus(s).is_some()), "orderer2 was dialed too");
+    node.shutdown().await;
+}
+
+/// `raftpb.ConfChange` as a Fabric node marshals it (gogoproto, proto2 fields that are not nullable: `ID` and
+/// `Type` are written even when zero).
+fn fabric_conf_change_add(node: u64) -> Bytes {
+    let mut b = vec![0x08, 0x00, 0x10, 0x00, 0x18];
+    let mut v = node;
+    while v >= 0x80 {
+        b.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    b.push(v as u8);
+    Bytes::from(b)
+}
+
+/// The unsigned config block a Fabric leader replicates after the recorded chain: block `FINAL_HEIGHT`, from a
+/// CONFIG_UPDATE signed by the orderer organization's admin that adds consenter 4 (at `port`, with `cert`) and its
+/// TLS CA (`ca_pem`) to the orderer organization's TLS roots, made into a CONFIG envelope signed by orderer1.
+fn fabric_config_block_adding_a_consenter(fabric: &[Bytes], cert: &str, ca_pem: &str, port: u16) -> Bytes {
+    use ferrofabric_protos::etcdraft::{ConfigMetadata, Consenter};
+    use ferrofabric_protos::msp::{FabricMspConfig, MspConfig};
+    use ferrofabric_protos::orderer::ConsensusType;
+    use ferrofabric_testkit::SigningIdentity;
+    let last_config = fabric
+        .iter()
+        .rev()
+        .find_map(|b| ferrofabric_protoutil::sole_config_envelope(&Block::decode(b.clone()).unwrap()))
+        .unwrap();
+    let current = Arc::new(ferrofabric_channelconfig::ChannelConfig::from_envelope(&last_config).unwrap());
+    let mut updated = current.config().clone();
+    let orderer = updated.channel_group.as_mut().unwrap().groups.get_mut("Orderer").unwrap();
+    let value = orderer.values.get_mut("ConsensusType").unwrap();
+    let mut ct = ConsensusType::decode(value.value.clone()).unwrap();
+    let mut md = ConfigMetadata::decode(ct.metadata.clone()).unwrap();
+    assert_eq!(md.consenters.len(), 3);
+    md.consenters.push(Consenter {
+        host: "127.0.0.1".into(),
+        port: u32::from(port),
+        client_tls_cert: Bytes::from(cert.to_owned()),
+        server_tls_cert: Bytes::from(cert.to_owned()),
+    });
+    ct.metadata = Bytes::from(md.encode_to_vec());
+    value.value = Bytes::from(ct.encode_to_vec());
+    let org = orderer.groups.values_mut().next().unwrap();
+    let msp_value = org.values.get_mut("MSP").unwrap();
+    let mut msp = MspConfig::decode(msp_value.value.clone()).unwrap();
+    let mut fabric_msp = FabricMspConfig::decode(msp.config.clone()).unwrap();
+    fabric_msp.tls_root_certs.push(Bytes::from(ca_pem.to_owned()));
+    msp.config = Bytes::from(fabric_msp.encode_to_vec());
+    msp_value.value = Bytes::from(msp.encode_to_vec());
+    let users = fx("crypto/ordererOrganizations/example.com/users/Admin@example.com/msp");
+    let admin = SigningIdentity::from_msp_dir("OrdererMSP", &users).unwrap();
+    let update = ferrofabric_configtx::compute_update(CHANNEL, current.config(), &updated).unwrap();
+    let update_env = ferrofabric_configtx::config_update_envelope(CHANNEL, &update, &[&admin], &admin);
+    let config_env = ferrofabric_configtx::ConfigTxValidator::new(current).unwrap().propose(&update_env).unwrap();
+    let orderer1 = SigningIdentity::from_msp_dir("OrdererMSP", &orderer_dir(1).join("msp")).unwrap();
+    let env = Bytes::from(ferrofabric_configtx::wrap_config_envelope(&orderer1, CHANNEL, &config_env).encode_to_vec());
+    let previous = Block::decode(fabric.last().unwrap().clone()).unwrap().header.unwrap();
+    let block = Block {
+        header: Some(ferrofabric_protos::common::BlockHeader {
+            number: FINAL_HEIGHT,
+            previous_hash: Bytes::copy_from_slice(&block_header_hash(&previous)),
+            data_hash: Bytes::copy_from_slice(&ferrofabric_protoutil::block_data_hash(std::slice::from_ref(&env))),
+        }),
+        data: Some(ferrofabric_protos::common::BlockData { data: vec![env] }),
+        // Five empty metadata slots: Fabric's leader replicates blocks unsigned.
+        metadata: Some(ferrofabric_protos::common::BlockMetadata { metadata: vec![Bytes::new(); 5] }),
+    };
+    Bytes::from(block.encode_to_vec())
+}
+
+/// A restarted follower resumes at the tip's Raft index (its log still holds the tip's entry, so a Fabric
+/// leader's next append is accepted where it left off) and takes a config block that adds a consenter the way
+/// Fabric's leader sends it: the block unsigned, then the `ConfChange` in Fabric's own bytes. Our node signs the
+/// block with the new consenter IDs in its etcdraft metadata, which BlockValidation and the config
+/// transaction's checks accept, adds the consenter as a Raft voter and dials it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restarted_follower_resumes_at_the_tip_and_takes_a_consenter_a_fabric_leader_adds() {
+    let _cluster = super::raft::cluster_lock().await;
+    let Following { node, support, home, heard1, mut feed1, entry_index, last_entry, fabric0, .. } =
+        follow_the_recorded_leader().await;
+    let (last_index, term) = last_entry;
+    let ours: Vec<Bytes> = (0..FINAL_HEIGHT).map(|n| support.store().block(n).unwrap().unwrap()).collect();
+    let tip = block_raft_metadata(&ours[FINAL_HEIGHT as usize - 1]).unwrap();
+    assert_eq!(tip.raft_index, entry_index[&(FINAL_HEIGHT - 1)]);
+    node.shutdown().await;
+    drop(support);
+
+    // Restarted on the same data: the same chain, nothing appended again, nothing pulled.
+    let (node, support) = start_ours(home.path()).await;
+    assert_eq!(support.store().height(), FINAL_HEIGHT);
+    while feed1.try_recv().is_ok() {}
+    let heard_before = heard1.lock().unwrap().requests.len();
+
+    // The fourth consenter: a TLS identity of a CA of its own, which the same config update adds to the roots.
+    let (ca_pem, certs) = super::raft::tls_material(1);
+    let (cert, key) = certs.into_iter().next().unwrap();
+    let port = ferrofabric_comm::unused_port("127.0.0.1").unwrap();
+    let (heard4, _feed4) =
+        silent_server_as(Identity::from_pem(&cert, &key), SocketAddr::from(([127, 0, 0, 1], port))).await;
+    let config_block = fabric_config_block_adding_a_consenter(&fabric0, &cert, &ca_pem, port);
+
+    // The recorded leader (orderer1, Raft ID 2) appends the config block and its ConfChange after its last entry.
+    let leader = FabricDialer::open(1, node.grpc_addr).await;
+    let entry = |index: u64, kind: raft::prelude::EntryType, data: Bytes| {
+        let mut e = raft::prelude::Entry { term, index, data, ..Default::default() };
+        e.set_entry_type(kind);
+        e
+    };
+    let mut append = RaftMessage {
+        from: 2,
+        to: 1,
+        term,
+        log_term: term,
+        index: last_index,
+        commit: last_index + 2,
+        entries: vec![
+            entry(last_index + 1, raft::prelude::EntryType::EntryNormal, config_block.clone()),
+            entry(last_index + 2, raft::prelude::EntryType::EntryConfChange, fabric_conf_change_add(4)),
+        ]
+        .into(),
+        ..Default::default()
+    };
+    append.set_msg_type(MessageType::MsgAppend);
+    leader.send_raft(&append).await;
+
+    wait_until("the config block in our ledger", Duration::from_secs(20), || {
+        (support.store().height() > FINAL_HEIGHT).then_some(())
+    })
+    .await;
+    let answered = wait_until("our node's answer to the append", Duration::from_secs(10), || {
+        heard1.lock().unwrap().requests[heard_before..]
+            .iter()
+            .filter_map(consensus)
+            .map(|c| raft_of(&c))
+            .find(|m| m.get_msg_type() == MessageType::MsgAppendResponse && m.index >= last_index + 2)
+    })
+    .await;
+    assert!(!answered.reject, "the restarted log did not hold the tip's entry: {answered:?}");
+    assert_eq!((answered.from, answered.to, answered.term), (1, 2, term));
+
+    // The block: Fabric's header and data, signed by our node, with the new consenter IDs.
+    let raw = support.store().block(FINAL_HEIGHT).unwrap().unwrap();
+    let block = Block::decode(raw.clone()).unwrap();
+    let sent = Block::decode(config_block).unwrap();
+    assert_eq!(block_header_hash(block.header.as_ref().unwrap()), block_header_hash(sent.header.as_ref().unwrap()));
+    assert_eq!(block.data, sent.data);
+    let sigs = ferrofabric_protos::common::Metadata::decode(block.metadata.clone().unwrap().metadata[0].clone())
+        .unwrap()
+        .signatures;
+    assert_eq!(sigs.len(), 1, "signed once, by this node");
+    let md = block_raft_metadata(&raw).unwrap();
+    assert_eq!((md.consenter_ids.as_slice(), md.next_consenter_id), (&[1, 2, 3, 4][..], 5));
+    assert_eq!(md.raft_index, last_index + 1, "the Raft index of its entry");
+    let mut chain = ours;
+    chain.push(raw);
+    tokio::task::spawn_blocking(move || {
+        let mut validator = Validator::new(chain[0].clone(), ValidatorOptions::default()).unwrap();
+        for (n, b) in chain.iter().enumerate().skip(1) {
+            validator.commit_block(b.clone()).unwrap_or_else(|e| panic!("block {n} refused: {e}"));
+        }
+    })
+    .await
+    .unwrap();
+
+    // The ConfChange made consenter 4 a voter: with the leader silent, our node's election reaches it.
+    wait_until("our node's vote request to the new consenter", Duration::from_secs(30), || {
+        raft_messages(&heard4).into_iter().find(|(_, m)| {
+            matches!(m.get_msg_type(), MessageType::MsgRequestPreVote | MessageType::MsgRequestVote)
+                && (m.from, m.to) == (1, 4)
+        })
+    })
+    .await;
     node.shutdown().await;
 }
 

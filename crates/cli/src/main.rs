@@ -221,12 +221,11 @@ fn main() -> ExitCode {
     }
 }
 
-/// The multi-threaded Tokio runtime a daemon command runs in, its worker threads named `name`.
-///
-/// Errors: the runtime cannot be built (e.g. no threads can be spawned).
 /// Turns on the fault points `FERROFABRIC_FAILPOINTS` names (`name=actions;...`, TiKV fail-rs's syntax, e.g.
 /// `deliver-block=return(alter-data:odd)`); without it every fault point is inert. The tests make orderers
-/// Byzantine with them; docs/BFT.md lists the points. A malformed entry is logged and skipped.
+/// Byzantine with them; docs/BFT.md lists the points. A malformed entry is logged and skipped. Only in a build with
+/// the `fault-points` feature, which the test builds turn on.
+#[cfg(feature = "fault-points")]
 fn configure_fault_points() {
     let Ok(spec) = std::env::var("FERROFABRIC_FAILPOINTS") else { return };
     for entry in spec.split(';').map(str::trim).filter(|e| !e.is_empty()) {
@@ -241,6 +240,17 @@ fn configure_fault_points() {
     }
 }
 
+/// The binary operators install has no fault injection: `FERROFABRIC_FAILPOINTS` is ignored, and said so.
+#[cfg(not(feature = "fault-points"))]
+fn configure_fault_points() {
+    if std::env::var_os("FERROFABRIC_FAILPOINTS").is_some() {
+        tracing::warn!("FERROFABRIC_FAILPOINTS is ignored: this build has no fault injection (feature fault-points)");
+    }
+}
+
+/// The multi-threaded Tokio runtime a daemon command runs in, its worker threads named `name`.
+///
+/// Errors: the runtime cannot be built (e.g. no threads can be spawned).
 fn daemon_runtime(name: &str) -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context;
     tokio::runtime::Builder::new_multi_thread()

@@ -429,10 +429,7 @@ impl RaftLoop {
             None => have.difference(&want).next().map(|id| (ConfChangeType::RemoveNode, *id)),
         };
         let Some((kind, id)) = change else { return };
-        let mut cc = ConfChange::default();
-        cc.set_change_type(kind);
-        cc.node_id = id;
-        match self.raw.propose_conf_change(Vec::new(), cc) {
+        match self.raw.propose_conf_change(Vec::new(), conf_change(kind, id)) {
             Ok(()) => {
                 tracing::info!(channel = %self.shared.channel, node = id, change = ?kind, "etcdraft: proposed a Raft configuration change");
                 // The change takes the next index: blocks made for it are refused and remade after it.
@@ -691,6 +688,16 @@ impl RaftLoop {
     }
 }
 
+/// The `ConfChange` the leader proposes for one consenter change: the `raftpb.ConfChange{Type, NodeID}` a Fabric
+/// follower computes for the same config block (`etcdraft/util.go` `ConfChange`) and waits for before it unblocks
+/// (`confChangeInProgress`); raft-rs writes it as an `EntryConfChange` of the V1 message.
+fn conf_change(kind: ConfChangeType, node: u64) -> ConfChange {
+    let mut cc = ConfChange::default();
+    cc.set_change_type(kind);
+    cc.node_id = node;
+    cc
+}
+
 /// Whether `block` carries at least one signature in its SIGNATURES metadata (Fabric's leader replicates blocks
 /// with that slot empty).
 fn is_signed(block: &Block) -> bool {
@@ -773,6 +780,40 @@ fn settle_applied(shared: &Shared, events: &mpsc::UnboundedSender<Event>, block:
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// etcd's `raftpb.ConfChange` (go.etcd.io/raft/v3 `raftpb/raft.proto`), as a Fabric follower decodes it.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct EtcdConfChange {
+        #[prost(uint64, tag = "1")]
+        id: u64,
+        #[prost(int32, tag = "2")]
+        r#type: i32,
+        #[prost(uint64, tag = "3")]
+        node_id: u64,
+        #[prost(bytes = "vec", tag = "4")]
+        context: Vec<u8>,
+    }
+
+    /// The leader's ConfChange decodes as the one a Fabric follower waits for (etcd's `ConfChangeAddNode` = 0,
+    /// `ConfChangeRemoveNode` = 1), and a Fabric node's own bytes (gogoproto writes `ID` and `Type` even when zero)
+    /// decode here as the same change.
+    #[test]
+    fn conf_changes_are_the_ones_fabric_writes_and_reads() {
+        for (kind, etcd_type, node) in [(ConfChangeType::AddNode, 0, 4), (ConfChangeType::RemoveNode, 1, 2)] {
+            let ours = conf_change(kind, node).write_to_bytes().unwrap();
+            let etcd = EtcdConfChange::decode(ours.as_slice()).unwrap();
+            assert_eq!((etcd.id, etcd.r#type, etcd.node_id, etcd.context.len()), (0, etcd_type, node, 0));
+            let fabric = EtcdConfChange { r#type: etcd_type, node_id: node, ..Default::default() };
+            let mut fabric_bytes = vec![0x08, 0x00];
+            fabric_bytes.extend(fabric.encode_to_vec());
+            if etcd_type == 0 {
+                // prost leaves a zero `Type` out; gogoproto writes it.
+                fabric_bytes.splice(2..2, [0x10, 0x00]);
+            }
+            let parsed = ConfChange::parse_from_bytes(&fabric_bytes).unwrap();
+            assert_eq!((parsed.get_change_type(), parsed.node_id), (kind, node));
+        }
+    }
 
     /// As Fabric's tracker: the active nodes are reported once they held for four ticks, then every fourth tick;
     /// a change of their number starts the count again; a follower reports nothing.

@@ -61,6 +61,13 @@ impl Node {
             .unwrap();
         self.process = Some(Running(child));
         wait_listening(&self.admin, "our orderer", &self.log);
+        if self.faults.as_deref().is_some_and(|f| !f.is_empty()) {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            assert!(
+                log.contains("fault injection is on"),
+                "the orderer did not arm its fault points: build the tests with `--features ferrofabric/fault-points`"
+            );
+        }
     }
 
     /// SIGKILL: no shutdown, whatever is in flight is lost.

@@ -788,7 +788,7 @@ async fn restarted_follower_resumes_at_the_tip_and_takes_a_consenter_a_fabric_le
     node.shutdown().await;
     drop(support);
 
-    // Restarted on the same data: the same chain, nothing appended again, nothing pulled.
+    // Restarted on the same data: the same height, no block appended again.
     let (node, support) = start_ours(home.path()).await;
     assert_eq!(support.store().height(), FINAL_HEIGHT);
     while feed1.try_recv().is_ok() {}

@@ -107,7 +107,7 @@ impl ChannelStatus {
 ///   with the sizes carried along ([`Submission::size`]), then swaps the payloads back in before
 ///   `create_next_block`.
 /// * **BFT (SmartBFT / BFT-SMaRt, 3f+1 nodes)**, a crate beside them (`crates/consensus-bft`): `order` submits
-///   the request to the BFT library (which may forward it to the leader); on decision each node signs the
+///   the request to its pool and forwards it to every consenter (BFT-SMaRt's way); on decision each node signs the
 ///   proposed header with [`ferrofabric_protoutil::block_signature`], the signatures are exchanged, and the block
 ///   carrying a quorum of `MetadataSignature`s is built with [`ferrofabric_protoutil::orderer_metadata`] /
 ///   [`ferrofabric_protoutil::encode_block`] and stored with `append_block`.

@@ -476,6 +476,19 @@ async fn follow_the_recorded_leader() -> Following {
     Following { node, support, home, heard1, feed1, heard2, _feed2, leader, entry_index, last_entry, fabric0, fabric1 }
 }
 
+/// Commits `chain` (from its genesis block) with the peer's validator: every block must pass, BlockValidation and
+/// the config transactions' checks included.
+async fn assert_the_validator_accepts(chain: Vec<Bytes>) {
+    tokio::task::spawn_blocking(move || {
+        let mut validator = Validator::new(chain[0].clone(), ValidatorOptions::default()).unwrap();
+        for (n, b) in chain.iter().enumerate().skip(1) {
+            validator.commit_block(b.clone()).unwrap_or_else(|e| panic!("block {n} refused: {e}"));
+        }
+    })
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower_gets_our_leader() {
     let _cluster = super::raft::cluster_lock().await;
@@ -520,15 +533,7 @@ async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower
         assert_eq!(Some(&md.raft_index), entry_index.get(&n), "block {n}: the Raft index of its entry");
     }
     assert_eq!(block_raft_metadata(&ours[29]).map(|m| m.raft_index), Some(34), "README: block 29 from entry 34");
-    let for_validator = ours.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut validator = Validator::new(for_validator[0].clone(), ValidatorOptions::default()).unwrap();
-        for (n, b) in for_validator.iter().enumerate().skip(1) {
-            validator.commit_block(b.clone()).unwrap_or_else(|e| panic!("block {n} refused: {e}"));
-        }
-    })
-    .await
-    .unwrap();
+    assert_the_validator_accepts(ours.clone()).await;
 
     // (c) Follower duties over links whose servers never send headers: Raft answers reached the leader.
     let answers = raft_messages(&heard1);
@@ -622,14 +627,7 @@ async fn fabric_recorded_leader_drives_our_follower_and_a_silent_fabric_follower
     assert!(ordered.contains(&submitted), "the SubmitRequest nobody answered was ordered");
     let mut chain = ours.clone();
     chain.extend(new_blocks.iter().cloned());
-    tokio::task::spawn_blocking(move || {
-        let mut validator = Validator::new(chain[0].clone(), ValidatorOptions::default()).unwrap();
-        for (n, b) in chain.iter().enumerate().skip(1) {
-            validator.commit_block(b.clone()).unwrap_or_else(|e| panic!("block {n} refused: {e}"));
-        }
-    })
-    .await
-    .unwrap();
+    assert_the_validator_accepts(chain).await;
 
     // (b) Every message our node sent decodes as etcd's raftpb.Message, with the fields Fabric writes for
     // that message type (raft-rs leaves zero values out; Fabric writes them, which decodes the same).
@@ -856,14 +854,7 @@ async fn restarted_follower_resumes_at_the_tip_and_takes_a_consenter_a_fabric_le
     assert_eq!(md.raft_index, last_index + 1, "the Raft index of its entry");
     let mut chain = ours;
     chain.push(raw);
-    tokio::task::spawn_blocking(move || {
-        let mut validator = Validator::new(chain[0].clone(), ValidatorOptions::default()).unwrap();
-        for (n, b) in chain.iter().enumerate().skip(1) {
-            validator.commit_block(b.clone()).unwrap_or_else(|e| panic!("block {n} refused: {e}"));
-        }
-    })
-    .await
-    .unwrap();
+    assert_the_validator_accepts(chain).await;
 
     // The ConfChange made consenter 4 a voter: with the leader silent, our node's election reaches it.
     wait_until("our node's vote request to the new consenter", Duration::from_secs(30), || {

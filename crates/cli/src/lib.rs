@@ -9,9 +9,10 @@
 mod bench;
 
 pub use bench::e2e::{run as bench_e2e, E2eBenchArgs, E2eReport, Via, Workload};
+pub use bench::hog::{hog as bench_hog, HogArgs, HogKind};
 pub use bench::isolation::{
-    hog as bench_hog, run as bench_isolation, IsolationBenchArgs, IsolationReport, PhaseResult as IsolationPhase,
-    RoundRatios as IsolationRound,
+    run as bench_isolation, IsolationBenchArgs, IsolationReport, KindReport as IsolationKind,
+    PhaseResult as IsolationPhase, RoundRatios as IsolationRound,
 };
 pub use bench::orderer::{
     run as bench_orderer, BenchReport as OrdererBenchReport, OrdererBenchArgs, RunResult as OrdererBenchRun,

@@ -18,8 +18,8 @@
 //!   Verilator), with per-block cycles.
 //! * `ferrofabric bench e2e` — end-to-end committed tx/s of a node (FastFabric IV-D), and the committer alone on
 //!   Fabric 2.5.16's bench ledger.
-//! * `ferrofabric bench isolation` — the same load alone, beside CPU hogs, and beside CPU hogs with the QiOi
-//!   controller.
+//! * `ferrofabric bench isolation` — the same load alone, then beside CPU, memory-bandwidth and disk hogs without
+//!   and with the QiOi controller.
 
 mod blockstore;
 mod channel;
@@ -77,8 +77,8 @@ enum Command {
     /// Runs a whole network on this machine: orderer (etcdraft, one consenter), committer, endorsers of Org1 and
     /// Org2, block store.
     Node(ferrofabric_node::NodeArgs),
-    /// The QiOi controller for a node run with `node --processes`: raises the CPU share of the bottleneck
-    /// component while the committed throughput is under a threshold and other work competes for the CPU.
+    /// The QiOi controller for a node run with `node --processes`: raises the CPU shares of the components short
+    /// of CPU while the committed throughput is under a threshold and other work competes for the CPU.
     Qioi(qioi::QiOiArgs),
     /// Generates crypto material in cryptogen's layout (MSP and TLS certificates, NodeOUs).
     Crypto(crypto::CryptoArgs),
@@ -119,12 +119,12 @@ enum BenchCommand {
     /// End-to-end committed tx/s and block latency of a node (transfer, smallbank), or of the committer alone on
     /// Fabric 2.5.16's 10,735-transaction ledger (ledger).
     E2e(ferrofabric::E2eBenchArgs),
-    /// Performance isolation (QiOi): the same end-to-end load alone, beside CPU hogs, and beside CPU hogs with the
-    /// share controller; needs a writable cgroup hierarchy.
+    /// Performance isolation (QiOi): the same end-to-end load alone, then beside CPU, memory-bandwidth and disk
+    /// hogs without and with the share controller; needs a writable cgroup hierarchy.
     Isolation(ferrofabric::IsolationBenchArgs),
-    /// A CPU hog (the co-located work of `bench isolation`): hashes until killed, printing its count.
+    /// A hog (the co-located work of `bench isolation`): works until killed, printing its count.
     #[command(hide = true)]
-    Hog,
+    Hog(ferrofabric::HogArgs),
 }
 
 #[derive(Subcommand)]
@@ -207,10 +207,7 @@ fn main() -> ExitCode {
         Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric::bench_orderer(args).map(|_| ()),
         Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric::bench_e2e(args).map(|_| ()),
         Command::Bench { command: BenchCommand::Isolation(args) } => ferrofabric::bench_isolation(args).map(|_| ()),
-        Command::Bench { command: BenchCommand::Hog } => {
-            ferrofabric::bench_hog();
-            Ok(())
-        }
+        Command::Bench { command: BenchCommand::Hog(args) } => ferrofabric::bench_hog(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

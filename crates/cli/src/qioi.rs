@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use ferrofabric_isolation::{Controller, ControllerConfig, DEFAULT_SHARE};
+use ferrofabric_isolation::{Controller, ControllerConfig};
 use ferrofabric_node::ProcessesInfo;
 
 /// Arguments of `ferrofabric qioi`.
@@ -16,7 +16,8 @@ pub(crate) struct QiOiArgs {
     /// The node directory of a running `ferrofabric node --processes` (reads its processes.json).
     #[arg(long, value_name = "DIR", default_value = "ferrofabric-node")]
     pub node_dir: PathBuf,
-    /// The isolation threshold: committed tx/s under which the bottleneck component's CPU share is raised.
+    /// The isolation threshold: committed tx/s under which the CPU shares of the components short of CPU are
+    /// raised.
     #[arg(long, value_name = "TX_PER_S")]
     pub threshold: f64,
     /// Where to serve `/metrics` (`qioi_cpu_share{component}`, `qioi_decisions_total{action}`) and `/healthz`.
@@ -53,10 +54,7 @@ pub(crate) fn run(args: QiOiArgs) -> anyhow::Result<()> {
         ferrofabric_comm::wait_for_signal().await;
         trigger.fire();
         let _ = running.task.await;
-        for c in &components {
-            let _ = c.cgroup.set_share(DEFAULT_SHARE);
-        }
-        let _ = node.set_share(DEFAULT_SHARE);
+        let _ = ferrofabric_isolation::restore_defaults(&components, &node);
         Ok(())
     })
 }

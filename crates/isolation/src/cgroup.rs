@@ -149,6 +149,58 @@ pub fn share_to_weight(share: u64) -> u64 {
     ((share * 100 + 512) / 1024).clamp(1, 10_000)
 }
 
+/// Whether this host divides disk time between cgroups by weight — what would steer a neighbour's I/O as CPU
+/// shares steer its CPU: cgroup v2's `io.weight` (the `io` controller at the root), or v1's `blkio.weight` /
+/// `blkio.bfq.weight` (present only under a proportional I/O scheduler, CFQ or BFQ). On `Ok`, which file; on
+/// `Err`, what was found instead (e.g. a v1 blkio hierarchy with throttling files only, under the `none` or
+/// `mq-deadline` scheduler, which have no weights).
+pub fn io_weight_support() -> Result<String, String> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").map_err(|e| format!("/proc/self/mounts: {e}"))?;
+    let mut found = Vec::new();
+    for line in mounts.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(&dir), Some(&fstype), Some(&opts)) = (f.get(1), f.get(2), f.get(3)) else { continue };
+        let root = Path::new(dir);
+        if fstype == "cgroup2" {
+            let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+            if controllers.split_whitespace().any(|c| c == "io") {
+                return Ok(format!("io.weight under {dir}"));
+            }
+            found.push(format!("cgroup v2 at {dir} without the io controller"));
+        } else if fstype == "cgroup" && opts.split(',').any(|o| o == "blkio") {
+            for file in ["blkio.weight", "blkio.bfq.weight"] {
+                if root.join(file).exists() {
+                    return Ok(format!("{file} under {dir}"));
+                }
+            }
+            found.push(format!(
+                "cgroup v1 blkio at {dir} with throttling files only (no blkio.weight, no blkio.bfq.weight)"
+            ));
+        }
+    }
+    let mut schedulers: Vec<String> = std::fs::read_dir("/sys/block")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| {
+                    let s = std::fs::read_to_string(e.path().join("queue/scheduler")).ok()?;
+                    let active =
+                        s.split_whitespace().find(|w| w.starts_with('['))?.trim_matches(['[', ']']).to_string();
+                    Some(active)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    schedulers.sort();
+    schedulers.dedup();
+    if !schedulers.is_empty() {
+        found.push(format!("the disks' I/O schedulers: {} (none divides by weight)", schedulers.join(", ")));
+    }
+    if found.is_empty() {
+        found.push("no cgroup hierarchy with an I/O controller".into());
+    }
+    Err(found.join("; "))
+}
+
 /// One cgroup: its directory and interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cgroup {

@@ -1,8 +1,10 @@
 //! The controller at work ([`run_controller`]): every second it reads the committed transaction count from the
 //! committer's operations endpoint (`ledger_transaction_count`, the one source of truth), each component's
 //! scheduler times ([`SchedTimes`]) and the host's idle time, lets the [`Controller`] decide, writes the shares
-//! to the cgroups, logs every change and exports `qioi_*` metrics.
+//! to the cgroups, gives the threads of every raised component short scheduler slices ([`crate::set_slice`]),
+//! logs every change and exports `qioi_*` metrics.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,6 +18,7 @@ use tokio::task::JoinHandle;
 use crate::cgroup::Cgroup;
 use crate::controller::{ComponentLoad, Controller, Decision, Observation};
 use crate::sched::SchedTimes;
+use crate::slice::{set_slice, SHORT_SLICE_NS};
 
 /// How often the controller observes and decides.
 pub const PERIOD: Duration = Duration::from_secs(1);
@@ -103,6 +106,7 @@ pub fn run_controller(
     let out = trace.clone();
     let task = tokio::spawn(async move {
         let mut ctl = controller;
+        let mut slices = Slices { short: vec![HashSet::new(); components.len()], warned: false };
         apply(&ctl, &components, &node, &metrics);
         let started = Instant::now();
         let mut ticker = tokio::time::interval(PERIOD);
@@ -151,13 +155,16 @@ pub fn run_controller(
             metrics.decisions.with_label_values(&[decision.action()]).inc();
             match &decision {
                 Decision::Hold(why) => tracing::debug!(tx_per_s = obs.tx_per_s, "qioi: hold ({why})"),
-                Decision::Raise { component, from, to } => {
-                    tracing::info!(
-                        tx_per_s = obs.tx_per_s,
-                        wait_cores = obs.components.get(*component).map(|l| l.wait).unwrap_or(0.0),
-                        "qioi: raise {} share {from} -> {to}",
-                        components.get(*component).map(|c| c.name.as_str()).unwrap_or("?")
-                    );
+                Decision::Raise(changes) => {
+                    let list: Vec<String> = changes
+                        .iter()
+                        .map(|(i, f, t)| {
+                            let wait = obs.components.get(*i).map(|l| l.wait).unwrap_or(0.0);
+                            let name = components.get(*i).map(|c| c.name.as_str()).unwrap_or("?");
+                            format!("{name} {f} -> {t} (waited {wait:.2} cores)")
+                        })
+                        .collect();
+                    tracing::info!(tx_per_s = obs.tx_per_s, "qioi: raise {}", list.join(", "));
                     apply(&ctl, &components, &node, &metrics);
                 }
                 Decision::Decay(changes) => {
@@ -171,6 +178,8 @@ pub fn run_controller(
                     apply(&ctl, &components, &node, &metrics);
                 }
             }
+            // Every period, so that threads started since (a runtime's blocking pool) get the slice too.
+            slices.apply(&ctl, &components);
             let point = TracePoint {
                 t: started.elapsed().as_secs_f64(),
                 tx_per_s: obs.tx_per_s,
@@ -206,6 +215,54 @@ fn apply(ctl: &Controller, components: &[Component], node: &Cgroup, metrics: &Qi
             tracing::warn!(error = %e, "qioi: cannot set the node's share");
         }
     }
+}
+
+/// The threads of each component that run with [`SHORT_SLICE_NS`] slices: those of every component whose share
+/// is raised (its wake-ups must not wait out a neighbour's slice; see [`crate::set_slice`]); a component back at
+/// the default share gets the default slice back.
+struct Slices {
+    short: Vec<HashSet<u32>>,
+    warned: bool,
+}
+
+impl Slices {
+    fn apply(&mut self, ctl: &Controller, components: &[Component]) {
+        let default = ctl.config().default_share;
+        for ((c, &share), short) in components.iter().zip(ctl.shares()).zip(&mut self.short) {
+            let raised = share > default;
+            if !raised && short.is_empty() {
+                continue;
+            }
+            let pids = c.cgroup.processes().unwrap_or_default();
+            let result = if raised {
+                pids.iter().try_for_each(|&pid| set_slice(pid, SHORT_SLICE_NS, short).map(drop))
+            } else {
+                short.clear();
+                let mut back = HashSet::new();
+                pids.iter().try_for_each(|&pid| set_slice(pid, 0, &mut back).map(drop))
+            };
+            if let Err(e) = result {
+                if !self.warned {
+                    tracing::warn!(error = %e, component = %c.name, "qioi: cannot set the threads' scheduler slice");
+                    self.warned = true;
+                }
+            }
+        }
+    }
+}
+
+/// Puts the components and the node back as a node without a controller runs: the default share, the default
+/// scheduler slice. For a controller that has stopped (its loop leaves the shares where they were).
+///
+/// Errors: a share cannot be written; slices that cannot be set are skipped.
+pub fn restore_defaults(components: &[Component], node: &Cgroup) -> Result<(), crate::CgroupError> {
+    for c in components {
+        c.cgroup.set_share(crate::DEFAULT_SHARE)?;
+        for pid in c.cgroup.processes().unwrap_or_default() {
+            let _ = set_slice(pid, 0, &mut HashSet::new());
+        }
+    }
+    node.set_share(crate::DEFAULT_SHARE)
 }
 
 /// The host's CPU time from the first line of `/proc/stat` (clock ticks): idle (idle + iowait) and total.

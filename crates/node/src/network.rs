@@ -126,7 +126,7 @@ pub struct NodeArgs {
     /// `cpu.shares`). The committer serves commit events on its own address (`events` in node.json).
     #[arg(long)]
     pub processes: bool,
-    /// With --processes: runs the QiOi controller, which raises the CPU share of the bottleneck component while
+    /// With --processes: runs the QiOi controller, which raises the CPU shares of the components short of CPU while
     /// the committed throughput is below this many tx/s and another workload competes for the CPU.
     #[arg(long, value_name = "TX_PER_S", requires = "processes")]
     pub isolation_threshold: Option<f64>,

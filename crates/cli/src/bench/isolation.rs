@@ -1,35 +1,50 @@
-//! `ferrofabric bench isolation`: the same end-to-end load three times in one run — alone, beside CPU hogs, and
-//! beside CPU hogs with the QiOi controller — after QiOi's evaluation (Kim et al., Applied Sciences 2021, §5,
-//! whose co-located work was sysbench). See [`run`].
+//! `ferrofabric bench isolation`: the same end-to-end load alone, then beside each kind of co-located work (CPU,
+//! memory-bandwidth and disk hogs, [`super::hog`]) without and with the QiOi controller, after QiOi's evaluation
+//! (Kim et al., Applied Sciences 2021, §5, whose co-located work was sysbench). See [`run`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
-use ferrofabric_isolation::{Cgroup, Controller, ControllerConfig, CpuHierarchy, TracePoint, DEFAULT_SHARE};
+use ferrofabric_isolation::{
+    Cgroup, Controller, ControllerConfig, CpuHierarchy, SchedTimes, TracePoint, DEFAULT_SHARE,
+};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_node::{NetworkClient, NodeArgs, RunningProcesses, PEER_MSPIDS};
 use futures::StreamExt;
-use tokio::io::AsyncBufReadExt;
 
+use super::hog::{HogKind, Hogs};
 use super::orderer::percentile;
 
 /// Proposals in flight at once while pre-endorsing.
 const ENDORSE_CONCURRENCY: usize = 64;
 /// How long the hogs run before the load starts (and the controller gets its first samples).
 const LEAD_IN: Duration = Duration::from_secs(2);
-/// The load generator's CPU share: high, so that the measure is the node's, not the client's.
-const CLIENT_SHARE: u64 = 8 * DEFAULT_SHARE;
+/// The load generator's CPU share: the kernel's largest, so that what the hogs delay is the node, not the client
+/// that timestamps its sends and the blocks' arrival.
+const CLIENT_SHARE: u64 = ferrofabric_isolation::MAX_SHARE;
+/// Transactions sent in the last second of a phase are sent but not measured, as those of the warm-up: the phase's
+/// last block is cut by the channel's BatchTimeout (1 s), not by its size.
+const COOL_DOWN: Duration = Duration::from_secs(1);
 
 /// Arguments of `ferrofabric bench isolation`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct IsolationBenchArgs {
-    /// Offered load: transactions broadcast per second (paced) in each phase.
-    #[arg(long, default_value_t = 4_000.0)]
-    pub rate: f64,
+    /// Offered load: transactions broadcast per second (paced) in each phase. Default: `--load` times the
+    /// throughput the node sustains alone, measured first (the probe).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Without `--rate`: the offered load as a fraction of what the node sustains alone. A fifth by default: on
+    /// two cores the node then needs about half a core, more than the hogs leave it and little enough that the
+    /// hogs keep most of their rate when the controller gives it back (docs/ISOLATION.md, "Measuring it").
+    #[arg(long, default_value_t = 0.2)]
+    pub load: f64,
+    /// Transactions of the probe that measures what the node sustains alone (broadcast unpaced).
+    #[arg(long, default_value_t = 20_000)]
+    pub probe_txs: usize,
     /// Measured seconds of load per phase.
     #[arg(long, default_value_t = 20.0)]
     pub seconds: f64,
@@ -37,27 +52,30 @@ pub struct IsolationBenchArgs {
     /// queues reach their steady state).
     #[arg(long, default_value_t = 10.0)]
     pub warmup: f64,
-    /// The controller's isolation threshold in committed tx/s (default: 95% of --rate).
+    /// The controller's isolation threshold in committed tx/s (default: 95% of the offered rate).
     #[arg(long)]
     pub threshold: Option<f64>,
-    /// CPU hogs (default: one per core).
+    /// The kinds of co-located work, each measured beside the node without and with the controller.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [HogKind::Cpu, HogKind::Memory, HogKind::Disk])]
+    pub kinds: Vec<HogKind>,
+    /// Hog processes of each kind (default: eight per core, a host crowded with co-located containers).
     #[arg(long)]
     pub hogs: Option<usize>,
-    /// The hogs' cgroup CPU share (v1 units; the node's default share is 1024). Equal shares are the paper's
-    /// setting, but CFS favours the node's often-sleeping threads over always-running hogs, so beside a node that
-    /// is not saturated equal-share hogs may take little from it; a larger share models a favoured neighbour.
+    /// Each hog's cgroup CPU share (v1 units; the node's default share is 1024). Every hog has a cgroup of its
+    /// own, as every co-located container has on QiOi's host, so N hogs at the default share leave the node
+    /// about 1/(N+1) of a contended CPU.
     #[arg(long, default_value_t = DEFAULT_SHARE)]
     pub hog_share: u64,
     /// Concurrent broadcast streams.
     #[arg(long, default_value_t = 4)]
     pub clients: usize,
-    /// Runs the three phases this many times in turn (alone, hogs, hogs+controller, alone, …) and reports each
-    /// round's ratios and their medians: on a shared host a stall of the host can fall into any one phase, the
-    /// alone phase included, and swing a single round's p99 ratio either way. Three by default, so that one such
-    /// stall cannot decide the verdict alone.
+    /// Runs the phases this many times in turn (alone, then each kind without and with the controller; again …)
+    /// and reports each round's ratios and their medians: on a shared host a stall of the host can fall into any
+    /// one phase, the alone phase included, and swing a single round's p99 ratio either way.
     #[arg(long, default_value_t = 3)]
     pub rounds: usize,
-    /// Writes the per-second throughput of each phase and the controller's trace here (JSON, for plots).
+    /// Writes the per-second throughput and worst latency of each phase and the controller's traces here (JSON,
+    /// for `scripts/plot-isolation`).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<std::path::PathBuf>,
     /// Print one JSON object instead of a table.
@@ -71,10 +89,13 @@ pub struct IsolationBenchArgs {
 impl Default for IsolationBenchArgs {
     fn default() -> Self {
         IsolationBenchArgs {
-            rate: 4_000.0,
+            rate: None,
+            load: 0.2,
+            probe_txs: 20_000,
             seconds: 20.0,
             warmup: 10.0,
             threshold: None,
+            kinds: vec![HogKind::Cpu, HogKind::Memory, HogKind::Disk],
             hogs: None,
             hog_share: DEFAULT_SHARE,
             clients: 4,
@@ -97,11 +118,16 @@ impl IsolationBenchArgs {
 /// One phase's result.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PhaseResult {
-    /// `alone`, `hogs` or `hogs+controller`.
+    /// `alone`, `K hogs` or `K hogs+controller` for a kind K.
     pub phase: String,
+    /// The kind of co-located work, none when alone.
+    pub kind: Option<HogKind>,
+    /// Whether the controller ran.
+    pub controlled: bool,
     /// The round it belongs to, from 1.
     pub round: usize,
-    /// Measured transactions committed / (their last commit − their first send).
+    /// Transactions of the phase committed between the first measured send and the last send, per second of that
+    /// window: the offered rate when the node keeps up, less when it falls behind.
     pub committed_tx_per_s: f64,
     /// Block latency p50 over the blocks of measured transactions (send of a block's earliest transaction →
     /// block on DeliverFiltered), ms.
@@ -110,7 +136,7 @@ pub struct PhaseResult {
     pub block_latency_ms_p99: f64,
     /// Transactions committed VALID.
     pub valid: usize,
-    /// The hogs' work rate during the load (SHA-256 blocks per second, all hogs), when they ran.
+    /// The hogs' work rate during the measured window (all hogs, in their kind's unit), when they ran.
     pub hog_rate: Option<f64>,
     /// Committed transactions in each second since the phase's first send (warm-up included).
     pub per_second: Vec<usize>,
@@ -119,40 +145,57 @@ pub struct PhaseResult {
     pub worst_latency_ms_per_second: Vec<f64>,
     /// CPU the node's components used during the phase (warm-up included), in cores.
     pub node_cores: f64,
+    /// The controller's trace, one point a second from the hogs' start, when it ran.
+    pub controller: Vec<TracePoint>,
 }
 
-/// The result (`--json` prints it).
+/// The result (`--json` prints it without the controller traces).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct IsolationReport {
-    /// Offered tx/s.
+    /// What the node sustained alone in the probe (tx/s), when the rate was not given.
+    pub sustained_tx_per_s: Option<f64>,
+    /// The node's CPU during the probe, cores.
+    pub sustained_node_cores: Option<f64>,
+    /// Offered tx/s in every phase.
     pub rate: f64,
     /// The controller's threshold.
     pub threshold: f64,
-    /// Hog processes.
+    /// Hog processes of each kind.
     pub hogs: usize,
-    /// The hogs' cgroup share.
+    /// Each hog's cgroup share.
     pub hog_share: u64,
-    /// `alone`, `hogs`, `hogs+controller` of round 1, then those of round 2, …
+    /// Every phase in the order run: round 1's `alone`, `K hogs`, `K hogs+controller` for each kind, then round
+    /// 2's, …
     pub phases: Vec<PhaseResult>,
+    /// The ratios of each kind of co-located work.
+    pub kinds: BTreeMap<HogKind, KindReport>,
+    /// The components in the controller's order (the traces' share columns).
+    pub components: Vec<String>,
+    /// Whether this host can divide disk time between cgroups by weight (what would steer the disk hogs), and
+    /// why not.
+    pub io_weight: String,
+}
+
+/// One kind's ratios: each round's and their medians.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct KindReport {
+    /// The unit of the hogs' rate.
+    pub hog_unit: &'static str,
     /// Each round's ratios, in order.
     pub rounds: Vec<RoundRatios>,
     /// Median over the rounds of hogs+controller throughput / alone throughput (goal ≥ 0.9).
     pub controlled_vs_alone: f64,
-    /// Median of hogs throughput / alone throughput (what the controller repairs).
+    /// Median of hogs throughput / alone throughput (the interference; ≤ 0.8 shows it).
     pub hogs_vs_alone: f64,
     /// Median of hogs+controller p99 / alone p99 (goal ≤ 1.5).
     pub controlled_p99_vs_alone: f64,
     /// Median of the hogs' rate with the controller / without (goal ≥ 0.7).
     pub hogs_kept: f64,
-    /// The components in the controller's order (the trace's share columns).
-    pub components: Vec<String>,
-    /// The largest share the controller gave each component in any round's third phase.
+    /// The largest share the controller gave each component in any round.
     pub largest_shares: BTreeMap<String, u64>,
-    /// The controller's trace during the third phase of round 1.
-    pub controller: Vec<TracePoint>,
 }
 
-/// One round's ratios between its phases.
+/// One round's ratios between its phases for one kind.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RoundRatios {
     /// hogs+controller throughput / alone throughput.
@@ -166,7 +209,7 @@ pub struct RoundRatios {
 }
 
 impl RoundRatios {
-    /// The ratios of one round's `alone`, `hogs` and `hogs+controller` results.
+    /// The ratios of one round's `alone`, hogs and hogs+controller results.
     fn of(alone: &PhaseResult, hogs: &PhaseResult, controlled: &PhaseResult) -> RoundRatios {
         RoundRatios {
             controlled_vs_alone: controlled.committed_tx_per_s / alone.committed_tx_per_s.max(1e-9),
@@ -189,26 +232,33 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 /// Runs the bench and prints the report. Builds its own tokio runtime, so it must not be called from within one;
-/// must run inside the `ferrofabric` executable (the node's components are its child processes).
+/// must run inside the `ferrofabric` executable (the node's components and the hogs are its child processes).
 ///
 /// 1. A node with `--processes` in a temporary directory (components in cgroups under a node cgroup); this
-///    process (the load generator) moves to a cgroup of share 8192, so that what is measured is the node.
-/// 2. `3 × rate × (warmup + seconds)` `kv put` transactions (blind writes, one endorsement each, alternately at
-///    Org1's and Org2's endorser; each phase writes the same keys) are endorsed before each round.
-/// 3. Each phase broadcasts `rate × (warmup + seconds)` of them paced at `rate` over `clients` streams and waits
-///    until all are committed; the transactions sent in the first `warmup` seconds are not measured. Alone;
-///    then with one hog process per core (a SHA-256 loop; a sibling cgroup of the node's with share `--hog-share`, default 1024)
-///    started 2 s before the load; then the same with the controller (threshold default 95% of `rate`)
-///    running from the hogs' start to the phase's end. Shares go back to the default after.
-/// 4. Steps 2 and 3 are one round; `rounds` rounds run in turn, and the report's ratios are the medians of the
-///    rounds' ratios.
+///    process (the load generator) moves to a cgroup of the largest share, so that what is measured is the node.
+/// 2. Without `--rate`, the probe: `probe_txs` `kv put` transactions broadcast at once; what the node commits per
+///    second is what it sustains alone, and the offered rate is `load` times that.
+/// 3. Each phase broadcasts `rate × (warmup + seconds + 1)` blind writes (one endorsement each, alternately at Org1's
+///    and Org2's endorser, endorsed before the phase; each phase writes the same keys) paced at `rate` over
+///    `clients` streams and waits until all are committed; the transactions sent in the first `warmup` seconds
+///    and in the last second are not measured. A round is the phase alone, then for each kind the phase beside `hogs` hogs of that kind
+///    (each in a cgroup of its own at `hog_share`, started 2 s before the load), then the same with the
+///    controller (threshold default 95% of the rate) from the hogs' start to the phase's end; shares go back to
+///    the default after it.
+/// 4. `rounds` rounds run in turn; each kind's ratios are the medians of its rounds' ratios.
 ///
 /// Errors: no writable cgroup hierarchy, start-up, endorsement or commit failures.
 pub fn run(args: IsolationBenchArgs) -> anyhow::Result<IsolationReport> {
     anyhow::ensure!(
-        args.rate > 0.0 && args.seconds > 0.0 && args.clients > 0 && args.rounds > 0,
-        "--rate, --seconds, --clients and --rounds must be > 0"
+        args.rate.is_none_or(|r| r > 0.0)
+            && args.load > 0.0
+            && args.seconds > 0.0
+            && args.clients > 0
+            && args.rounds > 0
+            && args.probe_txs > 0,
+        "--rate, --load, --probe-txs, --seconds, --clients and --rounds must be > 0"
     );
+    anyhow::ensure!(args.hog_share >= 2, "--hog-share is at least 2 (the smallest cgroup v1 share)");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("async runtime")?;
     let report = runtime.block_on(bench(&args))?;
     if let Some(path) = &args.trace {
@@ -221,60 +271,70 @@ pub fn run(args: IsolationBenchArgs) -> anyhow::Result<IsolationReport> {
 fn print(args: &IsolationBenchArgs, r: &IsolationReport) -> anyhow::Result<()> {
     if args.json {
         let mut v = serde_json::to_value(r)?;
-        if let Some(o) = v.as_object_mut() {
-            o.remove("controller");
+        if let Some(phases) = v.get_mut("phases").and_then(|p| p.as_array_mut()) {
+            for p in phases {
+                if let Some(o) = p.as_object_mut() {
+                    o.remove("controller");
+                }
+            }
         }
         println!("{v}");
         return Ok(());
     }
-    println!("offered {:.0} tx/s, threshold {:.0} tx/s, {} hogs at share {}", r.rate, r.threshold, r.hogs, r.hog_share);
+    if let (Some(s), Some(c)) = (r.sustained_tx_per_s, r.sustained_node_cores) {
+        println!("the node sustains {s:.0} tx/s alone ({c:.2} cores); offered {:.0} tx/s", r.rate);
+    } else {
+        println!("offered {:.0} tx/s", r.rate);
+    }
     println!(
-        "{:<18} {:>8} {:>9} {:>9} {:>11} {:>14}",
-        "phase", "tx/s", "p50 ms", "p99 ms", "node cores", "hog blocks/s"
+        "threshold {:.0} tx/s; {} hogs of each kind, each in its own cgroup at share {}",
+        r.threshold, r.hogs, r.hog_share
     );
-    let rounds = r.rounds.len();
+    println!("{:<26} {:>8} {:>9} {:>9} {:>11} {:>16}", "phase", "tx/s", "p50 ms", "p99 ms", "node cores", "hogs' rate");
+    let rounds = r.phases.iter().map(|p| p.round).max().unwrap_or(1);
     for p in &r.phases {
-        let hog = p.hog_rate.map(|h| format!("{h:.0}")).unwrap_or_else(|| "-".into());
+        let hog = match (p.hog_rate, p.kind) {
+            (Some(h), Some(k)) => format!("{h:.0} {}", k.unit()),
+            _ => "-".into(),
+        };
         let name = if rounds > 1 { format!("{} {}", p.round, p.phase) } else { p.phase.clone() };
         println!(
-            "{:<18} {:>8.0} {:>9.1} {:>9.1} {:>11.2} {:>14}",
+            "{:<26} {:>8.0} {:>9.1} {:>9.1} {:>11.2} {:>16}",
             name, p.committed_tx_per_s, p.block_latency_ms_p50, p.block_latency_ms_p99, p.node_cores, hog
         );
     }
     let line = |x: &RoundRatios| {
         format!(
-            "hogs+controller / alone: {:.2} tx/s, {:.2} p99; hogs / alone: {:.2} tx/s; hogs kept {:.2} of their rate",
-            x.controlled_vs_alone, x.controlled_p99_vs_alone, x.hogs_vs_alone, x.hogs_kept
+            "hogs / alone {:.2} tx/s; hogs+controller / alone {:.2} tx/s, {:.2} p99; hogs kept {:.2} of their rate",
+            x.hogs_vs_alone, x.controlled_vs_alone, x.controlled_p99_vs_alone, x.hogs_kept
         )
     };
-    if rounds > 1 {
-        for (k, x) in r.rounds.iter().enumerate() {
-            println!("round {}: {}", k + 1, line(x));
+    for (kind, k) in &r.kinds {
+        if rounds > 1 {
+            for (i, x) in k.rounds.iter().enumerate() {
+                println!("{} round {}: {}", kind.name(), i + 1, line(x));
+            }
         }
+        let medians = RoundRatios {
+            controlled_vs_alone: k.controlled_vs_alone,
+            hogs_vs_alone: k.hogs_vs_alone,
+            controlled_p99_vs_alone: k.controlled_p99_vs_alone,
+            hogs_kept: k.hogs_kept,
+        };
+        println!("{}{}: {}", kind.name(), if rounds > 1 { " median" } else { "" }, line(&medians));
+        let raised: Vec<String> = k.largest_shares.iter().map(|(c, s)| format!("{c}={s}")).collect();
+        println!("{} largest shares the controller gave: {}", kind.name(), raised.join(" "));
     }
-    let medians = RoundRatios {
-        controlled_vs_alone: r.controlled_vs_alone,
-        hogs_vs_alone: r.hogs_vs_alone,
-        controlled_p99_vs_alone: r.controlled_p99_vs_alone,
-        hogs_kept: r.hogs_kept,
-    };
-    println!("{}{}", if rounds > 1 { "median: " } else { "" }, line(&medians));
-    let raised: Vec<String> = r.largest_shares.iter().map(|(c, s)| format!("{c}={s}")).collect();
-    println!("largest shares the controller gave: {}", raised.join(" "));
+    println!("disk time by weight: {}", r.io_weight);
     Ok(())
 }
 
-/// Cgroups of the run besides the node's: the load generator's and the hogs', removed on drop (which moves this
-/// process back to its own cgroup).
-struct BenchCgroups {
-    client: Cgroup,
-    hogs: Cgroup,
-}
+/// The load generator's cgroup, removed on drop (which moves this process back to its parent cgroup).
+struct ClientCgroup(Cgroup);
 
-impl Drop for BenchCgroups {
+impl Drop for ClientCgroup {
     fn drop(&mut self) {
-        self.hogs.remove();
-        self.client.remove();
+        self.0.remove();
     }
 }
 
@@ -287,128 +347,201 @@ async fn bench(args: &IsolationBenchArgs) -> anyhow::Result<IsolationReport> {
     let node = ferrofabric_node::start_processes(&node_args, &exe).await?;
     let result = async {
         let id = std::process::id();
-        let groups = BenchCgroups {
-            client: hierarchy.cgroup(&format!("ferrofabric-bench-client-{id}"))?,
-            hogs: hierarchy.cgroup(&format!("ferrofabric-bench-hogs-{id}"))?,
-        };
-        groups.client.set_share(CLIENT_SHARE)?;
-        anyhow::ensure!(args.hog_share >= 2, "--hog-share is at least 2 (the smallest cgroup v1 share)");
-        groups.hogs.set_share(args.hog_share)?;
-        groups.client.add_process(id)?;
-        phases(args, &node, &groups, &exe).await
+        let client = ClientCgroup(hierarchy.cgroup(&format!("ferrofabric-bench-client-{id}"))?);
+        client.0.set_share(CLIENT_SHARE)?;
+        client.0.add_process(id)?;
+        let bench = Bench { args, node: &node, hierarchy: &hierarchy, exe: &exe, dir: tmp.path() };
+        bench.phases().await
     }
     .await;
     node.shutdown().await;
     result
 }
 
-async fn phases(
-    args: &IsolationBenchArgs,
-    node: &RunningProcesses,
-    groups: &BenchCgroups,
-    exe: &std::path::Path,
-) -> anyhow::Result<IsolationReport> {
-    let threshold = args.threshold.unwrap_or(0.95 * args.rate);
-    let hogs = args.hogs.unwrap_or_else(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
-    let per_phase = (args.rate * (args.warmup + args.seconds)).round().max(1.0) as usize;
-    let warm = (args.rate * args.warmup).round() as usize;
-    let client = NetworkClient::connect(&node.info).await?;
-    let crypto = &node.info.crypto;
-    let creator = SigningIdentity::from_msp_dir(
-        PEER_MSPIDS[0],
-        &crypto.join("peerOrganizations/org1.example.com/users/User1@org1.example.com/msp"),
-    )?;
-    let (components, node_cgroup) = node.processes.controlled()?;
-    let names: Vec<String> = components.iter().map(|c| c.name.clone()).collect();
+/// What every phase needs.
+struct Bench<'a> {
+    args: &'a IsolationBenchArgs,
+    node: &'a RunningProcesses,
+    hierarchy: &'a CpuHierarchy,
+    exe: &'a std::path::Path,
+    /// The node's directory: the disk hogs write beside its ledgers.
+    dir: &'a std::path::Path,
+}
 
-    let mut results = Vec::new();
-    let mut traces = Vec::new();
-    for round in 1..=args.rounds {
-        args.progress(&format!("round {round}: endorsing {} kv put transactions", 3 * per_phase));
-        let envs = endorse(&client, &creator, 3 * per_phase, per_phase).await?;
-        for (k, phase) in ["alone", "hogs", "hogs+controller"].into_iter().enumerate() {
-            let batch: Vec<(String, Bytes)> = envs[k * per_phase..(k + 1) * per_phase].to_vec();
-            let controller = if k == 2 {
-                let registry = prometheus::Registry::new();
-                Some(ferrofabric_isolation::run_controller(
-                    Controller::new(ControllerConfig::new(threshold), components.len()),
-                    components.clone(),
-                    node_cgroup.clone(),
-                    node.processes.committer_operations.clone(),
-                    &registry,
-                    ferrofabric_comm::Shutdown::never(),
-                )?)
-            } else {
-                None
-            };
-            let hog_set = if k > 0 { Some(Hogs::start(exe, hogs, &groups.hogs)?) } else { None };
-            if hog_set.is_some() || controller.is_some() {
-                tokio::time::sleep(LEAD_IN).await;
+impl Bench<'_> {
+    async fn phases(&self) -> anyhow::Result<IsolationReport> {
+        let args = self.args;
+        let node = self.node;
+        let hogs = args.hogs.unwrap_or_else(|| 8 * std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2));
+        let client = NetworkClient::connect(&node.info).await?;
+        let crypto = &node.info.crypto;
+        let creator = SigningIdentity::from_msp_dir(
+            PEER_MSPIDS[0],
+            &crypto.join("peerOrganizations/org1.example.com/users/User1@org1.example.com/msp"),
+        )?;
+        let (components, node_cgroup) = node.processes.controlled()?;
+        let names: Vec<String> = components.iter().map(|c| c.name.clone()).collect();
+        // One key prefix for the whole run, so that every phase writes the same keys (see `endorse`).
+        let run: u32 = rand::random();
+
+        let (rate, sustained) = match args.rate {
+            Some(r) => (r, None),
+            None => {
+                args.progress(&format!("probe: endorsing {} kv put transactions", args.probe_txs));
+                let envs = endorse(&client, &creator, args.probe_txs, args.probe_txs, run).await?;
+                args.progress("probe: broadcasting them at once");
+                let (before, started) = (node_sched(&components), Instant::now());
+                let m = measure(&client, &creator, envs, 0..args.probe_txs, f64::INFINITY, args.clients).await?;
+                let cores = node_sched(&components).since(&before).cpu_ns as f64
+                    / 1e9
+                    / started.elapsed().as_secs_f64().max(1e-3);
+                let s = m.result.committed_tx_per_s;
+                args.progress(&format!("probe: the node sustains {s:.0} tx/s alone ({cores:.2} cores)"));
+                ((s * args.load).max(1.0), Some((s, cores)))
             }
-            args.progress(&format!("phase {phase}: {per_phase} transactions at {:.0} tx/s", args.rate));
-            let (cpu_before, started) = (node_cpu(&components), Instant::now());
-            let measured = measure(&client, &creator, batch, warm, args.rate, args.clients).await;
-            let node_cores = (node_cpu(&components) - cpu_before) / started.elapsed().as_secs_f64().max(1e-3);
-            let hog_rate = match hog_set {
-                Some(h) => {
-                    let now = Instant::now();
-                    Some(h.stop(measured.as_ref().map(|m| m.window).unwrap_or((now, now))).await)
-                }
-                None => None,
-            };
-            if let Some(c) = controller {
-                c.task.abort();
-                traces.push(c.trace.lock().unwrap_or_else(|e| e.into_inner()).clone());
-                for c in &components {
-                    c.cgroup.set_share(DEFAULT_SHARE)?;
-                }
-                node_cgroup.set_share(DEFAULT_SHARE)?;
+        };
+        let threshold = args.threshold.unwrap_or(0.95 * rate);
+        let warm = (rate * args.warmup).round() as usize;
+        let measured = warm..warm + (rate * args.seconds).round().max(1.0) as usize;
+        let per_phase = measured.end + (rate * COOL_DOWN.as_secs_f64()).round() as usize;
+
+        let mut results: Vec<PhaseResult> = Vec::new();
+        for round in 1..=args.rounds {
+            let mut plan: Vec<(Option<HogKind>, bool)> = vec![(None, false)];
+            for &k in &args.kinds {
+                plan.push((Some(k), false));
+                plan.push((Some(k), true));
             }
-            let m = measured?;
-            args.progress(&format!(
-                "phase {phase}: {:.0} tx/s, p99 {:.0} ms{}",
-                m.result.committed_tx_per_s,
-                m.result.block_latency_ms_p99,
-                hog_rate.map(|h| format!(", hogs {h:.0} blocks/s")).unwrap_or_default()
-            ));
-            results.push(PhaseResult { phase: phase.into(), round, hog_rate, node_cores, ..m.result });
-            tokio::time::sleep(Duration::from_secs(1)).await;
+            for (kind, controlled) in plan {
+                let phase = match (kind, controlled) {
+                    (None, _) => "alone".to_string(),
+                    (Some(k), false) => format!("{} hogs", k.name()),
+                    (Some(k), true) => format!("{} hogs+controller", k.name()),
+                };
+                args.progress(&format!("round {round}, {phase}: endorsing {per_phase} kv put transactions"));
+                let batch = endorse(&client, &creator, per_phase, per_phase, run).await?;
+                let controller = if controlled {
+                    let registry = prometheus::Registry::new();
+                    Some(ferrofabric_isolation::run_controller(
+                        Controller::new(ControllerConfig::new(threshold), components.len()),
+                        components.clone(),
+                        node_cgroup.clone(),
+                        node.processes.committer_operations.clone(),
+                        &registry,
+                        ferrofabric_comm::Shutdown::never(),
+                    )?)
+                } else {
+                    None
+                };
+                let hog_set = match kind {
+                    Some(k) => Some(Hogs::start(self.exe, k, hogs, self.dir, self.hierarchy, args.hog_share)?),
+                    None => None,
+                };
+                if hog_set.is_some() || controller.is_some() {
+                    tokio::time::sleep(LEAD_IN).await;
+                }
+                args.progress(&format!("round {round}, {phase}: {per_phase} transactions at {rate:.0} tx/s"));
+                let (before, started) = (node_sched(&components), Instant::now());
+                let measured = measure(&client, &creator, batch, measured.clone(), rate, args.clients).await;
+                let used = node_sched(&components).since(&before);
+                let secs = started.elapsed().as_secs_f64().max(1e-3);
+                let node_cores = used.cpu_ns as f64 / 1e9 / secs;
+                let hog_rate = match hog_set {
+                    Some(h) => {
+                        let now = Instant::now();
+                        Some(h.stop(measured.as_ref().map(|m| m.window).unwrap_or((now, now))).await)
+                    }
+                    None => None,
+                };
+                let mut trace = Vec::new();
+                if let Some(c) = controller {
+                    c.task.abort();
+                    trace = c.trace.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                    ferrofabric_isolation::restore_defaults(&components, &node_cgroup)?;
+                }
+                let m = measured?;
+                args.progress(&format!(
+                    "round {round}, {phase}: {:.0} tx/s, p99 {:.0} ms{}",
+                    m.result.committed_tx_per_s,
+                    m.result.block_latency_ms_p99,
+                    match (hog_rate, kind) {
+                        (Some(h), Some(k)) => format!(", hogs {h:.0} {}", k.unit()),
+                        _ => String::new(),
+                    }
+                ));
+                results.push(PhaseResult {
+                    phase,
+                    kind,
+                    controlled,
+                    round,
+                    hog_rate,
+                    node_cores,
+                    controller: trace,
+                    ..m.result
+                });
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
         }
+        let kinds = args.kinds.iter().map(|&k| (k, kind_report(k, &results, &names))).collect();
+        Ok(IsolationReport {
+            sustained_tx_per_s: sustained.map(|s| s.0),
+            sustained_node_cores: sustained.map(|s| s.1),
+            rate,
+            threshold,
+            hogs,
+            hog_share: args.hog_share,
+            phases: results,
+            kinds,
+            components: names,
+            io_weight: match ferrofabric_isolation::io_weight_support() {
+                Ok(how) => format!("available: {how}"),
+                Err(why) => format!("not on this host: {why}"),
+            },
+        })
     }
-    let rounds: Vec<RoundRatios> = results.chunks_exact(3).map(|r| RoundRatios::of(&r[0], &r[1], &r[2])).collect();
+}
+
+/// Kind `kind`'s ratios over the rounds of `results`.
+fn kind_report(kind: HogKind, results: &[PhaseResult], names: &[String]) -> KindReport {
+    let of_round = |round: usize, pick: &dyn Fn(&PhaseResult) -> bool| {
+        results.iter().find(|p| p.round == round && pick(p)).cloned()
+    };
+    let rounds: Vec<RoundRatios> = (1..=results.iter().map(|p| p.round).max().unwrap_or(0))
+        .filter_map(|round| {
+            let alone = of_round(round, &|p| p.kind.is_none())?;
+            let hogs = of_round(round, &|p| p.kind == Some(kind) && !p.controlled)?;
+            let controlled = of_round(round, &|p| p.kind == Some(kind) && p.controlled)?;
+            Some(RoundRatios::of(&alone, &hogs, &controlled))
+        })
+        .collect();
     let med = |f: fn(&RoundRatios) -> f64| median(rounds.iter().map(f).collect());
-    Ok(IsolationReport {
-        rate: args.rate,
-        threshold,
-        hogs,
-        hog_share: args.hog_share,
+    let traces: Vec<&TracePoint> =
+        results.iter().filter(|p| p.kind == Some(kind) && p.controlled).flat_map(|p| &p.controller).collect();
+    KindReport {
+        hog_unit: kind.unit(),
         controlled_vs_alone: med(|x| x.controlled_vs_alone),
         hogs_vs_alone: med(|x| x.hogs_vs_alone),
         controlled_p99_vs_alone: med(|x| x.controlled_p99_vs_alone),
         hogs_kept: med(|x| x.hogs_kept),
         rounds,
-        phases: results,
         largest_shares: names
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let top =
-                    traces.iter().flatten().filter_map(|p| p.shares.get(i).copied()).max().unwrap_or(DEFAULT_SHARE);
+                let top = traces.iter().filter_map(|p| p.shares.get(i).copied()).max().unwrap_or(DEFAULT_SHARE);
                 (c.clone(), top)
             })
             .collect(),
-        components: names,
-        controller: traces.into_iter().next().unwrap_or_default(),
-    })
+    }
 }
 
-/// CPU seconds the components' processes have used so far (processes restarted meanwhile start again at 0).
-fn node_cpu(components: &[ferrofabric_isolation::Component]) -> f64 {
+/// The scheduler times of the components' processes so far, summed over their live threads (a thread that has
+/// exited takes its times with it; the components' worker threads live as long as their processes).
+fn node_sched(components: &[ferrofabric_isolation::Component]) -> SchedTimes {
     components
         .iter()
-        .map(|c| ferrofabric_isolation::SchedTimes::of_processes(&c.cgroup.processes().unwrap_or_default()).cpu_ns)
-        .sum::<u64>() as f64
-        / 1e9
+        .map(|c| SchedTimes::of_processes(&c.cgroup.processes().unwrap_or_default()))
+        .fold(SchedTimes::default(), |a, b| SchedTimes { cpu_ns: a.cpu_ns + b.cpu_ns, wait_ns: a.wait_ns + b.wait_ns })
 }
 
 /// `n` blind writes, endorsed alternately at the two peers, assembled; transaction `i` writes key `i mod keys`, so
@@ -419,8 +552,8 @@ async fn endorse(
     creator: &SigningIdentity,
     n: usize,
     keys: usize,
+    run: u32,
 ) -> anyhow::Result<Vec<(String, Bytes)>> {
-    let run: u32 = rand::random();
     let peers = client.peer_count().max(1);
     let deadline = Instant::now() + Duration::from_secs(60);
     futures::stream::iter(0..n)
@@ -450,13 +583,14 @@ struct Measured {
     window: (Instant, Instant),
 }
 
-/// Broadcasts `txs` paced at `rate` tx/s over `clients` streams and follows commit events until all are in; the
-/// first `warm` transactions are sent but not measured.
+/// Broadcasts `txs` paced at `rate` tx/s over `clients` streams and follows commit events until all are in; only
+/// the transactions `measured` (indices into `txs`) are measured, the others are sent before (warm-up) or after
+/// (cool-down) them.
 async fn measure(
     client: &NetworkClient,
     signer: &SigningIdentity,
     txs: Vec<(String, Bytes)>,
-    warm: usize,
+    measured: std::ops::Range<usize>,
     rate: f64,
     clients: usize,
 ) -> anyhow::Result<Measured> {
@@ -485,6 +619,7 @@ async fn measure(
     let timeout = Duration::from_secs_f64(n as f64 / rate * 5.0 + 60.0);
     let deadline = tokio::time::Instant::now() + timeout;
     let mut blocks: Vec<(u64, u64)> = Vec::new(); // (arrival ns, earliest measured send ns)
+    let mut commits: Vec<(u64, usize)> = Vec::new(); // (arrival ns, transactions of this phase), every block
     let mut per_second: Vec<usize> = Vec::new();
     let mut codes: BTreeMap<i32, usize> = BTreeMap::new();
     let mut seen = 0usize;
@@ -499,13 +634,14 @@ async fn measure(
             if let Some(&i) = index.get(&t.txid) {
                 ours += 1;
                 *codes.entry(t.tx_validation_code).or_default() += 1;
-                if i >= warm {
+                if measured.contains(&i) {
                     earliest = earliest.min(sent_at[i].load(Ordering::Relaxed));
                 }
             }
         }
         if ours > 0 {
             seen += ours;
+            commits.push((arrival, ours));
             if earliest != u64::MAX {
                 blocks.push((arrival, earliest));
             }
@@ -519,9 +655,21 @@ async fn measure(
     for s in senders {
         s.await.context("broadcast task")??;
     }
-    let measured = n - warm.min(n);
-    let first_send = sent_at.iter().skip(warm).map(|a| a.load(Ordering::Relaxed)).min().unwrap_or(0);
+    let sends = || sent_at[measured.clone()].iter().map(|a| a.load(Ordering::Relaxed));
+    let first_send = sends().min().unwrap_or(0);
+    let last_send = sends().max().unwrap_or(0);
     let last = blocks.iter().map(|b| b.0).max().unwrap_or(0);
+    // What the node commits while the measured load is offered: a node that keeps up commits the offered rate, one
+    // that falls behind what it can. Not "measured transactions over their last commit": the last block of a
+    // phase is cut by BatchTimeout, not by size, and would count a second of idling.
+    let window = last_send.saturating_sub(first_send);
+    let committed_tx_per_s = if window >= 1_000_000_000 {
+        let within = commits.iter().filter(|(at, _)| (first_send..=last_send).contains(at)).map(|c| c.1).sum::<usize>();
+        within as f64 / (window as f64 / 1e9)
+    } else {
+        // Sent at once (the probe): all of them over the time they took.
+        measured.len() as f64 / (last.saturating_sub(first_send) as f64 / 1e9).max(1e-9)
+    };
     let mut worst_latency_ms_per_second = vec![0.0f64; per_second.len()];
     for (arrival, sent) in &blocks {
         let slot = &mut worst_latency_ms_per_second[(*arrival / 1_000_000_000) as usize];
@@ -536,8 +684,10 @@ async fn measure(
     Ok(Measured {
         result: PhaseResult {
             phase: String::new(),
+            kind: None,
+            controlled: false,
             round: 0,
-            committed_tx_per_s: measured as f64 / (last.saturating_sub(first_send) as f64 / 1e9).max(1e-9),
+            committed_tx_per_s,
             block_latency_ms_p50: percentile(&latencies, 50.0),
             block_latency_ms_p99: percentile(&latencies, 99.0),
             valid,
@@ -545,88 +695,8 @@ async fn measure(
             per_second,
             worst_latency_ms_per_second,
             node_cores: 0.0,
+            controller: Vec::new(),
         },
         window: (t0 + Duration::from_nanos(first_send), t0 + Duration::from_nanos(last)),
     })
-}
-
-/// The CPU hogs: `ferrofabric bench hog` processes in the hogs' cgroup, each printing its cumulative count of
-/// SHA-256 blocks every 100 ms.
-struct Hogs {
-    children: Vec<tokio::process::Child>,
-    samples: Arc<Mutex<Vec<HogSamples>>>,
-}
-
-/// One hog's (time, cumulative count) lines.
-type HogSamples = Vec<(Instant, u64)>;
-
-impl Hogs {
-    fn start(exe: &std::path::Path, n: usize, cgroup: &Cgroup) -> anyhow::Result<Hogs> {
-        let samples = Arc::new(Mutex::new(vec![Vec::new(); n]));
-        let mut children = Vec::new();
-        for h in 0..n {
-            let mut child = tokio::process::Command::new(exe)
-                .args(["bench", "hog"])
-                .stdout(std::process::Stdio::piped())
-                .kill_on_drop(true)
-                .spawn()
-                .context("starting a hog")?;
-            cgroup.add_process(child.id().unwrap_or(0))?;
-            let out = child.stdout.take().ok_or_else(|| anyhow!("hog without stdout"))?;
-            let samples = samples.clone();
-            tokio::spawn(async move {
-                let mut lines = tokio::io::BufReader::new(out).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    if let Ok(count) = line.trim().parse::<u64>() {
-                        samples.lock().unwrap_or_else(|e| e.into_inner())[h].push((Instant::now(), count));
-                    }
-                }
-            });
-            children.push(child);
-        }
-        Ok(Hogs { children, samples })
-    }
-
-    /// Kills the hogs and returns their summed rate (blocks/s) over `window`.
-    async fn stop(mut self, window: (Instant, Instant)) -> f64 {
-        for c in &mut self.children {
-            let _ = c.kill().await;
-        }
-        let samples = self.samples.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let at = |s: &[(Instant, u64)], t: Instant| {
-            s.iter().rev().find(|(when, _)| *when <= t).or(s.first()).copied().unwrap_or((t, 0))
-        };
-        samples
-            .iter()
-            .map(|s| {
-                let (a, b) = (at(s, window.0), at(s, window.1));
-                (b.1.saturating_sub(a.1)) as f64 / (b.0 - a.0).as_secs_f64().max(1e-3)
-            })
-            .sum()
-    }
-}
-
-/// `ferrofabric bench hog`: burns one core hashing a 64-byte block with SHA-256 over and over, and prints the
-/// cumulative count every 100 ms on stdout, until killed (the co-located work of `bench isolation`).
-pub fn hog() {
-    use sha2::Digest;
-    use std::io::Write;
-    let mut block = [0u8; 64];
-    let mut count: u64 = 0;
-    let mut next = Instant::now() + Duration::from_millis(100);
-    let stdout = std::io::stdout();
-    loop {
-        for _ in 0..1_000 {
-            let d = sha2::Sha256::digest(block);
-            block[..32].copy_from_slice(&d);
-        }
-        count += 1_000;
-        if Instant::now() >= next {
-            let mut out = stdout.lock();
-            if writeln!(out, "{count}").and_then(|()| out.flush()).is_err() {
-                return;
-            }
-            next += Duration::from_millis(100);
-        }
-    }
 }

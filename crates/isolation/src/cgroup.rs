@@ -85,21 +85,50 @@ impl CpuHierarchy {
     }
 }
 
+/// One cgroup mount of `/proc/self/mounts`.
+struct CgroupMount<'a> {
+    /// The mount point.
+    dir: &'a str,
+    version: CgroupVersion,
+    /// The mount options (v1 names its controllers there).
+    opts: &'a str,
+}
+
+impl CgroupMount<'_> {
+    /// Whether a v2 hierarchy's root offers `controller` (its `cgroup.controllers`).
+    fn offers(&self, controller: &str) -> bool {
+        let controllers = std::fs::read_to_string(Path::new(self.dir).join("cgroup.controllers")).unwrap_or_default();
+        controllers.split_whitespace().any(|c| c == controller)
+    }
+}
+
+/// The cgroup (v1) and cgroup2 mounts in `mounts`, the text of `/proc/self/mounts`.
+fn cgroup_mounts(mounts: &str) -> impl Iterator<Item = CgroupMount<'_>> {
+    mounts.lines().filter_map(|line| {
+        let mut f = line.split_whitespace().skip(1);
+        let (dir, fstype, opts) = (f.next()?, f.next()?, f.next()?);
+        let version = match fstype {
+            "cgroup2" => CgroupVersion::V2,
+            "cgroup" => CgroupVersion::V1,
+            _ => return None,
+        };
+        Some(CgroupMount { dir, version, opts })
+    })
+}
+
 /// The hierarchies to try, best first: v2 when its root offers `cpu`, then v1's `cpu` mount. `mounts` is
 /// `/proc/self/mounts`, `own` is `/proc/self/cgroup`.
 fn candidates(mounts: &str, own: &str) -> Vec<CpuHierarchy> {
     let mut out = Vec::new();
-    for line in mounts.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (Some(&dir), Some(&fstype), Some(&opts)) = (f.get(1), f.get(2), f.get(3)) else { continue };
+    for m in cgroup_mounts(mounts) {
+        let (dir, opts) = (m.dir, m.opts);
         let root = PathBuf::from(dir);
-        if fstype == "cgroup2" {
-            let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
-            if controllers.split_whitespace().any(|c| c == "cpu") {
+        if m.version == CgroupVersion::V2 {
+            if m.offers("cpu") {
                 let rel = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap_or("/");
                 out.insert(0, CpuHierarchy { version: CgroupVersion::V2, base: under(&root, rel) });
             }
-        } else if fstype == "cgroup" && opts.split(',').any(|o| o == "cpu") {
+        } else if opts.split(',').any(|o| o == "cpu") {
             let rel = own
                 .lines()
                 .find_map(|l| {
@@ -157,17 +186,15 @@ pub fn share_to_weight(share: u64) -> u64 {
 pub fn io_weight_support() -> Result<String, String> {
     let mounts = std::fs::read_to_string("/proc/self/mounts").map_err(|e| format!("/proc/self/mounts: {e}"))?;
     let mut found = Vec::new();
-    for line in mounts.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        let (Some(&dir), Some(&fstype), Some(&opts)) = (f.get(1), f.get(2), f.get(3)) else { continue };
+    for m in cgroup_mounts(&mounts) {
+        let dir = m.dir;
         let root = Path::new(dir);
-        if fstype == "cgroup2" {
-            let controllers = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
-            if controllers.split_whitespace().any(|c| c == "io") {
+        if m.version == CgroupVersion::V2 {
+            if m.offers("io") {
                 return Ok(format!("io.weight under {dir}"));
             }
             found.push(format!("cgroup v2 at {dir} without the io controller"));
-        } else if fstype == "cgroup" && opts.split(',').any(|o| o == "blkio") {
+        } else if m.opts.split(',').any(|o| o == "blkio") {
             for file in ["blkio.weight", "blkio.bfq.weight"] {
                 if root.join(file).exists() {
                     return Ok(format!("{file} under {dir}"));

@@ -32,18 +32,18 @@ use ferrofabric_protos::lifecycle::{
     QueryInstalledChaincodesResult, StateData, StateMetadata,
 };
 use ferrofabric_protos::peer::{application_policy, collection_config, ApplicationPolicy, CollectionConfigPackage};
+use ferrofabric_protoutil::lifecycle::{
+    field_key, implicit_collection, implicit_collection_org, metadata_key, CHAINCODE_SOURCES, NAMESPACES,
+};
 use prost::Message;
 
 use crate::rwset::sha256;
 use crate::{error, success, Chaincode, Response, TxContext};
 
 /// The namespace (and chaincode name) of the lifecycle system chaincode.
-pub const LIFECYCLE: &str = "_lifecycle";
+pub use ferrofabric_protoutil::lifecycle::LIFECYCLE_NAMESPACE as LIFECYCLE;
 
-const NAMESPACES: &str = "namespaces";
-const CHAINCODE_SOURCES: &str = "chaincode-sources";
 const DEFAULT_ENDORSEMENT_POLICY: &str = "/Channel/Application/Endorsement";
-const IMPLICIT_PREFIX: &str = "_implicit_org_";
 const DEFINITION_TYPE: &str = "ChaincodeDefinition";
 const PARAMETERS_TYPE: &str = "ChaincodeParameters";
 const LOCAL_PACKAGE_TYPE: &str = "ChaincodeLocalPackage";
@@ -235,7 +235,7 @@ pub fn check_collection(ctx: &mut TxContext<'_>, namespace: &str, collection: &s
             None => false,
         })
     });
-    if explicit || (def.is_some() && collection.starts_with(IMPLICIT_PREFIX)) {
+    if explicit || (def.is_some() && implicit_collection_org(collection).is_some()) {
         return Ok(());
     }
     Err(format!("collection {}/{namespace}/{collection} could not be found", ctx.channel_id()))
@@ -246,7 +246,7 @@ pub fn check_collection(ctx: &mut TxContext<'_>, namespace: &str, collection: &s
 /// names the org; Fabric's `CollectionAccessPolicy.AccessFilter` applied to the peer, `gossip/privdata`). Reads the
 /// committed state without recording.
 pub fn is_collection_member(ctx: &mut TxContext<'_>, namespace: &str, collection: &str, mspid: &str) -> bool {
-    if let Some(org) = collection.strip_prefix(IMPLICIT_PREFIX) {
+    if let Some(org) = implicit_collection_org(collection) {
         return org == mspid;
     }
     let Ok(Some(def)) = read_definition(ctx, false, namespace) else { return false };
@@ -501,10 +501,6 @@ fn lifecycle_v20(config: &ChannelConfig) -> bool {
     ["V2_0", "V2_5"].iter().any(|c| caps.application.contains(*c))
 }
 
-fn implicit_collection(mspid: &str) -> String {
-    format!("{IMPLICIT_PREFIX}{mspid}")
-}
-
 // ---- serialization ----------------------------------------------------------------------------------------------
 
 /// Where a structure is stored: `_lifecycle`'s public state, or an organisation's implicit collection (hashes
@@ -523,14 +519,6 @@ enum Src<'s> {
     OwnPrivate {
         coll: &'s str,
     },
-}
-
-fn metadata_key(prefix: &str, name: &str) -> String {
-    format!("{prefix}/metadata/{name}")
-}
-
-fn field_key(prefix: &str, name: &str, field: &str) -> String {
-    format!("{prefix}/fields/{name}/{field}")
 }
 
 /// The stored bytes at `key`: the value for public state, the value hash for a collection.
@@ -1309,7 +1297,7 @@ impl Lifecycle {
 
     fn query_definitions(&self, ctx: &mut TxContext<'_>, _a: QueryChaincodeDefinitionsArgs) -> LcResult<Bytes> {
         // Fabric ranges over "namespaces/metadata/" .. "namespaces/metadata/\x7f" through the shim.
-        let prefix = format!("{NAMESPACES}/metadata/");
+        let prefix = metadata_key(NAMESPACES, "");
         let entries = ctx
             .get_state_by_range_in(LIFECYCLE, &prefix, &format!("{prefix}\u{7f}"))
             .map_err(|e| format!("could not query namespace metadata: {e}"))?;

@@ -8,6 +8,8 @@
 //!   meta policies (`common/policies/implicitmeta.go`), by path such as `/Channel/Application/Endorsement`.
 //! * [`ChannelConfig`]: a parsed `common.Config` (Fabric `common/channelconfig`): MSP manager, policy tree,
 //!   capabilities and typed orderer/application values.
+//! * [`verify_block_signatures`], [`verify_block_attestation`]: a block's orderer signatures against
+//!   `/Channel/Orderer/BlockValidation` (Fabric's `protoutil.BlockSignatureVerifier`).
 //! * Go `time.Duration` text, the one parser of the channel config's and the YAML configs' durations:
 //!   [`parse_go_duration`], [`parse_go_duration_std`], [`format_go_duration`].
 //!
@@ -23,12 +25,14 @@
 //! # Ok(()) }
 //! ```
 
+mod block_signatures;
 mod channel_config;
 mod duration;
 mod error;
 mod policy;
 mod signature_set;
 
+pub use block_signatures::{verify_block_attestation, verify_block_signatures, BlockSignatureError};
 pub use channel_config::{
     AnchorPeer, ApplicationConfig, BatchSize, Capabilities, ChannelConfig, OrdererConfig, OrganizationConfig,
 };

@@ -2,7 +2,8 @@
 //!
 //! * `ferrofabric ledger replay` — validate a ledger of orderer blocks from its genesis block, as a Fabric 2.5 peer
 //!   would, and report the validation codes and commit hashes (see [`replay`]).
-//! * `ferrofabric orderer` — the ordering node (Broadcast, Deliver, channel participation; solo and etcdraft).
+//! * `ferrofabric orderer` — the ordering node (Broadcast, Deliver, channel participation; solo, etcdraft,
+//!   BFT and Kafka).
 //! * `ferrofabric peer node start` — a Fabric peer on `core.yaml`: channels joined with `peer channel join`,
 //!   chaincode installed with `peer lifecycle chaincode install`, Endorser, Deliver, Gateway and Discovery.
 //! * `ferrofabric committer` — the committing peer (pulls, validates and commits blocks; serves peer Deliver).
@@ -13,7 +14,8 @@
 //!   generated crypto and channel, the built-in chaincodes defined through `_lifecycle`; `--processes` runs each
 //!   component as a supervised child process in its own CPU cgroup.
 //! * `ferrofabric qioi` — the QiOi CPU-share controller for a `--processes` node.
-//! * `ferrofabric bench orderer` — whole-system ordering benchmark.
+//! * `ferrofabric bench orderer` — whole-system ordering benchmark (the `bench` commands only in a build with the
+//!   `bench` feature).
 //! * `ferrofabric hw validate` — a ledger through the co-simulated BMac block processor (the RTL of `hw/rtl` under
 //!   Verilator), with per-block cycles.
 //! * `ferrofabric bench e2e` — end-to-end committed tx/s of a node (FastFabric IV-D), and the committer alone on
@@ -89,7 +91,8 @@ enum Command {
         #[command(subcommand)]
         command: HwCommand,
     },
-    /// Whole-system benchmarks.
+    /// Whole-system benchmarks (only in a build with the `bench` feature).
+    #[cfg(feature = "bench")]
     Bench {
         #[command(subcommand)]
         command: BenchCommand,
@@ -112,6 +115,7 @@ enum PeerNodeCommand {
     Start(peer::PeerStartArgs),
 }
 
+#[cfg(feature = "bench")]
 #[derive(Subcommand)]
 enum BenchCommand {
     /// Ordering throughput and block latency: N pre-signed envelopes from K clients, solo, etcdraft, BFT or Kafka.
@@ -204,10 +208,8 @@ fn main() -> ExitCode {
         Command::Hw { command: HwCommand::Validate(args) } => hw::run(args),
         Command::Hw { command: HwCommand::Card(args) } => hw::run_card(args),
         Command::Hw { command: HwCommand::Relay(args) } => hw::run_relay(args),
-        Command::Bench { command: BenchCommand::Orderer(args) } => ferrofabric::bench_orderer(args).map(|_| ()),
-        Command::Bench { command: BenchCommand::E2e(args) } => ferrofabric::bench_e2e(args).map(|_| ()),
-        Command::Bench { command: BenchCommand::Isolation(args) } => ferrofabric::bench_isolation(args).map(|_| ()),
-        Command::Bench { command: BenchCommand::Hog(args) } => ferrofabric::bench_hog(&args),
+        #[cfg(feature = "bench")]
+        Command::Bench { command } => bench(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -215,6 +217,17 @@ fn main() -> ExitCode {
             eprintln!("ferrofabric: error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Runs a `bench` command.
+#[cfg(feature = "bench")]
+fn bench(command: BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Orderer(args) => ferrofabric::bench_orderer(args).map(|_| ()),
+        BenchCommand::E2e(args) => ferrofabric::bench_e2e(args).map(|_| ()),
+        BenchCommand::Isolation(args) => ferrofabric::bench_isolation(args).map(|_| ()),
+        BenchCommand::Hog(args) => ferrofabric::bench_hog(&args),
     }
 }
 

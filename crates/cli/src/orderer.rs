@@ -1,7 +1,7 @@
 //! `ferrofabric orderer`: the command-line entry of the node. A YAML file in the shape of Fabric's
 //! `orderer.yaml` (see [`ferrofabric_orderer::OrdererConfig`]) with flags that override it, so that a script can start a
 //! node without writing a file. The node runs the solo, etcdraft, BFT and Kafka consensus backends
-//! (`ferrofabric_node::orderer_plugins`); a `kafka` channel reaches its brokers as the file's `Kafka` section says
+//! (`ferrofabric_consensus::backends`); a `kafka` channel reaches its brokers as the file's `Kafka` section says
 //! (TLS, SASL/PLAIN, librdkafka properties, payloads aside or inline; docs/KAFKA.md).
 
 use std::path::PathBuf;
@@ -102,7 +102,7 @@ impl OrdererArgs {
 /// Errors: configuration or start-up errors (see [`ferrofabric_orderer::start`]).
 pub(crate) fn run(args: OrdererArgs) -> anyhow::Result<()> {
     let config = args.to_config()?;
-    let plugins = ferrofabric_node::orderer_plugins(&config)?;
+    let plugins = ferrofabric_consensus::backends(&config)?;
     let runtime = crate::daemon_runtime("orderer")?;
     runtime.block_on(async move {
         let node = start(config, plugins).await?;

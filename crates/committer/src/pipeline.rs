@@ -1022,6 +1022,6 @@ struct ConfigAttestations(watch::Receiver<Option<Arc<ChannelConfig>>>);
 impl ferrofabric_deliver::AttestationVerifier for ConfigAttestations {
     fn verify(&self, block: &Bytes) -> Result<u64, String> {
         let config = self.0.borrow().clone().ok_or_else(|| "no channel configuration".to_string())?;
-        ferrofabric_validator::verify_block_attestation(&config, block.clone()).map_err(|e| e.to_string())
+        ferrofabric_channelconfig::verify_block_attestation(&config, block.clone()).map_err(|e| e.to_string())
     }
 }

@@ -1125,7 +1125,7 @@ async fn append_pulled(host: &mut Host, raw: Bytes) -> Result<(), String> {
     if header.number != host.next_number || header.previous_hash.as_ref() != host.previous_hash {
         return Err(format!("pulled block {} does not continue the chain at {}", header.number, host.next_number));
     }
-    ferrofabric_validator::verify_block_attestation(&host.support.config(), raw.clone())
+    ferrofabric_channelconfig::verify_block_attestation(&host.support.config(), raw.clone())
         .map_err(|e| format!("pulled block {}: {e}", header.number))?;
     let envelopes = block.data.map(|d| d.data).unwrap_or_default();
     let config = envelopes.len() == 1 && is_config(&envelopes[0]);

@@ -75,8 +75,9 @@
 //!   from the genesis voters (or installs its snapshot).
 //! * A channel with exactly one consenter runs Raft with its WAL (it campaigns at once, so the first block is
 //!   not delayed by an election timeout) and can grow by config update. Only when `Consensus.WALDir` or
-//!   `SnapDir` is not configured is it served by the solo loop
-//!   ([`ferrofabric_consensus_solo::SingleRaftNodeFactory`]), which cannot grow.
+//!   `SnapDir` is not configured is it served by the factory that was registered under `etcdraft` before this
+//!   backend (the composition of `ferrofabric-consensus` puts the solo loop there, which cannot grow); with none,
+//!   such a channel is refused.
 //! * The cluster service authenticates callers by their TLS client certificate, so the node's gRPC
 //!   listener must request client certificates (`General.TLS.ClientRootCAs`). Dialed consenters are
 //!   checked against the CA roots (channel orderer organizations' TLS roots and `General.TLS.RootCAs`) and
@@ -111,7 +112,6 @@ use self::members::{by_id, Dialer};
 use self::raftnode::{Input, RaftLoop, RaftParams, RaftStatus};
 use self::storage::WalStorage;
 use ferrofabric_comm::{parse_duration, pem_cert_der};
-use ferrofabric_consensus_solo::SingleRaftNodeFactory;
 use ferrofabric_orderer::{
     initial_raft_metadata, ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, OrdererConfig,
     Plugins,
@@ -165,9 +165,10 @@ impl Cluster {
         Ok(Cluster::new(config.cluster_tls()?, config.cluster_max_message()))
     }
 
-    /// The factory to register under `etcdraft` in the node's [`ferrofabric_orderer::ConsensusRegistry`].
-    pub fn factory(self: &Arc<Self>) -> Arc<dyn ConsensusFactory> {
-        Arc::new(RaftFactory { cluster: self.clone() })
+    /// The factory to register under `etcdraft` in the node's [`ferrofabric_orderer::ConsensusRegistry`];
+    /// `single_node` serves single-consenter channels on a node without WAL directories (`None`: they are refused).
+    pub fn factory(self: &Arc<Self>, single_node: Option<Arc<dyn ConsensusFactory>>) -> Arc<dyn ConsensusFactory> {
+        Arc::new(RaftFactory { cluster: self.clone(), single_node })
     }
 
     /// The `orderer.Cluster` gRPC service to add to the node's server.
@@ -195,26 +196,35 @@ impl Cluster {
 }
 
 /// Registers etcdraft in `plugins` for a node configured by `config`: the [`RaftFactory`] of a new
-/// [`Cluster::from_config`] under `etcdraft` (replacing what was there; single-consenter channels run Raft
-/// too when the WAL directories are configured) and the cluster's `orderer.Cluster` service on the node's
-/// gRPC listener. Returns the cluster.
+/// [`Cluster::from_config`] under `etcdraft` and the cluster's `orderer.Cluster` service on the node's gRPC
+/// listener. Single-consenter channels run Raft too when the WAL directories are configured; without them they go
+/// to the factory registered under `etcdraft` before this call, if any. Returns the cluster.
 ///
 /// Errors: as [`Cluster::from_config`].
 pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result<Arc<Cluster>> {
     let cluster = Cluster::from_config(config)?;
-    plugins.registry.register("etcdraft", cluster.factory());
+    let single_node = plugins.registry.get("etcdraft").cloned();
+    plugins.registry.register("etcdraft", cluster.factory(single_node));
     plugins.services = std::mem::take(&mut plugins.services).add_service(cluster.service());
     Ok(cluster)
 }
 
 /// Starts [`RaftChain`]s for `etcdraft` channels (Fabric `orderer/consensus/etcdraft/consenter.go`
 /// `HandleChain`); a node that is not among the consenters follows the channel first (see the crate docs); a single
-/// consenter without WAL directories goes to the solo loop. Errors from `start`: bad consensus metadata or
+/// consenter without WAL directories goes to the factory given for it. Errors from `start`: bad consensus metadata or
 /// options, no cluster TLS (or no TLS certificate) on a node that must reach others, no WAL or snapshot
 /// directory, an unreadable WAL.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RaftFactory {
     cluster: Arc<Cluster>,
+    /// Serves a single-consenter channel on a node without WAL directories.
+    single_node: Option<Arc<dyn ConsensusFactory>>,
+}
+
+impl std::fmt::Debug for RaftFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaftFactory").field("single_node", &self.single_node.is_some()).finish_non_exhaustive()
+    }
 }
 
 fn err(msg: impl Into<String>) -> ConsensusError {
@@ -319,17 +329,17 @@ impl ConsensusFactory for RaftFactory {
         let member = ours.as_deref().is_some_and(|ours| is_consenter(&md.consenters, ours));
         let single = md.consenters.len() <= 1;
         if member && single && (ctx.wal_dir.is_none() || ctx.snap_dir.is_none()) {
-            // Without a WAL a single consenter can only be served by the solo loop, which cannot grow.
-            tracing::info!(%channel, "etcdraft channel with one consenter and no WAL: served by the solo loop");
-            return SingleRaftNodeFactory.start(support, ctx);
+            // Without a WAL a single consenter cannot run Raft: the single-node factory serves it, if any.
+            tracing::info!(%channel, "etcdraft channel with one consenter and no WAL: served by the single-node loop");
+            return self.start_single_node(support, ctx);
         }
         if member {
             return self.start_member(support, ctx).map(|c| c as Arc<dyn Consensus>);
         }
         if ours.is_none() || self.cluster.tls.is_none() {
             if single {
-                // The solo loop's rules (it serves the channel when it can tell this node is not another one).
-                return SingleRaftNodeFactory.start(support, ctx);
+                // The single-node loop's rules (it serves the channel when it can tell this node is not another).
+                return self.start_single_node(support, ctx);
             }
             return Err(err(format!(
                 "etcdraft channel {channel}: this node's TLS certificate is unknown or it has no cluster TLS, so it \
@@ -342,7 +352,7 @@ impl ConsensusFactory for RaftFactory {
     fn is_consenter(&self, support: &ChainSupport) -> bool {
         let Some(ours) = support.node_certificate() else { return true };
         if self.cluster.tls.is_none() {
-            // `start` decides (the solo loop, or an error that says why).
+            // `start` decides (the single-node loop, or an error that says why).
             return true;
         }
         config_metadata(support).map_or(true, |md| is_consenter(&md.consenters, ours))
@@ -373,6 +383,21 @@ fn is_consenter(consenters: &[etcdraft::Consenter], ours: &[u8]) -> bool {
 }
 
 impl RaftFactory {
+    /// Starts a single-consenter channel without Raft, on the factory given for it.
+    fn start_single_node(
+        &self,
+        support: Arc<ChainSupport>,
+        ctx: &ConsensusContext,
+    ) -> Result<Arc<dyn Consensus>, ConsensusError> {
+        match &self.single_node {
+            Some(factory) => factory.start(support, ctx),
+            None => Err(err(format!(
+                "etcdraft channel {}: Consensus.WALDir and Consensus.SnapDir must be configured to run Raft",
+                support.channel_id()
+            ))),
+        }
+    }
+
     /// Starts the Raft chain of a channel this node is a consenter of (its ledger holds the config block that
     /// made it one).
     fn start_member(

@@ -7,10 +7,9 @@
 //! Config messages cut the pending batch and go alone into their own block.
 //!
 //! A backend of the orderer core (`ferrofabric-orderer`): [`register`] adds it to a node's
-//! [`ConsensusRegistry`] under `solo`, and under `etcdraft` for channels with a single consenter
-//! ([`SingleRaftNodeFactory`]; `ferrofabric-consensus-etcdraft` replaces that entry with its Raft factory,
-//! which runs single-consenter channels on Raft too and hands them back to it only when the node has no
-//! WAL directory configured).
+//! [`ConsensusRegistry`] under `solo`. [`SingleRaftNodeFactory`] runs the same loop for an `etcdraft` channel of
+//! one consenter; whoever composes the node's backends decides where it serves (`ferrofabric-consensus` hands it
+//! the single-consenter channels of a node without Raft WAL directories).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -183,11 +182,9 @@ async fn handle(support: &ChainSupport, cutter: &mut BlockCutter<Bytes>, msg: Ms
     }
 }
 
-/// Registers solo in `registry`: [`SoloFactory`] under `solo` and [`SingleRaftNodeFactory`] under `etcdraft`
-/// (replacing what was there).
+/// Registers solo in `registry`: [`SoloFactory`] under `solo` (replacing what was there).
 pub fn register(registry: &mut ConsensusRegistry) {
     registry.register("solo", Arc::new(SoloFactory));
-    registry.register("etcdraft", Arc::new(SingleRaftNodeFactory));
 }
 
 /// Starts [`Solo`] for channels of consensus type `solo` (relation "other").
@@ -201,8 +198,8 @@ impl ConsensusFactory for SoloFactory {
 }
 
 /// Serves an `etcdraft` channel whose consenter set is exactly one node with the solo loop: with one voter,
-/// Raft commits every proposal at once, so the order of blocks is the same. A stand-in until the Raft backend
-/// registers itself; channels with more consenters are refused. If this node's TLS certificate is known and
+/// Raft commits every proposal at once, so the order of blocks is the same. For nodes that cannot run Raft (no
+/// WAL directories); channels with more consenters are refused. If this node's TLS certificate is known and
 /// is not the consenter's, the channel is refused too (following is not implemented).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SingleRaftNodeFactory;

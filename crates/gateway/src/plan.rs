@@ -20,6 +20,7 @@ use ferrofabric_protos::peer::{
     application_policy, collection_config, collection_policy_config, ApplicationPolicy, ChaincodeCall,
     ProposalResponse, SignedProposal,
 };
+use ferrofabric_protoutil::lifecycle::implicit_collection_org;
 use prost::Message;
 use tonic::Code;
 
@@ -34,9 +35,6 @@ pub(crate) const MAX_MESSAGE_SIZE: usize = 100 * 1024 * 1024;
 const MAX_PLANNED_ORGS: usize = 12;
 /// How long an endorser that could not be reached is asked only after its organisation's other peers.
 const UNREACHABLE_FOR: Duration = Duration::from_secs(30);
-
-/// The name prefix of an organisation's implicit private data collection (`_implicit_org_<MSPID>`).
-const IMPLICIT_COLLECTION_PREFIX: &str = "_implicit_org_";
 
 /// What an endorsement plan of a chaincode interest must satisfy (Fabric's discovery,
 /// `discovery/endorsement/endorsement.go` `computePrincipalSets` and `loadMetadataAndFilters`, with the collection
@@ -81,7 +79,7 @@ fn any_of(identities: Vec<MspPrincipal>) -> SignaturePolicyEnvelope {
 /// Errors: Fabric's, for a collection the definition does not have or whose member policy is not a signature
 /// policy.
 fn collection(cc: &ChaincodeInfo, chaincode: &str, name: &str) -> Result<(Vec<MspPrincipal>, Option<Bytes>), String> {
-    if let Some(mspid) = name.strip_prefix(IMPLICIT_COLLECTION_PREFIX) {
+    if let Some(mspid) = implicit_collection_org(name) {
         let role = MspRole { msp_identifier: mspid.to_owned(), role: MspRoleType::Member as i32 };
         let member = MspPrincipal {
             principal_classification: Classification::Role as i32,

@@ -18,7 +18,8 @@
 //! * [`start`] runs the orderer (etcdraft with itself as the one consenter), committer, two endorsers (Org1, Org2)
 //!   and block-store service ([`RunningNode`]), with crypto material and the channel generated on the first run
 //!   (the node directory: [`Layout`]) and the built-in chaincodes defined through `_lifecycle`; it writes
-//!   `node.json` ([`NodeInfo`]) and a Fabric connection profile. [`orderer_plugins`] are the consensus backends of its orderer.
+//!   `node.json` ([`NodeInfo`]) and a Fabric connection profile. Its orderer runs
+//!   `ferrofabric_consensus::backends`.
 //! * [`start_processes`] (`--processes`) runs the same components as supervised child processes, each in its own
 //!   CPU cgroup, optionally under the QiOi share controller ([`RunningProcesses`], `DIR/processes.json`:
 //!   [`ProcessesInfo`]).
@@ -36,6 +37,6 @@ mod profile;
 pub use client::{require_valid, CommitEvents, NetworkClient};
 pub use deploy::{deploy_chaincode, ChaincodeDefinition};
 pub use layout::{Layout, PEER_MSPIDS};
-pub use network::{orderer_plugins, run, start, NodeArgs, RunningNode};
+pub use network::{run, start, NodeArgs, RunningNode};
 pub use processes::{start_processes, ComponentInfo, ProcessesInfo, RunningProcesses};
 pub use profile::NodeInfo;

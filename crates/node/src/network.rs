@@ -16,7 +16,7 @@ use ferrofabric_endorser::{
 };
 use ferrofabric_gateway::{EndorserEndpoint, Gateway, GatewayConfig, GossipSigner};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_orderer::{OrdererConfig, Plugins, RunningOrderer};
+use ferrofabric_orderer::{OrdererConfig, RunningOrderer};
 use ferrofabric_protos::lifecycle::{
     chaincode_source, ApproveChaincodeDefinitionForMyOrgArgs, ChaincodeSource, CheckCommitReadinessArgs,
     CheckCommitReadinessResult, CommitChaincodeDefinitionArgs, QueryChaincodeDefinitionArgs,
@@ -308,7 +308,7 @@ pub async fn start(args: &NodeArgs) -> anyhow::Result<RunningNode> {
     oc.general.cluster.client_private_key = Some(layout.orderer_node().join("tls/server.key"));
     oc.consensus.wal_dir = Some(layout.dir.join("orderer/etcdraft/wal"));
     oc.consensus.snap_dir = Some(layout.dir.join("orderer/etcdraft/snapshot"));
-    let plugins = orderer_plugins(&oc).context("the orderer's Raft cluster")?;
+    let plugins = ferrofabric_consensus::backends(&oc).context("the orderer's Raft cluster")?;
     let orderer = ferrofabric_orderer::start(oc, plugins).await.context("starting the orderer")?;
     if orderer.registrar.channel(&channel_id).is_none() {
         let registrar = orderer.registrar.clone();
@@ -727,22 +727,4 @@ async fn run_processes(args: NodeArgs) -> anyhow::Result<()> {
     args.progress("shutting down");
     node.shutdown().await;
     Ok(())
-}
-
-/// The consensus backends an ordering node runs, for a node configured by `config`: solo (`solo`, and `etcdraft`
-/// channels with a single consenter, served by its loop), etcdraft (Raft for channels with several consenters, with
-/// its `orderer.Cluster` service on the node's listener), BFT (Fabric 3 BFT channels, with its
-/// `orderer.ClusterNodeService` on the same listener), Kafka (`kafka` channels on the Kafka cluster the channel
-/// or the `Kafka` section names), and the default CONFIG_UPDATE processor. The one
-/// composition of backends, used by this node, `ferrofabric orderer` and the orderer benches.
-///
-/// Errors: the cluster's TLS files cannot be read (see `ferrofabric_consensus_etcdraft::register`), or a bad
-/// `Kafka.Payloads`.
-pub fn orderer_plugins(config: &ferrofabric_orderer::OrdererConfig) -> anyhow::Result<Plugins> {
-    let mut plugins = Plugins::default();
-    ferrofabric_consensus_solo::register(&mut plugins.registry);
-    ferrofabric_consensus_etcdraft::register(&mut plugins, config)?;
-    ferrofabric_consensus_bft::register(&mut plugins, config)?;
-    ferrofabric_consensus_kafka::register(&mut plugins, config)?;
-    Ok(plugins)
 }

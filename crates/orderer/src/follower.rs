@@ -144,7 +144,7 @@ async fn append(
     at: &std::sync::Mutex<Option<u64>>,
 ) -> Result<bool, String> {
     let number = block.header.as_ref().map(|h| h.number).unwrap_or_default();
-    ferrofabric_validator::verify_block_attestation(&support.config(), raw.clone())
+    ferrofabric_channelconfig::verify_block_attestation(&support.config(), raw.clone())
         .map_err(|e| format!("block {number} fails BlockValidation: {e}"))?;
     support.append_block(raw).await.map_err(|e| format!("appending block {number}: {}", e.0))?;
     if ferrofabric_protoutil::sole_config_envelope(block).is_some() && is_consenter(support) {

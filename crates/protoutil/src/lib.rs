@@ -6,6 +6,7 @@
 //!   `protoutil/blockutils.go`, `orderer/common/multichannel/blockwriter.go`;
 //! * headers: the DER bytes and hash of a block header ([`block_header_bytes`], [`block_header_hash`]);
 //! * config blocks: detection and the last-config index ([`is_config_block`], [`last_config_index`]);
+//! * `_lifecycle`'s state layout: its keys and implicit collection names ([`lifecycle`]);
 //! * transactions: ids and nonces ([`compute_txid`], [`new_nonce`]);
 //! * seeks: `SeekInfo` positions ([`seek_range`], [`seek_newest`], [`seek_specified`]) and the signed
 //!   DELIVER_SEEK_INFO envelope ([`seek_envelope`]);
@@ -17,6 +18,7 @@
 mod block;
 mod config;
 mod header;
+pub mod lifecycle;
 mod records;
 mod seek;
 mod tx;

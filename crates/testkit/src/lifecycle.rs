@@ -13,8 +13,8 @@ use ferrofabric_protos::lifecycle::{
 use ferrofabric_protos::peer::{application_policy, ApplicationPolicy, CollectionConfigPackage};
 use prost::Message;
 
-use crate::tx::LIFECYCLE_NAMESPACE;
 use crate::{Built, Network, SigningIdentity, TestkitError, TxBuilder};
+use ferrofabric_protoutil::lifecycle::{field_key, implicit_collection, metadata_key, LIFECYCLE_NAMESPACE, NAMESPACES};
 
 /// Default endorsement policy reference of a definition made by the peer
 /// CLI without `--signature-policy`/`--channel-config-policy`.
@@ -97,11 +97,11 @@ pub fn definition_writes(def: &ChaincodeDefinition) -> Vec<(String, Vec<u8>)> {
         fields: ["Sequence", "EndorsementInfo", "ValidationInfo", "Collections"].map(String::from).to_vec(),
     };
     vec![
-        (format!("namespaces/fields/{name}/Collections"), state_bytes(def.collections.encode_to_vec())),
-        (format!("namespaces/fields/{name}/EndorsementInfo"), state_bytes(endorsement.encode_to_vec())),
-        (format!("namespaces/fields/{name}/Sequence"), sequence.encode_to_vec()),
-        (format!("namespaces/fields/{name}/ValidationInfo"), state_bytes(validation.encode_to_vec())),
-        (format!("namespaces/metadata/{name}"), metadata.encode_to_vec()),
+        (field_key(NAMESPACES, name, "Collections"), state_bytes(def.collections.encode_to_vec())),
+        (field_key(NAMESPACES, name, "EndorsementInfo"), state_bytes(endorsement.encode_to_vec())),
+        (field_key(NAMESPACES, name, "Sequence"), sequence.encode_to_vec()),
+        (field_key(NAMESPACES, name, "ValidationInfo"), state_bytes(validation.encode_to_vec())),
+        (metadata_key(NAMESPACES, name), metadata.encode_to_vec()),
     ]
 }
 
@@ -137,8 +137,8 @@ pub(crate) fn commit_definition_with<'a>(
         .creator(net.admin(0))
         .endorsers(&peers)
         .args([b"CommitChaincodeDefinition".to_vec(), args.encode_to_vec()])
-        .read(LIFECYCLE_NAMESPACE, &format!("namespaces/fields/{name}/Sequence"), def.previous)
-        .read(LIFECYCLE_NAMESPACE, &format!("namespaces/metadata/{name}"), def.previous)
+        .read(LIFECYCLE_NAMESPACE, &field_key(NAMESPACES, name, "Sequence"), def.previous)
+        .read(LIFECYCLE_NAMESPACE, &metadata_key(NAMESPACES, name), def.previous)
         .read("lscc", name, None);
     for (key, value) in definition_writes(def) {
         b = b.write(LIFECYCLE_NAMESPACE, &key, value);
@@ -147,11 +147,16 @@ pub(crate) fn commit_definition_with<'a>(
     // definition name suffixed with `#<sequence>`.
     let seq = def.sequence;
     for (mspid, v) in &def.approvals {
-        let coll = format!("_implicit_org_{mspid}");
+        let coll = implicit_collection(mspid);
         for field in ["Collections", "EndorsementInfo", "ValidationInfo"] {
-            b = b.hashed_read(LIFECYCLE_NAMESPACE, &coll, &format!("namespaces/fields/{name}#{seq}/{field}"), Some(*v));
+            b = b.hashed_read(
+                LIFECYCLE_NAMESPACE,
+                &coll,
+                &field_key(NAMESPACES, &format!("{name}#{seq}"), field),
+                Some(*v),
+            );
         }
-        b = b.hashed_read(LIFECYCLE_NAMESPACE, &coll, &format!("namespaces/metadata/{name}#{seq}"), Some(*v));
+        b = b.hashed_read(LIFECYCLE_NAMESPACE, &coll, &metadata_key(NAMESPACES, &format!("{name}#{seq}")), Some(*v));
     }
     b.build()
 }

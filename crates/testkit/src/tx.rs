@@ -19,13 +19,14 @@ use ferrofabric_protos::peer::{
     ChaincodeSpec, Endorsement, ProposalResponsePayload, Response, Transaction, TransactionAction,
 };
 use ferrofabric_protos::rwset::{tx_read_write_set, CollectionHashedReadWriteSet, NsReadWriteSet, TxReadWriteSet};
+use ferrofabric_protoutil::lifecycle::{field_key, NAMESPACES};
 use prost::Message;
 use sha2::{Digest, Sha256};
 
 use crate::{Network, SigningIdentity, TestkitError};
 
 /// Namespace of the new lifecycle system chaincode.
-pub const LIFECYCLE_NAMESPACE: &str = "_lifecycle";
+pub use ferrofabric_protoutil::lifecycle::LIFECYCLE_NAMESPACE;
 
 /// A built transaction: the marshaled `common.Envelope` (what a client
 /// broadcasts and a block's `data.data[i]` holds) and its channel-header
@@ -194,7 +195,7 @@ impl<'a> TxBuilder<'a> {
     pub fn lifecycle_read(self, definition_version: Option<(u64, u64)>) -> Self {
         match self.chaincode.clone() {
             Some((name, _)) => {
-                self.read(LIFECYCLE_NAMESPACE, &format!("namespaces/fields/{name}/Sequence"), definition_version)
+                self.read(LIFECYCLE_NAMESPACE, &field_key(NAMESPACES, &name, "Sequence"), definition_version)
             }
             None => self,
         }

@@ -56,12 +56,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
-use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
-use ferrofabric_protos::common::{
-    BlockMetadataIndex, ConfigEnvelope, HeaderType, IdentifierHeader, Metadata, SignatureHeader,
-};
-use ferrofabric_protos::msp::SerializedIdentity;
-use ferrofabric_protoutil::{block_header_bytes, block_header_hash};
+use ferrofabric_channelconfig::{verify_block_signatures, BlockSignatureError, ChannelConfig};
+use ferrofabric_protos::common::{BlockMetadataIndex, ConfigEnvelope, HeaderType};
+use ferrofabric_protoutil::block_header_hash;
 use ferrofabric_state::{UpdateBatch, WorldState};
 use prost::Message;
 
@@ -530,76 +527,10 @@ fn check_block(config: &ChannelConfig, arena: &BlockArena, presumed: bool) -> Re
     if arena.header().data_hash.as_ref() != arena.computed_data_hash() {
         return Err(bad(arena.number(), "data hash does not match the block's data"));
     }
-    check_block_signatures(config, arena, presumed)
-}
-
-/// Verifies the SIGNATURES metadata against `/Channel/Orderer/BlockValidation` (Fabric's
-/// `protoutil.BlockSignatureVerifier`). A signature names its signer in one of two ways:
-/// * a `signature_header` (etcdraft, solo): the signer is its `creator`, and the signature covers
-///   `metadata.value ‖ signature_header ‖ DER(block header)`;
-/// * on channels with the V3_0 channel capability (BFT), an empty `signature_header` and an `identifier_header`
-///   (`IdentifierHeader{consenter id, nonce}`): the signer is the consenter of that id in the Orderer group's
-///   `Orderers.consenter_mapping`, and the signature covers `metadata.value ‖ identifier_header ‖ DER(block header)`.
-///   A signature whose id names no consenter is skipped, as Fabric skips it.
-fn check_block_signatures(config: &ChannelConfig, arena: &BlockArena, presumed: bool) -> Result<(), ValidatorError> {
-    let number = arena.number();
-    let sig_err = |reason: String| ValidatorError::BadSignature { number, reason };
-    let raw = arena
-        .metadata()
-        .metadata
-        .get(BlockMetadataIndex::Signatures as usize)
-        .ok_or_else(|| sig_err("no SIGNATURES metadata".into()))?;
-    let md = Metadata::decode(raw.clone()).map_err(|e| sig_err(format!("SIGNATURES metadata: {e}")))?;
-    let header_bytes = block_header_bytes(arena.header());
-    let consenters = match config.orderer() {
-        Some(orderer) if config.capabilities().consensus_type_bft() => Some(orderer.consenters()),
-        _ => None,
-    };
-    let mut items = Vec::with_capacity(md.signatures.len());
-    for s in &md.signatures {
-        let (identity, signed_header) = match consenters {
-            Some(consenters) if s.signature_header.is_empty() && !s.identifier_header.is_empty() => {
-                let id = IdentifierHeader::decode(s.identifier_header.clone())
-                    .map_err(|e| sig_err(format!("identifier header: {e}")))?
-                    .identifier;
-                let Some(consenter) = consenters.iter().find(|c| c.id == id) else { continue };
-                let identity =
-                    SerializedIdentity { mspid: consenter.msp_id.clone(), id_bytes: consenter.identity.clone() };
-                (Bytes::from(identity.encode_to_vec()), &s.identifier_header)
-            }
-            _ => {
-                let shdr = SignatureHeader::decode(s.signature_header.clone())
-                    .map_err(|e| sig_err(format!("signature header: {e}")))?;
-                (shdr.creator, &s.signature_header)
-            }
-        };
-        let mut data = Vec::with_capacity(md.value.len() + signed_header.len() + header_bytes.len());
-        data.extend_from_slice(&md.value);
-        data.extend_from_slice(signed_header);
-        data.extend_from_slice(&header_bytes);
-        items.push(SignedData { data: Bytes::from(data), identity, signature: s.signature.clone() });
-    }
-    let policy = config
-        .policy("/Channel/Orderer/BlockValidation")
-        .ok_or_else(|| sig_err("the channel has no /Channel/Orderer/BlockValidation policy".into()))?;
-    let set = if presumed {
-        SignatureSet::presumed_valid(items, config.msp_manager())
-    } else {
-        SignatureSet::new(items, config.msp_manager())
-    };
-    policy.evaluate(&set).map_err(|e| sig_err(e.to_string()))
-}
-
-/// Checks a block attestation under `config`: the header and metadata of a block as Deliver serves them for
-/// `HEADER_WITH_SIG` (data only for config blocks), whose SIGNATURES must satisfy `/Channel/Orderer/BlockValidation`
-/// (Fabric's `VerifyBlockAttestation`: the data hash is not checked). The BFT deliverer uses it to believe an
-/// orderer that says a block exists. Returns the block number.
-///
-/// Errors: the bytes do not decode, or the signatures do not satisfy the policy.
-pub fn verify_block_attestation(config: &ChannelConfig, block: Bytes) -> Result<u64, ValidatorError> {
-    let arena = BlockArena::decode(block)?;
-    check_block_signatures(config, &arena, false)?;
-    Ok(arena.number())
+    verify_block_signatures(config, arena.header(), arena.metadata(), presumed).map_err(|e| match e {
+        BlockSignatureError::NotSatisfied { number, reason } => ValidatorError::BadSignature { number, reason },
+        BlockSignatureError::Decode(reason) => ValidatorError::BadBlock { number: arena.number(), reason },
+    })
 }
 
 /// The pool of validation threads ([`ValidatorOptions::threads`]).

@@ -16,13 +16,13 @@ use ferrofabric_protos::lifecycle::{
     state_data, ChaincodeEndorsementInfo, ChaincodeValidationInfo, StateData, StateMetadata,
 };
 use ferrofabric_protos::peer::{application_policy, collection_config, ApplicationPolicy, CollectionConfigPackage};
+use ferrofabric_protoutil::lifecycle::{field_key, implicit_collection_org, metadata_key, NAMESPACES};
 use ferrofabric_state::{StateKey, StateView};
 use prost::Message;
 
 /// The `_lifecycle` namespace.
-pub const LIFECYCLE: &str = "_lifecycle";
+pub use ferrofabric_protoutil::lifecycle::LIFECYCLE_NAMESPACE as LIFECYCLE;
 const LIFECYCLE_ENDORSEMENT: &str = "/Channel/Application/LifecycleEndorsement";
-const IMPLICIT_COLLECTION_PREFIX: &str = "_implicit_org_";
 
 /// What validation needs of a chaincode definition.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,7 +47,7 @@ pub fn definition(config: &ChannelConfig, view: &StateView<'_>, name: &str) -> R
             collections: None,
         }));
     }
-    let Some(meta) = view.get(&StateKey::public(LIFECYCLE, format!("namespaces/metadata/{name}"))) else {
+    let Some(meta) = view.get(&StateKey::public(LIFECYCLE, metadata_key(NAMESPACES, name))) else {
         return Ok(None);
     };
     let meta = StateMetadata::decode(meta.value).map_err(|e| format!("metadata of chaincode {name}: {e}"))?;
@@ -67,13 +67,14 @@ pub fn definition(config: &ChannelConfig, view: &StateView<'_>, name: &str) -> R
 /// name (what a peer announces as its chaincodes on the channel, e.g. to discovery). A definition whose
 /// `EndorsementInfo` does not decode is listed with an empty version.
 pub fn defined_chaincodes(view: &StateView<'_>) -> Vec<(String, String)> {
-    const PREFIX: &str = "namespaces/metadata/";
-    // Every key with the prefix: '0' is the byte after '/'.
+    let prefix = metadata_key(NAMESPACES, "");
+    // Every key with the prefix, which ends in '/': '0' is the byte after '/'.
+    let end = format!("{}0", &prefix[..prefix.len() - 1]);
     let mut out: Vec<(String, String)> = view
-        .range(LIFECYCLE, PREFIX.as_bytes(), b"namespaces/metadata0")
+        .range(LIFECYCLE, prefix.as_bytes(), end.as_bytes())
         .into_iter()
         .filter_map(|(key, _)| {
-            let name = std::str::from_utf8(key.key.as_ref()).ok()?.strip_prefix(PREFIX)?.to_owned();
+            let name = std::str::from_utf8(key.key.as_ref()).ok()?.strip_prefix(prefix.as_str())?.to_owned();
             let version = field_bytes(view, &name, "EndorsementInfo")
                 .ok()
                 .flatten()
@@ -88,7 +89,7 @@ pub fn defined_chaincodes(view: &StateView<'_>) -> Vec<(String, String)> {
 }
 
 fn field_bytes(view: &StateView<'_>, name: &str, field: &str) -> Result<Option<Bytes>, String> {
-    let Some(v) = view.get(&StateKey::public(LIFECYCLE, format!("namespaces/fields/{name}/{field}"))) else {
+    let Some(v) = view.get(&StateKey::public(LIFECYCLE, field_key(NAMESPACES, name, field))) else {
         return Ok(None);
     };
     let data = StateData::decode(v.value).map_err(|e| format!("field {field} of {name}: {e}"))?;
@@ -148,7 +149,7 @@ fn signed_by_n_members(n: i32, mspids: &[String]) -> Bytes {
 /// implicit org collections use the org's `Endorsement` policy; static collections their own policy or, without
 /// one, the chaincode's. `Err`: no such collection (an endorsement-policy failure in Fabric).
 pub(crate) fn collection_policy(config: &ChannelConfig, def: &Definition, coll: &str) -> Result<Bytes, String> {
-    if let Some(mspid) = coll.strip_prefix(IMPLICIT_COLLECTION_PREFIX) {
+    if let Some(mspid) = implicit_collection_org(coll) {
         let org = config
             .application()
             .and_then(|a| a.organizations().values().find(|o| o.mspid() == mspid).map(|o| o.name().to_owned()))

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod bft_attestation;
 mod cauthdsl_semantics;
 mod channel_config;
 mod fixture_signatures;

@@ -688,7 +688,7 @@ async fn ledger(args: &E2eBenchArgs) -> anyhow::Result<E2eReport> {
     oc.file_ledger.location = Some(tmp.path().join("orderer"));
     oc.consensus.wal_dir = Some(tmp.path().join("orderer/etcdraft/wal"));
     oc.consensus.snap_dir = Some(tmp.path().join("orderer/etcdraft/snap"));
-    let plugins = ferrofabric_node::orderer_plugins(&oc)?;
+    let plugins = ferrofabric_consensus::backends(&oc)?;
     let orderer = ferrofabric_orderer::start(oc, plugins).await.context("starting the orderer")?;
     let genesis_path = tmp.path().join("genesis.block");
     std::fs::write(&genesis_path, &genesis)?;

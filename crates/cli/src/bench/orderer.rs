@@ -466,7 +466,7 @@ async fn own_node_run(work: &Arc<Workset>, args: &OrdererBenchArgs, parallel: bo
             ..TlsConfig::default()
         };
     }
-    let plugins = ferrofabric_node::orderer_plugins(&config)?;
+    let plugins = ferrofabric_consensus::backends(&config)?;
     let node = start(config, plugins).await?;
     let admin = node.admin_addr.ok_or_else(|| anyhow!("no admin listener"))?.to_string();
     join_channel(&admin, &work.net.genesis_block()).await?;
@@ -768,7 +768,7 @@ async fn cluster_run(
         };
         config.general.cluster.client_certificate = Some(cert);
         config.general.cluster.client_private_key = Some(key);
-        let plugins = ferrofabric_node::orderer_plugins(&config)?;
+        let plugins = ferrofabric_consensus::backends(&config)?;
         nodes.push(start(config, plugins).await.with_context(|| format!("starting {} node {i}", args.consensus))?);
     }
     let result = async {

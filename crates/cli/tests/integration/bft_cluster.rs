@@ -361,7 +361,7 @@ async fn same_chain_everywhere(net: &BftNetwork, nodes: &[&Node], genesis: &Path
             assert_eq!((&b.header, &b.data), (&blocks[0].header, &blocks[0].data), "block {number} at {}", n.grpc);
             let signatures = Metadata::decode(b.metadata.as_ref().unwrap().metadata[0].clone()).unwrap().signatures;
             assert!(signatures.len() >= quorum, "block {number} at {} has {} signatures", n.grpc, signatures.len());
-            ferrofabric_validator::verify_block_attestation(&config, chains[0][number].clone())
+            ferrofabric_channelconfig::verify_block_attestation(&config, chains[0][number].clone())
                 .unwrap_or_else(|e| panic!("block {number} at {}: {e}", n.grpc));
         }
         for id in tx_ids(&blocks[0]) {

@@ -10,6 +10,8 @@ mod support;
 #[path = "../../../configtxgen/tests/integration/support/mod.rs"]
 mod configtxgen_support;
 
+// The bench library (`ferrofabric::bench_e2e`), built with the `bench` feature as the test builds are.
+#[cfg(feature = "bench")]
 mod bench;
 mod bft_cluster;
 mod bft_network;

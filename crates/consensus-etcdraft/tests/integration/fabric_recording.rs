@@ -403,7 +403,6 @@ struct Following {
 async fn start_ours(home: &Path) -> (ferrofabric_orderer::RunningOrderer, Arc<ferrofabric_orderer::ChainSupport>) {
     let config = ferrofabric_orderer::OrdererConfig::from_yaml(&node_yaml(home), home).unwrap();
     let mut plugins = ferrofabric_orderer::Plugins::default();
-    ferrofabric_consensus_solo::register(&mut plugins.registry);
     ferrofabric_consensus_etcdraft::register(&mut plugins, &config).unwrap();
     let node = ferrofabric_orderer::start(config, plugins).await.unwrap();
     let support = wait_until("the channel to start", Duration::from_secs(10), || {

@@ -71,7 +71,6 @@ fn raft_node_process() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("orderer").build().unwrap();
     runtime.block_on(async move {
         let mut plugins = ferrofabric_orderer::Plugins::default();
-        ferrofabric_consensus_solo::register(&mut plugins.registry);
         ferrofabric_consensus_etcdraft::register(&mut plugins, &config).unwrap();
         let node = ferrofabric_orderer::start(config, plugins).await.unwrap();
         println!("orderer listening: grpc {}", node.grpc_addr);

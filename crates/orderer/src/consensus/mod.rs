@@ -88,9 +88,10 @@ impl ChannelStatus {
 ///
 /// # How the backends fit
 /// Each backend is a crate of its own that depends on this one (never the reverse): it implements
-/// [`ConsensusFactory`] and [`Consensus`], and whoever starts an orderer (the `ferrofabric orderer` command, the
-/// all-in-one node) registers it in the [`ConsensusRegistry`] of [`crate::server::Plugins`] under its
-/// `ConsensusType.type`, together with any gRPC service it needs on the node's listener.
+/// [`ConsensusFactory`] and [`Consensus`], and registers itself in the [`ConsensusRegistry`] of
+/// [`crate::server::Plugins`] under its `ConsensusType.type`, together with any gRPC service it needs on the node's
+/// listener. No backend depends on another; `ferrofabric-consensus` (`backends`) composes the four for whoever
+/// starts an orderer (the `ferrofabric orderer` command, the all-in-one node, the orderer benches).
 /// * **solo** (`crates/consensus-solo`, `ferrofabric-consensus-solo`): one node; `order` queues the message, a
 ///   loop cuts and writes blocks signed by the node.
 /// * **etcdraft** (`crates/consensus-etcdraft`, `ferrofabric-consensus-etcdraft`): `order` on a follower
@@ -101,15 +102,23 @@ impl ChannelStatus {
 ///   `reprocess_config` handle messages that were checked under an older config. Catch-up reads blocks from the
 ///   support's [`ChainSupport::store`]. Its node-to-node `orderer.Cluster` service is added to the node's
 ///   listener through [`crate::server::Plugins::services`].
-/// * **Kafka with payloads aside (FastFabric Opt O-I)**, a crate beside them (`crates/consensus-kafka`): `order`
-///   stores the envelope locally by [`Submission::tx_id`] (and sends it to the other orderers out of band)
-///   while only the transaction ID goes through Kafka; the consume loop runs a `BlockCutter<String>` over IDs
-///   with the sizes carried along ([`Submission::size`]), then swaps the payloads back in before
-///   `create_next_block`.
-/// * **BFT (SmartBFT / BFT-SMaRt, 3f+1 nodes)**, a crate beside them (`crates/consensus-bft`): `order` submits
-///   the request to its pool and forwards it to every consenter (BFT-SMaRt's way); on decision each node signs the
-///   proposed header with [`ferrofabric_protoutil::block_signature`], the signatures are exchanged, and the block
-///   carrying a quorum of `MetadataSignature`s is built with [`ferrofabric_protoutil::orderer_metadata`] /
+/// * **Kafka** (`crates/consensus-kafka`, Fabric 1.4's Kafka ordering with payloads aside, FastFabric Opt O-I):
+///   `order` writes the envelope to the channel's payload topic (the messages of a few milliseconds in one
+///   record) and posts only references to the channel's ordered partition ([`Submission::tx_id`],
+///   [`Submission::size`] and where the payload is); with `Kafka.Payloads: inline`, and for CONFIG messages, the
+///   whole envelope goes to the ordered partition, as in Fabric 1.4. `order_pipelined` lets a stream's messages
+///   await the brokers' acknowledgements together. Every orderer consumes the ordered partition in order, swaps
+///   each reference for its envelope, cuts with a [`crate::cutter::BlockCutter`] and writes the blocks it signs
+///   with `write_block` / `write_config_block` (`KafkaMetadata` as consenter metadata), so every ledger holds the
+///   same blocks.
+/// * **BFT** (`crates/consensus-bft`, Fabric 3's BFT blocks, 3f+1 consenters agreeing with Tendermint):
+///   `order` puts the request in this consenter's pool and forwards it to every other consenter, which checks it
+///   and pools it too (BFT-SMaRt's way: no request waits on one leader, so a censoring proposer only delays it);
+///   it completes once the request is pooled, after waiting for room in a full pool. The proposer of a height
+///   (rotating by height and round) proposes a block of pooled requests; each consenter's precommit carries its
+///   Fabric 3 block signature (`MetadataSignature` with an `IdentifierHeader`, over
+///   [`ferrofabric_protoutil::signed_bytes`]) as vote extension, and on decision the block carrying the valid
+///   signatures of at least a quorum of consenters is built with [`ferrofabric_protoutil::orderer_metadata`] /
 ///   [`ferrofabric_protoutil::encode_block`] and stored with `append_block`.
 ///
 /// Back-pressure is part of `order`'s contract: the returned future completes when the message is accepted

@@ -4,7 +4,6 @@
 mod support;
 
 mod attested;
-mod bft_attestation;
 mod fabric_hang;
 mod fuzz_envelopes;
 mod lazy_signatures;

@@ -269,10 +269,11 @@ pub(crate) async fn peer_deliver_filtered(
 
 pub(crate) const SUCCESS: Option<i32> = Some(Status::Success as i32);
 
-/// The node's plugins with the solo backend (which also serves single-consenter etcdraft channels).
+/// The node's plugins with the solo backend, which also serves the tests' single-consenter etcdraft channels.
 pub(crate) fn solo_plugins() -> Plugins {
     let mut plugins = Plugins::default();
     ferrofabric_consensus_solo::register(&mut plugins.registry);
+    plugins.registry.register("etcdraft", std::sync::Arc::new(ferrofabric_consensus_solo::SingleRaftNodeFactory));
     plugins
 }
 

@@ -212,9 +212,10 @@ pub(crate) fn net_dirs(dir: &Path) -> NetDirs {
     NetDirs { orderer_msp: base.join("msp"), orderer_tls: base.join("tls") }
 }
 
-/// The node's plugins with the solo backend (which also serves single-consenter etcdraft channels).
+/// The node's plugins with the solo backend, which also serves the tests' single-consenter etcdraft channels.
 pub(crate) fn solo_plugins() -> Plugins {
     let mut plugins = Plugins::default();
     ferrofabric_consensus_solo::register(&mut plugins.registry);
+    plugins.registry.register("etcdraft", std::sync::Arc::new(ferrofabric_consensus_solo::SingleRaftNodeFactory));
     plugins
 }

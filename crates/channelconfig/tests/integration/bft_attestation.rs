@@ -3,10 +3,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use bytes::Bytes;
-use ferrofabric_channelconfig::ChannelConfig;
+use ferrofabric_channelconfig::{verify_block_attestation, ChannelConfig};
 use ferrofabric_protos::common::{Block, BlockData, Metadata};
 use ferrofabric_testkit::fixture;
-use ferrofabric_validator::verify_block_attestation;
 use prost::Message;
 
 fn bft_blocks() -> (ChannelConfig, Vec<Block>) {

@@ -32,8 +32,8 @@ use malachitebft_core_consensus::{
     State, ThresholdParams, VoteExtensionError, WalEntry,
 };
 use malachitebft_core_types::{
-    NilOrVal, Round, SignedMessage, SigningProvider, SigningProviderExt, Timeout, TimeoutKind, ValidatorSet as _,
-    Validity, ValuePayload, VoteType,
+    NilOrVal, Round, SignedMessage, SigningProvider, SigningProviderExt, Timeout, ValidatorSet as _, Validity,
+    ValuePayload, VoteType,
 };
 use prost::Message;
 use sha2::{Digest, Sha256};
@@ -43,13 +43,13 @@ use ferrofabric_comm::{cluster_endpoint, ClusterTls};
 use ferrofabric_orderer::PullSource;
 
 use crate::context::{Batch, BatchId, BftContext, BftProposal, BftVote, BlockNumber, ConsenterId, Consenters, Signer};
+use crate::events::{Ack, Event, Sink};
 use crate::membership::{membership, Membership};
 use crate::options::Settings;
 use crate::transport::BftCluster;
 use crate::transport::Link;
 use crate::wal::Wal;
 use crate::wire::{encode_proposal, encode_vote, frame, WireBody, WireRequest, WireVote};
-use crate::Sink;
 
 /// Requests remembered after they were ordered, to drop late duplicates.
 const MAX_RECENT: usize = 1 << 18;
@@ -62,49 +62,6 @@ const RESEND_AFTER: Duration = Duration::from_secs(2);
 const RESEND_MAX: usize = 2_000;
 /// How long a Broadcast request waits for room in a full pool before it is refused.
 const POOL_WAIT: Duration = Duration::from_secs(5);
-
-/// The answer to a request of this node's Broadcast: pooled, or why not.
-pub(crate) type Ack = oneshot::Sender<Result<(), String>>;
-
-/// What the chain's loop reacts to.
-pub(crate) enum Event {
-    /// A request accepted by this node's Broadcast; the answer says when it is pooled, or why not.
-    Order(Bytes, Ack),
-    /// A request forwarded by another consenter (already checked).
-    PeerRequest(Bytes),
-    /// A vote from consenter `.0` (the sender, authenticated by TLS).
-    Vote(ConsenterId, SignedMessage<BftContext, BftVote>),
-    /// A proposal from consenter `.0`.
-    Proposal(ConsenterId, SignedMessage<BftContext, BftProposal>),
-    /// A timeout of height `.1` elapsed.
-    Timer(Timeout, u64),
-    /// A block pulled from another consenter while catching up; the answer says whether it was appended.
-    Pulled(Bytes, oneshot::Sender<Result<(), String>>),
-    /// Catching up ended.
-    CaughtUp(Result<(), String>),
-    /// Once a second: re-send requests that wait too long.
-    Tick,
-}
-
-/// Timeouts of round 0 and their growth per round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Timeouts {
-    pub(crate) propose: Duration,
-    pub(crate) vote: Duration,
-    pub(crate) per_round: Duration,
-}
-
-impl Timeouts {
-    fn of(&self, t: &Timeout) -> Duration {
-        let round = u32::try_from(t.round.as_i64()).unwrap_or(0).min(64);
-        let base = match t.kind {
-            TimeoutKind::Propose => self.propose,
-            TimeoutKind::Prevote | TimeoutKind::Precommit => self.vote,
-            TimeoutKind::Rebroadcast => self.propose + self.vote * 2,
-        };
-        base + self.per_round * round
-    }
-}
 
 /// The pool of requests not yet ordered, in arrival order.
 struct Pool {

@@ -13,6 +13,7 @@
 //!   Fabric block signatures as precommit vote extensions) and message signing with the consenter's enrollment
 //!   key.
 //! * `chain`: the request pool, the state machine's effects, block checks and decided blocks.
+//! * `events`: what the chain reacts to, and the routing of other consenters' frames to it.
 //! * `wal`: the votes and proposals of the height in progress (`Consensus.WALDir/<channel>/bft.wal`).
 //! * `transport`: mutual-TLS streams between consenters; the sender of each frame is the consenter whose TLS
 //!   certificate it presented.
@@ -47,13 +48,13 @@
 
 mod chain;
 mod context;
+mod events;
 mod membership;
 mod options;
 mod transport;
 mod wal;
 mod wire;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -71,10 +72,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 pub use transport::{BftCluster, BftClusterService, BFT_CLUSTER_SERVICE_NAME};
 
-use chain::{ChainParams, Event};
-use context::ConsenterId;
-use transport::FrameSink;
-use wire::{decode_proposal, decode_vote, WireBody, WireMessage};
+use chain::ChainParams;
+use events::Event;
 
 /// Events queued per channel before Broadcast waits (and frames from peers are dropped).
 const EVENT_QUEUE: usize = 16_384;
@@ -100,39 +99,6 @@ pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result
 #[derive(Debug, Clone)]
 pub struct BftFactory {
     cluster: Arc<BftCluster>,
-}
-
-impl FrameSink for Sink {
-    fn on_frame(&self, peer: &[u8], msg: WireMessage) {
-        let Some(&from) = self.by_cert.get(peer) else {
-            tracing::warn!(channel = %self.channel, "BFT frame from a TLS certificate of no consenter: dropped");
-            return;
-        };
-        let event = match msg.body {
-            Some(WireBody::Vote(v)) => decode_vote(v).map(|v| Event::Vote(from, v)),
-            Some(WireBody::Proposal(p)) => decode_proposal(p).map(|p| Event::Proposal(from, p)),
-            Some(WireBody::Request(r)) => {
-                let checked = match self.support.revalidate(&r.envelope) {
-                    Ok(_) => Ok(()),
-                    Err(e) => self.support.reprocess_config(&r.envelope).map(|_| ()).map_err(|_| e),
-                };
-                match checked {
-                    Ok(()) => Some(Event::PeerRequest(r.envelope)),
-                    Err(e) => {
-                        tracing::debug!(channel = %self.channel, %from, reason = %e, "forwarded request refused");
-                        None
-                    }
-                }
-            }
-            None => None,
-        };
-        match event {
-            Some(e) => {
-                let _ = self.events.try_send(e);
-            }
-            None => tracing::debug!(channel = %self.channel, %from, "undecodable BFT frame dropped"),
-        }
-    }
 }
 
 impl ConsensusFactory for BftFactory {
@@ -185,15 +151,6 @@ impl ConsensusFactory for BftFactory {
             cluster: self.cluster.clone(),
         }))
     }
-}
-
-/// Routes frames of one channel to its chain: maps the sender's TLS certificate to its consenter id (of the
-/// current consenter set) and checks forwarded requests before they reach the pool.
-pub(crate) struct Sink {
-    pub(crate) channel: String,
-    pub(crate) support: Arc<ChainSupport>,
-    pub(crate) by_cert: HashMap<Vec<u8>, ConsenterId>,
-    pub(crate) events: mpsc::Sender<Event>,
 }
 
 /// One BFT channel's consensus: [`Consensus::order`] and [`Consensus::configure`] pool the request and forward it

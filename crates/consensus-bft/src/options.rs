@@ -20,9 +20,8 @@ use std::time::Duration;
 
 use ferrofabric_channelconfig::{parse_go_duration_std, ChannelConfig};
 use ferrofabric_protos::orderer::smartbft::Options;
+use malachitebft_core_types::{Timeout, TimeoutKind};
 use prost::Message;
-
-use crate::chain::Timeouts;
 
 /// What the chain runs with, from the channel configuration in force.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +78,27 @@ impl Settings {
             batch_max_count: count(o.request_batch_max_count, d.batch_max_count),
             batch_max_bytes: count(o.request_batch_max_bytes, d.batch_max_bytes),
         }
+    }
+}
+
+/// Timeouts of round 0 and their growth per round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timeouts {
+    pub(crate) propose: Duration,
+    pub(crate) vote: Duration,
+    pub(crate) per_round: Duration,
+}
+
+impl Timeouts {
+    /// How long `t` runs: the round-0 timeout of its kind, plus `per_round` for each round after the first.
+    pub(crate) fn of(&self, t: &Timeout) -> Duration {
+        let round = u32::try_from(t.round.as_i64()).unwrap_or(0).min(64);
+        let base = match t.kind {
+            TimeoutKind::Propose => self.propose,
+            TimeoutKind::Prevote | TimeoutKind::Precommit => self.vote,
+            TimeoutKind::Rebroadcast => self.propose + self.vote * 2,
+        };
+        base + self.per_round * round
     }
 }
 

@@ -6,14 +6,15 @@
 //! [`Plugins`].
 //!
 //! # Pieces
-//! * [`Cluster`] (one per node): the TLS material to dial other consenters, the channels' chains by name,
-//!   the [`ClusterService`] (`orderer.Cluster/Step`) to add to the node's gRPC server, and the
+//! * [`Cluster`] (one per node, `cluster`): the TLS material to dial other consenters, the channels' chains by
+//!   name, the [`ClusterService`] (`orderer.Cluster/Step`) to add to the node's gRPC server, and the
 //!   [`RaftFactory`] to register under `etcdraft`.
-//! * Per channel, a [`RaftChain`]: a Raft thread (`raftnode`) that owns the log (`storage`: raft-engine
-//!   under `Consensus.WALDir/<channel>`, snapshots under `Consensus.SnapDir/<channel>`), an async leader
-//!   loop (`chain`), the consenter set as applied and one link per other consenter (`members`,
-//!   `transport`). A node that is not a consenter of the channel's configuration is served by the orderer
-//!   core's follower ([`RaftFactory`]'s `is_consenter` says so) until a config block names it.
+//! * Per channel, a [`RaftChain`]: a Raft thread (`raftnode`, talking through `raftio`) that owns the log
+//!   (`storage`: raft-engine under `Consensus.WALDir/<channel>`, snapshots under `Consensus.SnapDir/<channel>`),
+//!   an async leader loop (`chain`), the state they share and the acceptance of messages (`shared`), the
+//!   consenter set as applied and one link per other consenter (`members`, `transport`). A node that is not a
+//!   consenter of the channel's configuration is served by the orderer core's follower ([`RaftFactory`]'s
+//!   `is_consenter` says so) until a config block names it.
 //!
 //! # Channel configuration
 //! The consenters and options come from the `ConsensusType` metadata of the channel configuration
@@ -83,33 +84,40 @@
 //!   checked against the CA roots (channel orderer organizations' TLS roots and `General.TLS.RootCAs`) and
 //!   their host name, not pinned to the consenter's server certificate.
 
+mod blockmeta;
 mod book;
 mod chain;
+mod cluster;
 mod members;
+mod raftio;
 mod raftnode;
+mod shared;
 mod storage;
 mod transport;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, RwLock};
 
 use std::time::Duration;
 
-use bytes::Bytes;
-use ferrofabric_protos::common::{Block, BlockMetadataIndex, Metadata, OrdererBlockMetadata};
+use ferrofabric_protos::common::Block;
 use ferrofabric_protos::etcdraft;
 use prost::Message;
 use tokio::sync::{mpsc, watch};
 
+pub use blockmeta::block_raft_metadata;
 pub use chain::RaftChain;
+pub use cluster::{Cluster, ClusterService, CLUSTER_SERVICE_NAME};
 pub use ferrofabric_comm::ClusterTls;
-pub use transport::{ClusterService, CLUSTER_SERVICE_NAME, SUBMIT_RESPONSES_HEADER};
+pub use transport::SUBMIT_RESPONSES_HEADER;
 
+use self::blockmeta::raft_block_metadata;
 use self::book::Book;
-use self::chain::{run_chain, LoopParams, Shared, Timing};
+use self::chain::{run_chain, LoopParams};
 use self::members::{by_id, Dialer};
-use self::raftnode::{Input, RaftLoop, RaftParams, RaftStatus};
+use self::raftio::{Input, RaftStatus};
+use self::raftnode::{RaftLoop, RaftParams};
+use self::shared::{Shared, Timing};
 use self::storage::WalStorage;
 use ferrofabric_comm::{parse_duration, pem_cert_der};
 use ferrofabric_orderer::{
@@ -131,69 +139,6 @@ const MAX_HELD: usize = 200_000;
 const MAX_RECENT: usize = 1 << 18;
 /// A held message is given up after this long.
 const HOLD_LIMIT: Duration = Duration::from_secs(600);
-
-/// The node's Raft cluster (Fabric `orderer/common/cluster/comm.go` `Comm` plus the etcdraft `Consenter`):
-/// the TLS material to dial other consenters, the channels' running chains by channel ID, and the
-/// `orderer.Cluster` service. Share as `Arc<Cluster>`; thread-safe.
-pub struct Cluster {
-    tls: Option<ClusterTls>,
-    max_message: usize,
-    chains: RwLock<HashMap<String, Arc<Shared>>>,
-}
-
-impl std::fmt::Debug for Cluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let channels: Vec<String> = self.chains.read().map(|c| c.keys().cloned().collect()).unwrap_or_default();
-        f.debug_struct("Cluster").field("tls", &self.tls.is_some()).field("channels", &channels).finish()
-    }
-}
-
-impl Cluster {
-    /// A cluster dialing with `tls` (None: multi-consenter channels are refused) and accepting messages up
-    /// to `max_message` bytes.
-    pub fn new(tls: Option<ClusterTls>, max_message: usize) -> Arc<Cluster> {
-        Arc::new(Cluster { tls, max_message, chains: RwLock::new(HashMap::new()) })
-    }
-
-    /// The cluster of a node configured by `config`: client certificate and key from
-    /// `General.Cluster.ClientCertificate` / `ClientPrivateKey`, else `General.TLS.Certificate` /
-    /// `PrivateKey` when TLS is enabled; root CAs from `General.TLS.RootCAs`; message limit
-    /// `General.MaxRecvMsgSize` (default 100 MiB).
-    ///
-    /// Errors: configured files that cannot be read.
-    pub fn from_config(config: &OrdererConfig) -> anyhow::Result<Arc<Cluster>> {
-        Ok(Cluster::new(config.cluster_tls()?, config.cluster_max_message()))
-    }
-
-    /// The factory to register under `etcdraft` in the node's [`ferrofabric_orderer::ConsensusRegistry`];
-    /// `single_node` serves single-consenter channels on a node without WAL directories (`None`: they are refused).
-    pub fn factory(self: &Arc<Self>, single_node: Option<Arc<dyn ConsensusFactory>>) -> Arc<dyn ConsensusFactory> {
-        Arc::new(RaftFactory { cluster: self.clone(), single_node })
-    }
-
-    /// The `orderer.Cluster` gRPC service to add to the node's server.
-    pub fn service(self: &Arc<Self>) -> ClusterService {
-        ClusterService::new(self.clone())
-    }
-
-    pub(crate) fn chain(&self, channel: &str) -> Option<Arc<Shared>> {
-        self.chains.read().unwrap_or_else(|e| e.into_inner()).get(channel).cloned()
-    }
-
-    fn register(&self, shared: Arc<Shared>) {
-        let mut chains = self.chains.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(old) = chains.insert(shared.channel.clone(), shared) {
-            old.halt();
-        }
-    }
-
-    pub(crate) fn unregister(&self, shared: &Arc<Shared>) {
-        let mut chains = self.chains.write().unwrap_or_else(|e| e.into_inner());
-        if chains.get(&shared.channel).is_some_and(|c| Arc::ptr_eq(c, shared)) {
-            chains.remove(&shared.channel);
-        }
-    }
-}
 
 /// Registers etcdraft in `plugins` for a node configured by `config`: the [`RaftFactory`] of a new
 /// [`Cluster::from_config`] under `etcdraft` and the cluster's `orderer.Cluster` service on the node's gRPC
@@ -227,20 +172,17 @@ impl std::fmt::Debug for RaftFactory {
     }
 }
 
-fn err(msg: impl Into<String>) -> ConsensusError {
-    ConsensusError(msg.into())
+// Defined here, next to the `RaftFactory` it makes: the modules below the crate root do not import from it.
+impl Cluster {
+    /// The factory to register under `etcdraft` in the node's [`ferrofabric_orderer::ConsensusRegistry`];
+    /// `single_node` serves single-consenter channels on a node without WAL directories (`None`: they are refused).
+    pub fn factory(self: &Arc<Self>, single_node: Option<Arc<dyn ConsensusFactory>>) -> Arc<dyn ConsensusFactory> {
+        Arc::new(RaftFactory { cluster: self.clone(), single_node })
+    }
 }
 
-/// `etcdraft.BlockMetadata` recorded in `block`'s SIGNATURES metadata, if any.
-fn raft_block_metadata(block: &Block) -> Option<etcdraft::BlockMetadata> {
-    let raw = block.metadata.as_ref()?.metadata.get(BlockMetadataIndex::Signatures as usize)?;
-    let value = Metadata::decode(raw.clone()).ok()?.value;
-    let consenter = OrdererBlockMetadata::decode(value).ok()?.consenter_metadata;
-    let inner = Metadata::decode(consenter).ok()?.value;
-    if inner.is_empty() {
-        return None;
-    }
-    etcdraft::BlockMetadata::decode(inner).ok()
+fn err(msg: impl Into<String>) -> ConsensusError {
+    ConsensusError(msg.into())
 }
 
 /// The ledger tip's Raft metadata.
@@ -524,12 +466,4 @@ impl RaftFactory {
         tracing::info!(%channel, id = self_id, consenters = n, applied, joining, "etcdraft chain started");
         Ok(Arc::new(RaftChain { shared, cluster: self.cluster.clone() }))
     }
-}
-
-/// The `etcdraft.BlockMetadata` (consenter IDs, next consenter ID, Raft index) recorded in the
-/// `OrdererBlockMetadata.consenter_metadata` of the marshaled block `raw` (Fabric
-/// `orderer/consensus/etcdraft/util.go` `ReadBlockMetadata`); `None` for blocks without it (genesis, solo)
-/// or that do not decode.
-pub fn block_raft_metadata(raw: &Bytes) -> Option<etcdraft::BlockMetadata> {
-    raft_block_metadata(&Block::decode(raw.clone()).ok()?)
 }

@@ -10,9 +10,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use bytes::Bytes;
+use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_comm::pem_cert_der;
-use ferrofabric_orderer::{compute_membership_changes, Metrics, PullSource};
+use ferrofabric_orderer::{compute_membership_changes, raft_consenters, Metrics, PullSource};
+use ferrofabric_protos::common::Envelope;
 use ferrofabric_protos::etcdraft::{BlockMetadata, Consenter};
+use prost::Message;
 use tokio::sync::watch;
 
 use super::transport::{endpoint, ClusterTls, LinkEvent, PeerLink};
@@ -140,4 +144,25 @@ impl Dialer {
         }
         Ok(Members { metadata, consenters, peers, certs, sources })
     }
+}
+
+/// The Raft metadata and consenters after the CONFIG envelope `env`, when its configuration is etcdraft's
+/// and its consenter set differs from `consenters`.
+///
+/// Errors: the envelope does not decode, or the change is not one Fabric accepts.
+#[allow(clippy::type_complexity)]
+pub(crate) fn membership_after(
+    env: &Bytes,
+    metadata: &BlockMetadata,
+    consenters: &BTreeMap<u64, Consenter>,
+) -> Result<Option<(BlockMetadata, BTreeMap<u64, Consenter>)>, String> {
+    let env = Envelope::decode(env.clone()).map_err(|e| format!("config envelope: {e}"))?;
+    let config = ChannelConfig::from_envelope(&env).map_err(|e| e.to_string())?;
+    let Some(next) = raft_consenters(&config)? else { return Ok(None) };
+    let changes = compute_membership_changes(metadata, consenters, &next).map_err(|e| e.to_string())?;
+    if !changes.changed() && changes.new_metadata.consenter_ids == metadata.consenter_ids {
+        return Ok(None);
+    }
+    tracing::info!(change = %changes, consenters = ?changes.new_metadata.consenter_ids, "etcdraft: config block changes the consenter set");
+    Ok(Some((changes.new_metadata, changes.new_consenters)))
 }

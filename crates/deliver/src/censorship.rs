@@ -13,39 +13,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
-use bytes::Bytes;
 use ferrofabric_comm::{open_deliver, DeliverItem};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::orderer::{seek_info, SeekInfo};
 use tokio::task::JoinSet;
 
-use crate::follower::{backoff, block_number, connect, seek_envelope, FollowConfig};
-
-/// Checks a block attestation: a `HEADER_WITH_SIG` block (header and metadata; data only for config blocks)
-/// whose SIGNATURES metadata must satisfy the channel's `BlockValidation` policy (Fabric's
-/// `VerifyBlockAttestation`). The committer implements it over the channel configuration in force.
-pub trait AttestationVerifier: Send + Sync + 'static {
-    /// The attested block number, or why the attestation is refused.
-    ///
-    /// Errors: the bytes are not a block, or its signatures do not satisfy the policy.
-    fn verify(&self, block: &Bytes) -> Result<u64, String>;
-}
-
-/// The BFT deliverer's settings: present on channels ordered by BFT consenters.
-#[derive(Clone)]
-pub struct BftFollow {
-    /// How long a verified attestation may stay ahead of the blocks received before the block source is dropped
-    /// (Fabric's `peer.deliveryclient.blockCensorshipTimeoutKey`, 30 s by default).
-    pub censorship_timeout: Duration,
-    /// Checks the attestations.
-    pub verifier: Arc<dyn AttestationVerifier>,
-}
-
-impl std::fmt::Debug for BftFollow {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BftFollow").field("censorship_timeout", &self.censorship_timeout).finish_non_exhaustive()
-    }
-}
+use crate::config::{AttestationVerifier, BftFollow, FollowConfig};
+use crate::connection::{backoff, block_number, connect, seek_envelope};
 
 /// The newest verified attestation of each header source: (block number, when it arrived).
 type Attested = Arc<Mutex<HashMap<String, (u64, Instant)>>>;

@@ -1,126 +1,19 @@
-//! The block-pulling client (Fabric's `core/deliverservice/blocksprovider`): [`Follower`], its configuration and
-//! the signed seek request it sends.
+//! The block-pulling client (Fabric's `core/deliverservice/blocksprovider`): [`Follower`] and what it asks its
+//! servers for ([`seek_from`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use bytes::Bytes;
-use ferrofabric_comm::{
-    connect_with, open_deliver, parse_duration, ClientTls, ConnectOptions, DeliverApi, DeliverItem,
-};
+use ferrofabric_comm::{open_deliver, DeliverItem};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_protos::common::BlockHeader;
 use ferrofabric_protos::orderer::{seek_info, SeekInfo};
-use prost::Message;
-use serde::Deserialize;
 use tokio::sync::mpsc;
-use tonic::transport::Channel;
 
-use crate::censorship::{AttestationVerifier, BftFollow, CensorshipMonitor, HeaderReceivers};
-
-/// How a follower talks to its servers, in configuration files (Fabric's `peer.deliveryclient` and
-/// `peer.keepalive.deliveryClient`).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "PascalCase", default)]
-pub struct DeliveryConfig {
-    /// Timeout of one connection attempt (`connTimeout`, Go duration).
-    pub connect_timeout: String,
-    /// Largest pause between reconnection attempts (`reConnectBackoffThreshold`); pauses start at 100 ms and
-    /// double.
-    pub reconnect_backoff_threshold: String,
-    /// HTTP/2 keepalive ping interval (`peer.keepalive.deliveryClient.interval`); a dead server is detected within
-    /// interval + timeout.
-    pub keepalive_interval: String,
-    /// How long a verified attestation of a BFT channel may stay ahead of the blocks received before the block
-    /// source is dropped (`peer.deliveryclient.blockCensorshipTimeoutKey`; see [`BftFollow`]).
-    pub block_censorship_timeout: String,
-    /// How long a keepalive ping may go unanswered (`peer.keepalive.deliveryClient.timeout`).
-    pub keepalive_timeout: String,
-}
-
-impl Default for DeliveryConfig {
-    fn default() -> Self {
-        DeliveryConfig {
-            connect_timeout: "3s".into(),
-            reconnect_backoff_threshold: "10s".into(),
-            keepalive_interval: "10s".into(),
-            block_censorship_timeout: "30s".into(),
-            keepalive_timeout: "5s".into(),
-        }
-    }
-}
-
-impl DeliveryConfig {
-    /// Checks that the five durations parse.
-    ///
-    /// Errors: a malformed duration.
-    pub fn validate(&self) -> anyhow::Result<()> {
-        for d in [
-            &self.connect_timeout,
-            &self.reconnect_backoff_threshold,
-            &self.keepalive_interval,
-            &self.keepalive_timeout,
-            &self.block_censorship_timeout,
-        ] {
-            parse_duration(d)?;
-        }
-        Ok(())
-    }
-
-    /// The [`FollowConfig`] following `channel_id` from `endpoints` through `api` with these settings.
-    ///
-    /// Errors: a malformed duration.
-    pub fn follow_config(
-        &self,
-        endpoints: Vec<String>,
-        api: DeliverApi,
-        channel_id: String,
-        tls: Option<ClientTls>,
-    ) -> anyhow::Result<FollowConfig> {
-        Ok(FollowConfig {
-            endpoints,
-            api,
-            channel_id,
-            tls,
-            connect_timeout: parse_duration(&self.connect_timeout)?,
-            max_backoff: parse_duration(&self.reconnect_backoff_threshold)?,
-            keepalive_interval: parse_duration(&self.keepalive_interval)?,
-            keepalive_timeout: parse_duration(&self.keepalive_timeout)?,
-            bft: None,
-        })
-    }
-
-    /// The BFT deliverer's settings with these timeouts, checking attestations with `verifier`.
-    ///
-    /// Errors: a malformed duration.
-    pub fn bft_follow(&self, verifier: Arc<dyn AttestationVerifier>) -> anyhow::Result<BftFollow> {
-        Ok(BftFollow { censorship_timeout: parse_duration(&self.block_censorship_timeout)?, verifier })
-    }
-}
-
-/// Where and how to follow a channel.
-#[derive(Debug, Clone)]
-pub struct FollowConfig {
-    /// Server addresses `host:port`, tried in turn.
-    pub endpoints: Vec<String>,
-    /// The service to call.
-    pub api: DeliverApi,
-    /// Channel ID put in the seek request.
-    pub channel_id: String,
-    /// TLS, if the servers speak it.
-    pub tls: Option<ClientTls>,
-    /// Timeout of one connection attempt.
-    pub connect_timeout: Duration,
-    /// Largest pause between attempts.
-    pub max_backoff: Duration,
-    /// HTTP/2 keepalive interval (detects dead servers on idle streams).
-    pub keepalive_interval: Duration,
-    /// HTTP/2 keepalive ping timeout.
-    pub keepalive_timeout: Duration,
-    /// On BFT channels: watch the other servers' attestations and drop a block source that withholds blocks.
-    pub bft: Option<BftFollow>,
-}
+use crate::censorship::{CensorshipMonitor, HeaderReceivers};
+use crate::config::FollowConfig;
+use crate::connection::{backoff, block_number, connect, seek_envelope};
 
 /// A block as received.
 #[derive(Debug, Clone)]
@@ -311,52 +204,10 @@ async fn recv_restart(restart: &mut Option<&mut mpsc::Receiver<u64>>) -> Option<
     }
 }
 
-/// Fabric's reconnection pause: 100 ms × 2^(failures − 1), capped.
-pub(crate) fn backoff(failures: u32, max: Duration) -> Duration {
-    let exp = failures.saturating_sub(1).min(20);
-    Duration::from_millis(100u64.saturating_mul(1u64 << exp)).min(max)
-}
-
-/// Opens a gRPC connection to `addr` with the follow settings.
-///
-/// Errors: bad address, TLS setup, connection failure or timeout.
-pub async fn connect(addr: &str, config: &FollowConfig) -> anyhow::Result<Channel> {
-    let options = ConnectOptions {
-        tls: config.tls.clone(),
-        connect_timeout: Some(config.connect_timeout),
-        keepalive: Some((config.keepalive_interval, config.keepalive_timeout)),
-    };
-    connect_with(addr, &options).await
-}
-
 /// `SeekInfo` from block `start` to the end of time, waiting for blocks not yet there (what Fabric's peer asks
 /// the orderer for: `seekInfoFrom(height)`).
 pub fn seek_from(start: u64) -> SeekInfo {
     ferrofabric_protoutil::seek_range(start, None, seek_info::SeekBehavior::BlockUntilReady)
-}
-
-/// A signed `DELIVER_SEEK_INFO` envelope for `channel_id` carrying `seek`: channel header with the current time,
-/// signature header `{creator, 24-byte random nonce}`, signature over the payload (Fabric
-/// `protoutil.CreateSignedEnvelope`), built by [`ferrofabric_protoutil::seek_envelope`] and marshaled.
-pub fn seek_envelope(channel_id: &str, signer: &SigningIdentity, seek: &SeekInfo) -> Bytes {
-    let envelope =
-        ferrofabric_protoutil::seek_envelope(channel_id, seek, signer.serialized(), None, |m| signer.sign(m));
-    Bytes::from(envelope.encode_to_vec())
-}
-
-/// Only the header of a `common.Block`: prost skips the data and metadata fields without copying them.
-#[derive(Clone, PartialEq, prost::Message)]
-struct HeaderOnly {
-    #[prost(message, optional, tag = "1")]
-    header: Option<BlockHeader>,
-}
-
-/// The number in a marshaled block's header.
-///
-/// Errors: the bytes do not decode or have no header.
-pub fn block_number(block: &Bytes) -> anyhow::Result<u64> {
-    let h = HeaderOnly::decode(block.clone()).map_err(|e| anyhow!("received bytes are not a block: {e}"))?;
-    h.header.map(|h| h.number).ok_or_else(|| anyhow!("received a block without a header"))
 }
 
 fn status_name(s: i32) -> String {
@@ -371,26 +222,6 @@ fn status_name(s: i32) -> String {
 mod tests {
     use super::*;
     use ferrofabric_protos::orderer::{seek_position, SeekSpecified};
-
-    #[test]
-    fn backoff_doubles_from_100ms_up_to_the_threshold() {
-        let max = Duration::from_secs(10);
-        assert_eq!(backoff(1, max), Duration::from_millis(100));
-        assert_eq!(backoff(2, max), Duration::from_millis(200));
-        assert_eq!(backoff(4, max), Duration::from_millis(800));
-        assert_eq!(backoff(30, max), max);
-    }
-
-    #[test]
-    fn block_number_reads_the_header_and_rejects_garbage() {
-        let block = ferrofabric_protos::common::Block {
-            header: Some(BlockHeader { number: 42, ..BlockHeader::default() }),
-            ..Default::default()
-        };
-        assert_eq!(block_number(&Bytes::from(block.encode_to_vec())).unwrap(), 42);
-        assert!(block_number(&Bytes::from_static(&[0xff, 0xff])).is_err());
-        assert!(block_number(&Bytes::new()).is_err());
-    }
 
     #[test]
     fn seek_from_asks_for_everything_from_the_height() {

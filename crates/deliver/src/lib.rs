@@ -18,15 +18,19 @@
 //! data, too few signatures), for the tests of the committer's refusal (see `faults.rs`).
 
 mod censorship;
+mod config;
+mod connection;
 mod faults;
 mod filtered;
 mod follower;
 mod peer;
 mod server;
 
-pub use censorship::{headers_from, AttestationVerifier, BftFollow};
+pub use censorship::headers_from;
+pub use config::{AttestationVerifier, BftFollow, DeliveryConfig, FollowConfig};
+pub use connection::{block_number, connect, seek_envelope};
 pub use filtered::filtered_block;
-pub use follower::{block_number, connect, seek_envelope, seek_from, DeliveryConfig, Fetched, FollowConfig, Follower};
+pub use follower::{seek_from, Fetched, Follower};
 pub use peer::{DeliverLedger, DeliverMetrics, PeerAcl, PeerDeliverService, DEFAULT_EVENT_POLICY};
 pub use server::{
     BlockSource, Chain, ChainManager, DeliverFrame, DeliverFrameEncoder, DeliverHandler, DeliverObserver,

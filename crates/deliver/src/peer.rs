@@ -133,7 +133,7 @@ impl DeliverObserver for DeliverMetrics {
 /// another policy, the default is `/Channel/Application/Readers`.
 ///
 /// `Deliver` sends the stored block bytes as they are (TRANSACTIONS_FILTER and COMMIT_HASH set), `DeliverFiltered`
-/// a `FilteredBlock` ([`crate::filtered_block`]), `DeliverWithPrivateData` the block with an empty private data map
+/// a `FilteredBlock` ([`crate::filtered::filtered_block`]), `DeliverWithPrivateData` the block with an empty private data map
 /// (private data is not kept).
 ///
 /// Added to a server with `tonic::transport::Server::add_service`.

@@ -15,7 +15,7 @@ use x509_cert::certificate::{CertificateInner, Raw as RawProfile, Version};
 
 use crate::asn1::{self, Reader};
 use crate::ecdsa::{self, Curve, PublicKey};
-use crate::MspError;
+use crate::error::MspError;
 
 const OID_EC_PUBLIC_KEY: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.10045.2.1");
 const OID_RSA_ENCRYPTION: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.2.840.113549.1.1.1");

@@ -7,7 +7,8 @@ use const_oid::ObjectIdentifier;
 
 use crate::asn1::{self, Reader};
 use crate::cert::{verify_signed, Cert, SigAlg, OID_EXT_AKI};
-use crate::{pem, MspError};
+use crate::error::MspError;
+use crate::pem;
 
 /// One parsed CRL.
 #[derive(Debug, Clone)]

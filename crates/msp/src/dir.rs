@@ -10,8 +10,10 @@ use bytes::Bytes;
 use ferrofabric_protos::msp::{FabricCryptoConfig, FabricMspConfig, FabricNodeOUs, FabricOuIdentifier, MspConfig};
 use prost::Message;
 
+use crate::error::MspError;
+use crate::msp::Msp;
+use crate::pem;
 use crate::signing::{read, sorted_files};
-use crate::{pem, Msp, MspError};
 
 /// The PEM files of `dir` (files without any PEM block are skipped, as
 /// Fabric does); `Ok(None)` when the directory does not exist.

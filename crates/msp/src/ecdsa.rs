@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use crate::asn1;
-use crate::MspError;
+use crate::error::MspError;
 
 /// Order n of the P-256 group, big-endian.
 pub(crate) const P256_N: [u8; 32] = [

@@ -24,7 +24,7 @@ mod crl;
 mod dir;
 mod ecdsa;
 mod error;
-mod identity;
+mod identifier;
 mod manager;
 mod msp;
 mod pem;
@@ -33,9 +33,9 @@ mod signing;
 pub use dir::msp_config_from_dir;
 pub use ecdsa::{verify_batch, PublicKey};
 pub use error::MspError;
-pub use identity::{Identity, IdentityIdentifier, OrganizationalUnit};
+pub use identifier::{IdentityIdentifier, OrganizationalUnit};
 pub use manager::MspManager;
-pub use msp::Msp;
+pub use msp::{Identity, Msp};
 pub use signing::SigningIdentity;
 
 #[cfg(test)]

@@ -9,9 +9,8 @@ use ferrofabric_protos::common::MspPrincipal;
 use ferrofabric_protos::msp::SerializedIdentity;
 use prost::Message;
 
-use crate::identity::Identity;
-use crate::msp::Msp;
-use crate::MspError;
+use crate::error::MspError;
+use crate::msp::{Identity, Msp};
 
 /// Cache size above which the cache is emptied before inserting: bounds
 /// memory against floods of distinct (e.g. garbage) creators.

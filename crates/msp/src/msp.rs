@@ -1,9 +1,11 @@
 //! One Fabric X.509 MSP: setup from `FabricMSPConfig` (msp/mspimplsetup.go,
 //! `setupV142`, the behaviour selected by channel capability V2_0 and
-//! later), identity validation (msp/mspimplvalidate.go) and principal
-//! checks (msp/mspimpl.go `satisfiesPrincipalInternalV142`).
+//! later), its deserialised identities (msp/identities.go), identity
+//! validation (msp/mspimplvalidate.go) and principal checks (msp/mspimpl.go
+//! `satisfiesPrincipalInternalV142`).
 
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::sync::Arc;
 
 use ferrofabric_protos::common::{
@@ -17,8 +19,10 @@ use sha2::{Digest, Sha256};
 use crate::cert::{Cert, CertKey};
 use crate::chain::{self, Pool};
 use crate::crl::Crl;
-use crate::identity::{Identity, IdentityIdentifier, OrganizationalUnit};
-use crate::{pem, MspError};
+use crate::ecdsa::PublicKey;
+use crate::error::MspError;
+use crate::identifier::{IdentityIdentifier, OrganizationalUnit};
+use crate::pem;
 
 /// `MSPConfig.type` of an X.509 MSP (Fabric `msp.FABRIC`).
 const MSP_TYPE_FABRIC: i32 = 0;
@@ -207,6 +211,88 @@ impl Msp {
             }
         };
         Ok(MspInner::new_identity(&self.inner, Arc::new(cert), public_key))
+    }
+}
+
+/// A deserialised X.509 identity of one MSP, with its validation verdict
+/// computed once at creation (msp/mspimplvalidate.go `validateIdentity`).
+pub struct Identity {
+    pub(crate) identifier: IdentityIdentifier,
+    pub(crate) cert: Arc<Cert>,
+    pub(crate) public_key: PublicKey,
+    pub(crate) ous: Vec<OrganizationalUnit>,
+    pub(crate) validation: Result<(), MspError>,
+    pub(crate) msp: Arc<MspInner>,
+}
+
+impl fmt::Debug for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Identity")
+            .field("mspid", &self.identifier.mspid)
+            .field("id", &format_args!("{}", Hex(&self.identifier.id)))
+            .field("ous", &self.ous)
+            .field("validation", &self.validation)
+            .finish()
+    }
+}
+
+struct Hex<'a>(&'a [u8]);
+
+impl fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Identity {
+    /// The MSP this identity belongs to (Fabric `GetMSPIdentifier`).
+    pub fn mspid(&self) -> &str {
+        &self.identifier.mspid
+    }
+
+    /// Fabric's `GetIdentifier`.
+    pub fn identifier(&self) -> &IdentityIdentifier {
+        &self.identifier
+    }
+
+    /// The certificate's P-256 public key, pre-parsed.
+    pub fn public_key(&self) -> &PublicKey {
+        &self.public_key
+    }
+
+    /// Fabric's `identity.Verify`: ECDSA P-256 over SHA-256(`msg`) with the
+    /// low-S rule; see [`PublicKey::verify`]. Does not consult
+    /// [`Identity::validate`] (Fabric callers check both).
+    pub fn verify(&self, msg: &[u8], der_signature: &[u8]) -> Result<(), MspError> {
+        self.public_key.verify(msg, der_signature)
+    }
+
+    /// Result of the MSP's validation, computed once when the identity
+    /// entered the cache: not a CA, a unique chain to one of the MSP's
+    /// roots at the certificate's NotBefore + 1 s, not revoked, OU and
+    /// NodeOU rules ([`MspError::Validation`] otherwise).
+    pub fn validate(&self) -> Result<(), MspError> {
+        self.validation.clone()
+    }
+
+    /// Fabric's `GetOrganizationalUnits`: the subject's OU values with the
+    /// certifiers identifier; empty when no validation chain exists.
+    pub fn organizational_units(&self) -> &[OrganizationalUnit] {
+        &self.ous
+    }
+
+    /// The certificate DER as Fabric keeps it: when the certificate's ECDSA
+    /// signature had a high S, the re-encoded low-S form (msp/cert.go).
+    pub fn cert_der(&self) -> &[u8] {
+        self.cert.raw()
+    }
+
+    /// The certificate's NotAfter as Unix seconds (Fabric `ExpiresAt`).
+    pub fn expires_at(&self) -> i64 {
+        self.cert.not_after
     }
 }
 
@@ -568,7 +654,7 @@ impl MspInner {
 
     /// Builds an identity: sanitise (Fabric's `newIdentity`), identifier,
     /// OUs, validation verdict. The chain is built once and reused.
-    pub(crate) fn new_identity(me: &Arc<MspInner>, cert: Arc<Cert>, public_key: crate::PublicKey) -> Identity {
+    pub(crate) fn new_identity(me: &Arc<MspInner>, cert: Arc<Cert>, public_key: PublicKey) -> Identity {
         let (cert, chain) = match sanitize_with_chain(cert.clone(), &me.root_pool, &me.intermediate_pool) {
             Ok((clean, built)) => {
                 let chain = if clean.is_ca {

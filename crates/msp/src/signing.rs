@@ -17,8 +17,9 @@ use p256::pkcs8::{DecodePrivateKey, EncodePrivateKey};
 use prost::Message;
 
 use crate::cert::{Cert, CertKey};
-use crate::ecdsa::{cmp_be, sub_be, P256_HALF_N, P256_N};
-use crate::{asn1, pem, MspError, PublicKey};
+use crate::ecdsa::{cmp_be, sub_be, PublicKey, P256_HALF_N, P256_N};
+use crate::error::MspError;
+use crate::{asn1, pem};
 
 /// A private key with its certificate, producing Fabric-compatible
 /// signatures and the creator bytes (marshaled SerializedIdentity) that go

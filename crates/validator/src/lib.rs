@@ -45,9 +45,11 @@
 //! [`check_endorser_transaction`], [`check_txid`], [`check_structure`]) and the chaincode definitions of
 //! [`chaincode_definition`], all on the arena's decoded transaction.
 
+mod context;
 mod lifecycle;
 mod mvcc;
 mod rangequery;
+mod signatures;
 mod txcheck;
 mod txids;
 mod vscc;
@@ -73,6 +75,8 @@ pub use txcheck::{
 };
 pub use txids::TxIds;
 pub use vscc::VALIDATION_PARAMETER;
+
+use signatures::Signatures;
 
 /// Tuning of a [`Validator`].
 #[derive(Clone, Debug, Default)]
@@ -220,7 +224,7 @@ pub struct Validator {
     last_hash: [u8; 32],
     commit_hash: Option<[u8; 32]>,
     pool: Arc<rayon::ThreadPool>,
-    policies: vscc::PolicyCache,
+    policies: context::PolicyCache,
 }
 
 impl Validator {
@@ -249,7 +253,7 @@ impl Validator {
             last_hash: block_header_hash(arena.header()),
             commit_hash: None,
             pool: validation_pool(&options)?,
-            policies: vscc::PolicyCache::default(),
+            policies: context::PolicyCache::default(),
         })
     }
 
@@ -280,7 +284,7 @@ impl Validator {
             last_hash,
             commit_hash,
             pool: validation_pool(&options)?,
-            policies: vscc::PolicyCache::default(),
+            policies: context::PolicyCache::default(),
         })
     }
 
@@ -389,7 +393,7 @@ impl Validator {
         let number = arena.number();
 
         let view = self.state.view();
-        let ctx = txcheck::BlockContext {
+        let ctx = context::BlockContext {
             config: &config,
             view: &view,
             txids: &self.txids,
@@ -447,34 +451,6 @@ impl Validator {
             return Err(bad(number, "previous hash does not match the hash of the last committed block"));
         }
         Ok(())
-    }
-}
-
-/// Who verifies the ECDSA signatures of a block.
-#[derive(Clone, Copy)]
-pub(crate) enum Signatures<'a> {
-    /// This validator, as a Fabric peer does.
-    Verify,
-    /// A trusted verifier, whose codes for the block's transactions these are ([`Validator::commit_block_attested`]).
-    Attested(&'a [TxValidationCode]),
-}
-
-impl Signatures<'_> {
-    /// Whether transaction `i`'s creator signature is to be verified (`None`) or is taken as given.
-    pub(crate) fn creator(&self, i: usize) -> Option<bool> {
-        match self {
-            Signatures::Verify => None,
-            Signatures::Attested(codes) => Some(codes.get(i) != Some(&TxValidationCode::BadCreatorSignature)),
-        }
-    }
-
-    /// Whether transaction `i`'s endorsement signatures are to be verified (`None`) or are taken as all valid
-    /// (`Some(true)`) or as satisfying no policy (`Some(false)`).
-    pub(crate) fn endorsements(&self, i: usize) -> Option<bool> {
-        match self {
-            Signatures::Verify => None,
-            Signatures::Attested(codes) => Some(codes.get(i) != Some(&TxValidationCode::EndorsementPolicyFailure)),
-        }
     }
 }
 

@@ -9,12 +9,12 @@ use bytes::Bytes;
 use ferrofabric_arena::{BlockArena, NsRwSet};
 use ferrofabric_protos::common::HeaderType;
 use ferrofabric_protos::kvrwset::{range_query_info::ReadsInfo, KvMetadataEntry, KvRead, RangeQueryInfo, Version};
+use ferrofabric_protos::peer::TxValidationCode as Code;
 use ferrofabric_state::{Height, StateKey, StateView, Update, UpdateBatch, VersionedValue};
 use prost::Message;
 use sha2::{Digest, Sha256};
 
 use crate::txcheck::Verdict;
-use crate::TxValidationCode as Code;
 
 /// Key-level validation parameters updated earlier in the block (Fabric's `vpmanagerimpl` dependency tracking): a
 /// transaction that writes a key whose validation parameter an earlier transaction of the same block changed, and

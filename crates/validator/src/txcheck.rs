@@ -8,26 +8,15 @@ use std::collections::{BTreeSet, HashSet};
 use ferrofabric_arena::{BlockArena, TxArena};
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_protos::common::{ConfigEnvelope, HeaderType};
-use ferrofabric_protos::peer::ChaincodeEvent;
+use ferrofabric_protos::peer::{ChaincodeEvent, TxValidationCode as Code};
 use ferrofabric_protoutil::compute_txid;
-use ferrofabric_state::StateView;
 use prost::Message;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use crate::txids::TxIds;
-use crate::{lifecycle, vscc, Signatures, TxValidationCode as Code};
-
-/// What the state-dependent stage needs to know about the ledger, shared read-only by all threads.
-pub(crate) struct BlockContext<'a> {
-    pub config: &'a ChannelConfig,
-    pub view: &'a StateView<'a>,
-    pub txids: &'a TxIds,
-    pub block_number: u64,
-    pub policies: &'a vscc::PolicyCache,
-    /// Who verifies the signatures of the block's transactions.
-    pub signatures: Signatures<'a>,
-}
+use crate::context::BlockContext;
+use crate::signatures::Signatures;
+use crate::{lifecycle, vscc};
 
 /// The outcome of the stateless stage for one transaction: everything that depends only on the transaction's bytes
 /// and the channel's MSPs (headers, creator signature, txid, proposal hash, the structure the dispatcher checks).

@@ -10,28 +10,20 @@
 //! policy actually needs it, and at most once however many policies are evaluated.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use bytes::Bytes;
-use dashmap::DashMap;
 use ferrofabric_arena::TxArena;
-use ferrofabric_channelconfig::{Policy, SignatureSet, SignedData};
+use ferrofabric_channelconfig::{SignatureSet, SignedData};
 use ferrofabric_protos::common::SignaturePolicyEnvelope;
 use ferrofabric_protos::peer::{application_policy, ApplicationPolicy};
 use ferrofabric_state::StateKey;
 use prost::Message;
 
+use crate::context::BlockContext;
 use crate::lifecycle::{self, Definition};
-use crate::txcheck::BlockContext;
 
 /// The metadata entry that holds a key's own endorsement policy (Fabric's `MetaDataKeys_VALIDATION_PARAMETER`).
 pub const VALIDATION_PARAMETER: &str = "VALIDATION_PARAMETER";
-
-/// Compiled signature policies, keyed by the marshaled `ApplicationPolicy` (the same few appear in every block).
-#[derive(Default)]
-pub(crate) struct PolicyCache {
-    compiled: DashMap<Bytes, Result<Arc<dyn Policy>, String>>,
-}
 
 /// Why VSCC rejected (or could not evaluate) a namespace.
 pub(crate) enum VsccError {

@@ -34,16 +34,17 @@ use crate::metrics::{CardMetrics, CommitMetrics, ThroughputMeter};
 /// (one byte each) and entry 4, when there is a commit hash, a marshaled `common.Metadata{value = hash}`.
 ///
 /// Errors: `raw` is not a block.
+/// The header and data are copied as they are, not decoded again ([`ferrofabric_protoutil::with_block_metadata`]):
+/// the validator has decoded the block once already.
 pub fn with_peer_metadata(raw: &Bytes, filter: &[u8], commit_hash: Option<&[u8; 32]>) -> anyhow::Result<Bytes> {
-    let mut block = Block::decode(raw.clone()).map_err(|e| anyhow!("block does not decode: {e}"))?;
-    let md = block.metadata.get_or_insert_with(Default::default);
-    ferrofabric_protoutil::init_block_metadata(md);
-    md.metadata[BlockMetadataIndex::TransactionsFilter as usize] = Bytes::copy_from_slice(filter);
-    if let Some(h) = commit_hash {
-        let value = Metadata { value: Bytes::copy_from_slice(h), signatures: Vec::new() };
-        md.metadata[BlockMetadataIndex::CommitHash as usize] = Bytes::from(value.encode_to_vec());
-    }
-    Ok(Bytes::from(block.encode_to_vec()))
+    Ok(ferrofabric_protoutil::with_block_metadata(raw, |md| {
+        ferrofabric_protoutil::init_block_metadata(md);
+        md.metadata[BlockMetadataIndex::TransactionsFilter as usize] = Bytes::copy_from_slice(filter);
+        if let Some(h) = commit_hash {
+            let value = Metadata { value: Bytes::copy_from_slice(h), signatures: Vec::new() };
+            md.metadata[BlockMetadataIndex::CommitHash as usize] = Bytes::from(value.encode_to_vec());
+        }
+    })?)
 }
 
 /// The TRANSACTIONS_FILTER and COMMIT_HASH a stored block carries (`None` where absent).
@@ -287,7 +288,8 @@ enum StoreJob {
         fetched: Fetched,
         filter: Vec<u8>,
         commit_hash: Option<[u8; 32]>,
-        config_updated: bool,
+        /// The configuration the block put in force, if any.
+        new_config: Option<Arc<ChannelConfig>>,
         updates: UpdateBatch,
     },
     /// A checkpoint of the state right after a block already queued.
@@ -370,14 +372,11 @@ impl Storing {
         let mut writer_gone = false;
         for job in jobs {
             let job = match job {
-                StoreJob::Block { fetched, filter, commit_hash, config_updated, updates } => {
+                StoreJob::Block { fetched, filter, commit_hash, new_config, updates } => {
                     let bytes = with_peer_metadata(&fetched.bytes, &filter, commit_hash.as_ref())?;
-                    self.store.append(bytes.clone()).with_context(|| format!("storing block {}", fetched.number))?;
-                    if config_updated {
-                        let block = Block::decode(bytes).map_err(|e| anyhow!("config block: {e}"))?;
-                        let config = ChannelConfig::from_config_block(&block)
-                            .map_err(|e| anyhow!("config block {}: {e}", fetched.number))?;
-                        self.config_tx.send_replace(Some(Arc::new(config)));
+                    self.store.append(bytes).with_context(|| format!("storing block {}", fetched.number))?;
+                    if let Some(config) = new_config {
+                        self.config_tx.send_replace(Some(config));
                     }
                     self.metrics.set_height(fetched.number + 1);
                     self.metrics.block_committed(&filter, fetched.received.elapsed());
@@ -516,7 +515,7 @@ fn queue_block(
 ) -> bool {
     let filter = r.transactions_filter();
     let (number, commit_hash) = (r.number, r.commit_hash);
-    let job = StoreJob::Block { fetched, filter, commit_hash, config_updated: r.config_updated, updates: r.updates };
+    let job = StoreJob::Block { fetched, filter, commit_hash, new_config: r.new_config, updates: r.updates };
     if jobs.send(job).is_err() {
         return false;
     }

@@ -9,7 +9,7 @@
 //! and `plugindispatcher/dispatcher.go`), so that a transaction with several defects gets the same code from the card
 //! as from the software.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use bytes::Bytes;
 use ferrofabric_arena::{BlockArena, NsRwSet, TxArena};
@@ -20,7 +20,7 @@ use ferrofabric_protos::peer::TxValidationCode as Code;
 use ferrofabric_state::{StateKey, StateView};
 use ferrofabric_validator::{
     chaincode_definition, check_common_header, check_creator, check_payload, check_structure, ChaincodeDefinition,
-    VALIDATION_PARAMETER,
+    TxIds, VALIDATION_PARAMETER,
 };
 
 use crate::policy::{resolve_application_policy, PolicyTable};
@@ -37,7 +37,7 @@ pub(crate) struct HostContext<'a> {
     /// Committed world state before the block.
     pub view: &'a StateView<'a>,
     /// Every txid of the ledger's earlier blocks (valid or not), as Fabric's ledger index has them.
-    pub txids: &'a HashSet<String>,
+    pub txids: &'a TxIds,
     /// The channel's MSP IDs (org numbering).
     pub mspids: &'a [String],
     /// The channel's config tree (`Config.channel_group`), for channel policy references.

@@ -3,17 +3,19 @@
 //! ([`crate::encoder`]). Host-path blocks are validated in software and their writes are sent to the hardware KV
 //! store as `STATE_SYNC` sections (hw/DESIGN.md §1.1).
 
-use std::collections::HashSet;
+use std::collections::VecDeque;
 
 use bytes::Bytes;
 use ferrofabric_arena::BlockArena;
-use ferrofabric_protoutil::block_header_hash;
 use ferrofabric_validator::{BlockResult, TxValidationCode, Validator, ValidatorError, ValidatorOptions};
 
 use crate::encoder::Encoder;
 use crate::host::{plan_block, BlockPlan, HostContext};
 use crate::policy::{resolve_channel_policy, Expr as PolicyExpr, PolicyTable};
 use crate::wire::Section;
+
+/// Prepared blocks whose decoding is kept for their commit: the card's pipeline holds a few at a time.
+const MAX_DECODED: usize = 8;
 
 /// Where a block goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,9 +42,9 @@ pub struct HostSession {
     validator: Validator,
     encoder: Encoder,
     policies: PolicyTable,
-    txids: HashSet<String>,
-    last_number: u64,
-    last_hash: [u8; 32],
+    /// Blocks prepared and not yet committed, decoded once by [`HostSession::prepare`] and committed from that
+    /// decoding (at most [`MAX_DECODED`], oldest first).
+    decoded: VecDeque<BlockArena>,
     /// The channel's BlockValidation policy, normalised; `None` when it cannot run on the card.
     block_policy: Option<PolicyExpr>,
     /// Hardware-path blocks prepared and not yet committed: the policy table is cleared only when there are none.
@@ -54,18 +56,13 @@ impl HostSession {
     ///
     /// Errors: as [`Validator::new`].
     pub fn new(genesis: Bytes) -> Result<Self, ValidatorError> {
-        let arena = BlockArena::decode(genesis.clone())?;
         let validator = Validator::new(genesis, ValidatorOptions { threads: 1 })?;
         let encoder = Encoder::new(validator.channel_config().clone());
-        let mut txids = HashSet::new();
-        add_txids(&mut txids, &arena);
         let mut s = HostSession {
             validator,
             encoder,
             policies: PolicyTable::new(),
-            txids,
-            last_number: 0,
-            last_hash: block_header_hash(arena.header()),
+            decoded: VecDeque::new(),
             block_policy: None,
             in_flight: 0,
         };
@@ -103,13 +100,27 @@ impl HostSession {
         if matches!(route, Route::Hardware(_)) {
             self.in_flight += 1;
         }
+        if self.decoded.len() == MAX_DECODED {
+            self.decoded.pop_front();
+        }
+        self.decoded.push_back(arena);
         Ok(Prepared { number, tx_count, route })
+    }
+
+    /// The decoding of `raw` that [`HostSession::prepare`] made, taken out, or a new one.
+    fn decoding_of(&mut self, raw: Bytes) -> Result<BlockArena, ValidatorError> {
+        // The same bytes, not merely equal ones: the caller hands back the block it prepared.
+        let same = |a: &BlockArena| a.raw().as_ptr() == raw.as_ptr() && a.raw().len() == raw.len();
+        match self.decoded.iter().position(same) {
+            Some(i) => Ok(self.decoded.remove(i).unwrap_or_else(|| unreachable!("position found above"))),
+            None => Ok(BlockArena::decode(raw)?),
+        }
     }
 
     fn route(&mut self, arena: &BlockArena) -> Route {
         let h = arena.header();
-        if arena.number() != self.last_number + 1
-            || h.previous_hash.as_ref() != self.last_hash
+        if arena.number() != self.validator.last_block_number() + 1
+            || h.previous_hash.as_ref() != self.validator.last_header_hash()
             || h.data_hash.as_ref() != arena.computed_data_hash()
         {
             return Route::Host("the block fails the chain checks".into());
@@ -140,7 +151,8 @@ impl HostSession {
         let mspids = self.encoder.mspids().to_vec();
         let plan = {
             let view = self.validator.state().view();
-            let ctx = HostContext { config: &config, view: &view, txids: &self.txids, mspids: &mspids, root };
+            let txids = self.validator.txids();
+            let ctx = HostContext { config: &config, view: &view, txids, mspids: &mspids, root };
             plan_block(&ctx, &mut self.policies, arena)
         };
         match plan {
@@ -163,12 +175,12 @@ impl HostSession {
     ///
     /// Errors: the software refuses the block ([`ValidatorError`]).
     pub fn commit(&mut self, raw: Bytes, host_path: bool) -> Result<(BlockResult, Vec<Section>), ValidatorError> {
-        let arena = BlockArena::decode(raw.clone())?;
+        let arena = self.decoding_of(raw)?;
         if !host_path {
             self.in_flight = self.in_flight.saturating_sub(1);
         }
-        let result = self.validator.commit_block(raw)?;
-        let sync = self.committed(&arena, &result, host_path)?;
+        let result = self.validator.commit_decoded(arena)?;
+        let sync = self.committed(&result, host_path)?;
         Ok((result, sync))
     }
 
@@ -179,26 +191,19 @@ impl HostSession {
     /// Errors: the host reaches other codes ([`ValidatorError::Disputed`]) or refuses the block; then nothing is
     /// committed and the block is still in flight: commit it with [`HostSession::commit`].
     pub fn commit_attested(&mut self, raw: Bytes, codes: &[TxValidationCode]) -> Result<BlockResult, ValidatorError> {
-        let arena = BlockArena::decode(raw.clone())?;
-        let result = self.validator.commit_block_attested(raw, codes)?;
+        // A refused block stays in flight; its commit then decodes it again, which only a dispute costs.
+        let arena = self.decoding_of(raw)?;
+        let result = self.validator.commit_decoded_attested(arena, codes)?;
         self.in_flight = self.in_flight.saturating_sub(1);
-        self.committed(&arena, &result, false)?;
+        self.committed(&result, false)?;
         Ok(result)
     }
 
-    /// The host's own books after a block is committed: txids, chain position, configuration; for a host-path block
-    /// its `STATE_SYNC` sections.
-    fn committed(
-        &mut self,
-        arena: &BlockArena,
-        result: &BlockResult,
-        host_path: bool,
-    ) -> Result<Vec<Section>, ValidatorError> {
-        add_txids(&mut self.txids, arena);
-        self.last_number = result.number;
-        self.last_hash = block_header_hash(arena.header());
+    /// The host's own books after a block is committed (the ledger's txids and chain position are the validator's):
+    /// the configuration; for a host-path block its `STATE_SYNC` sections.
+    fn committed(&mut self, result: &BlockResult, host_path: bool) -> Result<Vec<Section>, ValidatorError> {
         let mut sync = Vec::new();
-        if result.config_updated {
+        if result.new_config.is_some() {
             self.encoder.set_config(self.validator.channel_config().clone());
             self.block_policy = self.compute_block_policy();
         }
@@ -209,15 +214,5 @@ impl HostSession {
                 .map_err(|e| ValidatorError::Execution { number: result.number, reason: e.0 })?;
         }
         Ok(sync)
-    }
-}
-
-fn add_txids(set: &mut HashSet<String>, arena: &BlockArena) {
-    for tx in arena.txs() {
-        if let Ok(ch) = tx.channel_header() {
-            if !ch.tx_id.is_empty() {
-                set.insert(ch.tx_id.clone());
-            }
-        }
     }
 }

@@ -25,7 +25,8 @@ mod tx;
 
 pub use block::{
     bft_signature_value, block_data_hash, block_signature, encode_block, init_block_metadata, next_header,
-    orderer_metadata, sign_and_encode, signature_value, signed_bytes, METADATA_SLOTS,
+    orderer_metadata, sign_and_encode, signature_value, signed_bytes, with_block_metadata, BlockBytesError,
+    METADATA_SLOTS,
 };
 pub use config::{is_config_block, is_config_envelope, last_config_index, sole_config_envelope};
 pub use header::{block_header_bytes, block_header_hash};

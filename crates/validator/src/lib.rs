@@ -142,8 +142,9 @@ pub struct BlockResult {
     pub commit_hash: Option<[u8; 32]>,
     /// The state updates applied (public and hashed).
     pub updates: UpdateBatch,
-    /// Whether the block carried a valid CONFIG transaction that replaced the channel configuration.
-    pub config_updated: bool,
+    /// The channel configuration the block's valid CONFIG transaction put in force, if it carried one: the
+    /// configuration parsed once, by the validator, for whoever follows the channel's config.
+    pub new_config: Option<Arc<ChannelConfig>>,
 }
 
 impl BlockResult {
@@ -308,6 +309,43 @@ impl Validator {
         self.commit_hash
     }
 
+    /// The SHA-256 of the last committed block's header: the `previous_hash` the next block must carry.
+    pub fn last_header_hash(&self) -> [u8; 32] {
+        self.last_hash
+    }
+
+    /// The transaction ids of every committed block, valid or not (a later transaction with one of them is a
+    /// DUPLICATE_TXID).
+    pub fn txids(&self) -> &TxIds {
+        &self.txids
+    }
+
+    /// [`Validator::commit_block`] of a block its caller has decoded already: the BMac host decodes each block once,
+    /// to plan it for the card, and commits that decoding.
+    ///
+    /// Errors: as [`Validator::commit_block`].
+    pub fn commit_decoded(&mut self, arena: BlockArena) -> Result<BlockResult, ValidatorError> {
+        let config = self.config.clone();
+        let raw = arena.raw().clone();
+        let prepared = self.pool.install(|| prepare_decoded(&config, raw, Ok(arena), Signatures::Verify));
+        self.finish_block(prepared, Signatures::Verify)
+    }
+
+    /// [`Validator::commit_block_attested`] of a block its caller has decoded already.
+    ///
+    /// Errors: as [`Validator::commit_block_attested`].
+    pub fn commit_decoded_attested(
+        &mut self,
+        arena: BlockArena,
+        attested: &[TxValidationCode],
+    ) -> Result<BlockResult, ValidatorError> {
+        let config = self.config.clone();
+        let signatures = Signatures::Attested(attested);
+        let raw = arena.raw().clone();
+        let prepared = self.pool.install(|| prepare_decoded(&config, raw, Ok(arena), signatures));
+        self.finish_block(prepared, signatures)
+    }
+
     /// Checks, validates and commits the next block (the marshaled `common.Block` as the orderer delivered it).
     ///
     /// Errors ([`ValidatorError`]) refuse the whole block; an invalid *transaction* is not an error but a code.
@@ -431,14 +469,14 @@ impl Validator {
 
         self.state.apply(number, &updates);
         record_txids(&arena, &mut self.txids);
-        let config_updated = new_config.is_some();
-        if let Some(c) = new_config {
-            self.config = Arc::new(c);
+        let new_config = new_config.map(Arc::new);
+        if let Some(c) = &new_config {
+            self.config = c.clone();
         }
         self.last_number = number;
         self.last_hash = block_header_hash(arena.header());
         self.commit_hash = commit_hash;
-        Ok(BlockResult { number, codes, commit_hash, updates, config_updated })
+        Ok(BlockResult { number, codes, commit_hash, updates, new_config })
     }
 
     /// The chain checks: the next number and the previous block's hash.
@@ -488,7 +526,18 @@ struct Checked {
 /// The stateless stage of a block, on the current rayon pool: the block's own checks and the transactions' prechecks
 /// run side by side.
 fn prepare(config: &Arc<ChannelConfig>, raw: Bytes, sigs: Signatures<'_>) -> Prepared {
-    let checked = BlockArena::decode(raw.clone()).map_err(ValidatorError::from).map(|arena| {
+    let arena = BlockArena::decode(raw.clone()).map_err(ValidatorError::from);
+    prepare_decoded(config, raw, arena, sigs)
+}
+
+/// [`prepare`] of a block already decoded (or refused by the decoder).
+fn prepare_decoded(
+    config: &Arc<ChannelConfig>,
+    raw: Bytes,
+    arena: Result<BlockArena, ValidatorError>,
+    sigs: Signatures<'_>,
+) -> Prepared {
+    let checked = arena.map(|arena| {
         let presumed = matches!(sigs, Signatures::Attested(_));
         let (signatures, prechecked) =
             rayon::join(|| check_block(config, &arena, presumed), || txcheck::precheck_all(config, &arena, sigs));

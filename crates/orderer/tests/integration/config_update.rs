@@ -157,7 +157,7 @@ async fn org1_admin_anchor_peer_update_is_ordered_alone_as_an_orderer_signed_con
         let mut v = Validator::new(for_validator[0].clone(), ValidatorOptions::default()).unwrap();
         for (i, raw) in for_validator[1..].iter().enumerate() {
             let r = v.commit_block(raw.clone()).unwrap();
-            assert_eq!(r.config_updated, i == 1, "block {}", i + 1);
+            assert_eq!(r.new_config.is_some(), i == 1, "block {}", i + 1);
         }
         assert_eq!(org1_anchors(v.channel_config()), expected);
         assert_eq!(v.channel_config().sequence(), 1);

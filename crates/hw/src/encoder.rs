@@ -204,8 +204,8 @@ impl Encoder {
     }
 
     /// Encodes a hardware-path block: pending `ID_SYNC`s, `HEADER`, `METADATA`, one `TX` per transaction.
-    /// `plans` are the host's plans of its transactions ([`crate::TxPlan`]); `block_policy` is the BlockValidation
-    /// policy id.
+    /// `plans` are the host's plans of its transactions ([`crate::host::TxPlan`]); `block_policy` is the
+    /// BlockValidation policy id.
     ///
     /// Errors: the block cannot take the hardware path (a limit of hw/DESIGN.md §2.7, a layout the annotations
     /// cannot express, an uncacheable creator). Identities admitted on the way stay admitted; their `ID_SYNC`s go

@@ -23,6 +23,7 @@
 //! * [`Sim`]: the Verilated RTL (`hw/rtl/bmac_top.sv`) behind a small C ABI ([`available_sim_configs`]).
 
 mod backend;
+mod card;
 mod decoder;
 mod encoder;
 mod host;
@@ -48,9 +49,9 @@ mod xdma;
 mod xdma_emu;
 
 pub use backend::{
-    BlockPath, BlockProcessor, Card, CardResult, CardStats, Committed, PipelinedRun, ProcessError, Processed,
-    SoftwareProcessor, VerilatorProcessor,
+    BlockPath, BlockProcessor, Committed, PipelinedRun, ProcessError, Processed, SoftwareProcessor, VerilatorProcessor,
 };
+pub use card::{Card, CardResult, CardStats};
 pub use decoder::{
     CacheEntry, DecodeError, DecodedProbe, DecodedRead, DecodedSection, DecodedWrite, Decoder, SlotData,
 };

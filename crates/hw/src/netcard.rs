@@ -37,7 +37,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::backend::{Card, CardResult};
+use crate::card::{Card, CardResult};
 use crate::sim::SimError;
 use crate::wire::{frame_of_l7, SectionType, L7_LEN};
 

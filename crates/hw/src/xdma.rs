@@ -19,7 +19,7 @@ use std::sync::mpsc::{self, Receiver, SyncSender, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::backend::{read_block_result, CardResult, Registers, STICKY_ERRORS};
+use crate::card::{read_block_result, CardResult, Registers, STICKY_ERRORS};
 use crate::regs;
 
 /// Frames queued for the stream writer before [`XdmaCard::send`] waits.

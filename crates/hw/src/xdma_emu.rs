@@ -1,5 +1,5 @@
 //! An emulation of the XDMA driver's device files, backed by the co-simulated card: what the host's
-//! [`crate::XdmaCard`] is tested against where there is no Alveo board (hw/DESIGN.md §8).
+//! [`crate::xdma::XdmaCard`] is tested against where there is no Alveo board (hw/DESIGN.md §8).
 //!
 //! [`emulate`] mounts a FUSE filesystem holding `<name>_user` and `<name>_h2c_0` with the driver's semantics
 //! (a 4-byte access to `_user` at a register's address is one AXI-Lite access; one write to `_h2c_0` is one
@@ -22,7 +22,7 @@ use fuser::{
     WriteFlags,
 };
 
-use crate::backend::offer_beat;
+use crate::card::offer_beat;
 use crate::sim::{Port, Sim, SimError};
 
 /// Size of the user BAR the driver maps (the register map's 64 KiB address space, hw/DESIGN.md §4).

@@ -54,7 +54,8 @@ pub async fn deploy_chaincode(
     package: &[u8],
 ) -> anyhow::Result<String> {
     let ChaincodeDefinition { name, policy, init_required } = *definition;
-    let validation_parameter = policy.map(crate::network::validation_parameter).transpose()?.unwrap_or_default();
+    let validation_parameter =
+        policy.map(crate::chaincode_definitions::validation_parameter).transpose()?.unwrap_or_default();
     let admins = [admin(crypto, 0)?, admin(crypto, 1)?];
     let install = InstallChaincodeArgs { chaincode_install_package: Bytes::copy_from_slice(package) }.encode_to_vec();
     let mut package_id: Option<String> = None;

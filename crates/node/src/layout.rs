@@ -206,7 +206,7 @@ pub(crate) struct ChannelParams {
 /// endorsement policy.
 fn configtx_yaml(p: &ChannelParams) -> String {
     // The consenter is named by its host, port and TLS certificate, as etcdraft requires even of a single node.
-    let endpoint = crate::network::addr(&p.orderer_host, p.orderer_port);
+    let endpoint = crate::address::addr(&p.orderer_host, p.orderer_port);
     let org = |n: u32| {
         format!(
             r#"  - &Org{n}

@@ -27,16 +27,24 @@
 //!   `ferrofabric bench e2e` (in the CLI crate); [`deploy_chaincode`] deploys a user's chaincode package with it
 //!   by Fabric's lifecycle flow.
 
+mod address;
+mod args;
+mod chaincode_definitions;
 mod client;
 mod deploy;
 mod layout;
 mod network;
 mod processes;
 mod profile;
+mod run;
+mod running_node;
 
+pub use args::NodeArgs;
 pub use client::{require_valid, CommitEvents, NetworkClient};
 pub use deploy::{deploy_chaincode, ChaincodeDefinition};
 pub use layout::{Layout, PEER_MSPIDS};
-pub use network::{run, start, NodeArgs, RunningNode};
+pub use network::start;
 pub use processes::{start_processes, ComponentInfo, ProcessesInfo, RunningProcesses};
 pub use profile::NodeInfo;
+pub use run::run;
+pub use running_node::RunningNode;

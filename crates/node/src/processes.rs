@@ -1,4 +1,4 @@
-//! `ferrofabric node --processes`: the same network as [`crate::start`], each component its own process
+//! `ferrofabric node --processes`: the same network as [`crate::network::start`], each component its own process
 //! (FastFabric's separation of orderer, committer, endorsers and block storage), supervised, each in its own CPU
 //! cgroup under one node cgroup, optionally steered by the QiOi controller ([`start_processes`]).
 //!
@@ -10,10 +10,10 @@
 //!   ├─ endorser-org2  ferrofabric endorser   --config DIR/processes/endorser-org2.yaml
 //!   └─ blockstore     ferrofabric blockstore --config DIR/processes/blockstore.yaml
 //! ```
-//! Every listener speaks TLS as in [`crate::start`] (server TLS by default, `--mutual-tls`, or `--no-tls`), and
-//! every component has its operations endpoints (node.json's `operations`). Each peer port serves the Gateway and
-//! discovery services too; their gateway reads the newest blocks from its endorser's follower and older ones from
-//! the block store.
+//! Every listener speaks TLS as in [`crate::network::start`] (server TLS by default, `--mutual-tls`, or
+//! `--no-tls`), and every component has its operations endpoints (node.json's `operations`). Each peer port serves
+//! the Gateway and discovery services too; their gateway reads the newest blocks from its endorser's follower and
+//! older ones from the block store.
 //! A child that exits unexpectedly is logged and started again (after 0.5 s, doubling up to 8 s while it keeps
 //! failing within a minute). Its output is appended to `DIR/logs/NAME.log`. `DIR/processes.json`
 //! ([`ProcessesInfo`]) says where each component's cgroup and the committer's operations endpoint are, for
@@ -30,8 +30,9 @@ use ferrofabric_isolation::{Cgroup, CgroupVersion, Component, Controller, Contro
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
+use crate::args::NodeArgs;
+use crate::chaincode_definitions::{define_chaincodes, Barrier};
 use crate::layout::{ChannelParams, Layout, TlsMode, PEER_MSPIDS};
-use crate::network::{define_chaincodes, Barrier, NodeArgs};
 use crate::profile::NodeInfo;
 
 /// How long a child may take to open its port.
@@ -292,11 +293,11 @@ fn cgroups(names: &[&str], progress: &dyn Fn(&str)) -> Option<(Cgroup, Vec<Cgrou
     }
 }
 
-/// Starts the node as processes of `exe` (the `ferrofabric` binary): first-run generation as [`crate::start`],
-/// then orderer, committer, endorsers and block store in that order, each waited for until it listens; the
-/// built-in chaincodes are defined on the first run; `node.json` (with `events` = the committer),
-/// `connection-profile.json` and `processes.json` are written; with `args.isolation_threshold` the controller
-/// starts. Must be called within a multi-threaded Tokio runtime.
+/// Starts the node as processes of `exe` (the `ferrofabric` binary): first-run generation as
+/// [`crate::network::start`], then orderer, committer, endorsers and block store in that order, each waited for
+/// until it listens; the built-in chaincodes are defined on the first run; `node.json` (with `events` = the
+/// committer), `connection-profile.json` and `processes.json` are written; with `args.isolation_threshold` the
+/// controller starts. Must be called within a multi-threaded Tokio runtime.
 ///
 /// Errors: generation, a child that does not start listening, or the chaincode definitions; the children started
 /// so far are stopped.
@@ -304,7 +305,7 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
     let layout = Layout::new(&args.dir);
     let mode = args.tls_mode();
     let host = args.host.as_str();
-    let addr = |port: u16| crate::network::addr(host, port);
+    let addr = |port: u16| crate::address::addr(host, port);
     let orderer_port = port_or_free(host, args.orderer_port)?;
     let params = ChannelParams {
         channel: args.channel.clone(),
@@ -431,7 +432,7 @@ pub async fn start_processes(args: &NodeArgs, exe: &Path) -> anyhow::Result<Runn
                 )?;
                 let (_, health) = tokio::sync::watch::channel(None);
                 let router = ferrofabric_comm::operations_router(registry, health, "qioi");
-                let listen = crate::network::addr(host, 0).parse()?;
+                let listen = crate::address::addr(host, 0).parse()?;
                 let (bound, _) =
                     ferrofabric_comm::serve_operations(listen, router, running.trigger.subscribe()).await?;
                 args.progress(&format!(
@@ -499,7 +500,7 @@ fn child_specs(
     procs: &Path,
     mode: TlsMode,
 ) -> anyhow::Result<Vec<ChildSpec>> {
-    let addr = |port: u16| crate::network::addr(host, port);
+    let addr = |port: u16| crate::address::addr(host, port);
     let peer_msp = |org: usize| layout.peer_node(org).join("msp");
     let orderer_ca = layout.orderer_node().join("tls/ca.crt");
     // The committer and the block store serve with peer0.org1's TLS certificate, as the in-process node does.

@@ -584,7 +584,7 @@ impl UdpCardReader {
         self.config
     }
 
-    /// The card's result for `block`, asked for every [`RETRY`] while it is not there. `Ok(None)`: the card will
+    /// The card's result for `block`, asked for every `RETRY` while it is not there. `Ok(None)`: the card will
     /// not have it, because it already has a result for a later block, so `block` was forgotten (more than
     /// 4,096 card blocks ago) or never reached it; the host validates that block itself.
     ///

@@ -29,7 +29,7 @@ pub async fn connect(addr: &str, config: &FollowConfig) -> anyhow::Result<Channe
         connect_timeout: Some(config.connect_timeout),
         keepalive: Some((config.keepalive_interval, config.keepalive_timeout)),
     };
-    connect_with(addr, &options).await
+    Ok(connect_with(addr, &options).await?)
 }
 
 /// A signed `DELIVER_SEEK_INFO` envelope for `channel_id` carrying `seek`: channel header with the current time,

@@ -2,10 +2,11 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
 use ferrofabric_comm::{parse_addr, parse_duration, ClientTlsConfig, TlsConfig};
 use ferrofabric_deliver::DeliveryConfig;
 use serde::Deserialize;
+
+use crate::error::BlockstoreError;
 
 /// The whole configuration.
 ///
@@ -82,10 +83,11 @@ impl BlockstoreConfig {
     /// Reads a YAML file, resolving relative paths against its directory.
     ///
     /// Errors: unreadable file, YAML not matching the layout.
-    pub fn load(path: &Path) -> anyhow::Result<BlockstoreConfig> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let mut c: BlockstoreConfig =
-            serde_yaml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    pub fn load(path: &Path) -> Result<BlockstoreConfig, BlockstoreError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| BlockstoreError::ReadConfig { path: path.to_owned(), source })?;
+        let mut c: BlockstoreConfig = serde_yaml::from_str(&text)
+            .map_err(|source| BlockstoreError::ParseConfig { path: path.to_owned(), source })?;
         let base = path.parent().unwrap_or_else(|| Path::new("."));
         let fix = |p: &mut PathBuf| {
             if p.is_relative() {
@@ -103,24 +105,26 @@ impl BlockstoreConfig {
     /// Checks the values without usable defaults.
     ///
     /// Errors: no channel, data directory, MSP or committer; bad addresses or durations.
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub fn validate(&self) -> Result<(), BlockstoreError> {
         if self.channel.is_empty() {
-            bail!("Channel is not set");
+            return Err(BlockstoreError::MissingSetting("Channel is not set"));
         }
         if self.data_dir.is_none() {
-            bail!("DataDir is not set");
+            return Err(BlockstoreError::MissingSetting("DataDir is not set"));
         }
         if self.local_msp_dir.is_none() || self.local_msp_id.is_none() {
-            bail!("LocalMSPDir and LocalMSPID must be set (the service signs its Deliver requests)");
+            return Err(BlockstoreError::MissingSetting(
+                "LocalMSPDir and LocalMSPID must be set (the service signs its Deliver requests)",
+            ));
         }
         if self.committers.is_empty() {
-            bail!("Committers is empty");
+            return Err(BlockstoreError::MissingSetting("Committers is empty"));
         }
         parse_addr(&self.listen_address)?;
         if !self.operations_listen_address.is_empty() {
             parse_addr(&self.operations_listen_address)?;
         }
         parse_duration(&self.time_window)?;
-        self.delivery.validate()
+        Ok(self.delivery.validate()?)
     }
 }

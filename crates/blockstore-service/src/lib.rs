@@ -16,7 +16,9 @@
 //! `ferrofabric blockstore --config FILE` (the CLI crate) loads before calling [`start`].
 
 mod config;
+mod error;
 mod service;
 
 pub use config::BlockstoreConfig;
+pub use error::BlockstoreError;
 pub use service::{start, RunningBlockstore};

@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_block_store::{BlockStore, StoreError, StoreOptions, SyncPolicy};
 use ferrofabric_channelconfig::ChannelConfig;
@@ -24,6 +23,7 @@ use tokio::task::JoinHandle;
 use tonic::{Request, Response, Status};
 
 use crate::config::BlockstoreConfig;
+use crate::error::BlockstoreError;
 
 /// Blocks received and not yet stored, at most.
 const IN_FLIGHT: usize = 16;
@@ -33,25 +33,26 @@ const IN_FLIGHT: usize = 16;
 /// block found by scanning back. `None` for an empty store.
 ///
 /// Errors: unreadable blocks, a config block whose configuration does not load.
-pub(crate) fn current_config(store: &BlockStore) -> anyhow::Result<Option<ChannelConfig>> {
+pub(crate) fn current_config(store: &BlockStore) -> Result<Option<ChannelConfig>, BlockstoreError> {
     let height = store.height();
     if height == 0 {
         return Ok(None);
     }
-    let read = |n: u64| -> anyhow::Result<Block> {
-        let raw = store.block(n)?.ok_or_else(|| anyhow!("block {n} missing below the height"))?;
-        Block::decode(raw).map_err(|e| anyhow!("block {n} does not decode: {e}"))
+    let read = |n: u64| -> Result<Block, BlockstoreError> {
+        let raw = store.block(n)?.ok_or(BlockstoreError::BlockMissing(n))?;
+        Block::decode(raw).map_err(|source| BlockstoreError::BlockUndecodable { number: n, source })
     };
     let last = read(height - 1)?;
     let candidates = last_config_index(&last).ok().into_iter().chain((0..height).rev());
     for n in candidates.filter(|n| *n < height) {
         let block = if n == height - 1 { last.clone() } else { read(n)? };
         if is_config_block(&block) {
-            let config = ChannelConfig::from_config_block(&block).map_err(|e| anyhow!("config block {n}: {e}"))?;
+            let config = ChannelConfig::from_config_block(&block)
+                .map_err(|source| BlockstoreError::ConfigBlock { number: n, source })?;
             return Ok(Some(config));
         }
     }
-    bail!("no config block in the stored chain")
+    Err(BlockstoreError::NoConfigBlock)
 }
 
 /// The validation code of transaction `index` in a stored block (from TRANSACTIONS_FILTER).
@@ -72,7 +73,7 @@ fn store_loop(
     restart: mpsc::Sender<u64>,
     config_tx: &watch::Sender<Option<Arc<ChannelConfig>>>,
     height_gauge: &prometheus::IntGauge,
-) -> anyhow::Result<()> {
+) -> Result<(), BlockstoreError> {
     while let Some(f) = blocks.blocking_recv() {
         if f.number != store.height() {
             // Left over from a stream that was abandoned after a refusal.
@@ -81,7 +82,7 @@ fn store_loop(
         match store.append(f.bytes.clone()) {
             Ok(()) => {}
             Err(e @ (StoreError::Io { .. } | StoreError::Index { .. } | StoreError::Broken(_))) => {
-                return Err(anyhow!(e).context(format!("storing block {}", f.number)));
+                return Err(BlockstoreError::StoreBlock { number: f.number, source: e });
             }
             Err(e) => {
                 tracing::warn!(number = f.number, error = %e, "block does not extend the stored chain; asking again");
@@ -103,7 +104,7 @@ fn store_loop(
             }
         }
     }
-    store.sync().context("syncing the block store")?;
+    store.sync().map_err(BlockstoreError::Sync)?;
     Ok(())
 }
 
@@ -214,7 +215,7 @@ pub struct RunningBlockstore {
     health: watch::Receiver<Option<String>>,
     shutdown: ShutdownTrigger,
     follower: JoinHandle<()>,
-    storer: JoinHandle<anyhow::Result<()>>,
+    storer: JoinHandle<Result<(), BlockstoreError>>,
     listeners: Vec<JoinHandle<()>>,
 }
 
@@ -231,7 +232,7 @@ impl RunningBlockstore {
     /// Runs until storing fails (returning the error) or `stop` completes (then shuts down cleanly).
     ///
     /// Errors: the storage error.
-    pub async fn run_until(mut self, stop: impl std::future::Future<Output = ()>) -> anyhow::Result<()> {
+    pub async fn run_until(mut self, stop: impl std::future::Future<Output = ()>) -> Result<(), BlockstoreError> {
         let mut health = self.health.clone();
         tokio::select! {
             _ = stop => {}
@@ -243,16 +244,16 @@ impl RunningBlockstore {
     /// Stops following, stores what was received, closes the listeners.
     ///
     /// Errors: storing had failed.
-    pub async fn shutdown(mut self) -> anyhow::Result<()> {
+    pub async fn shutdown(mut self) -> Result<(), BlockstoreError> {
         self.stop().await
     }
 
-    async fn stop(&mut self) -> anyhow::Result<()> {
+    async fn stop(&mut self) -> Result<(), BlockstoreError> {
         self.follower.abort();
         let _ = (&mut self.follower).await;
         let result = match (&mut self.storer).await {
             Ok(r) => r,
-            Err(e) => Err(anyhow!("store task: {e}")),
+            Err(e) => Err(BlockstoreError::StoreTask(e)),
         };
         self.shutdown.fire();
         for l in self.listeners.drain(..) {
@@ -266,30 +267,37 @@ impl RunningBlockstore {
 ///
 /// Errors: invalid configuration, unreadable MSP or TLS files, a store that cannot be opened, listeners that
 /// cannot bind.
-pub async fn start(config: BlockstoreConfig) -> anyhow::Result<RunningBlockstore> {
+pub async fn start(config: BlockstoreConfig) -> Result<RunningBlockstore, BlockstoreError> {
     config.validate()?;
-    let data_dir = config.data_dir.clone().ok_or_else(|| anyhow!("DataDir is not set"))?;
+    let data_dir = config.data_dir.clone().ok_or(BlockstoreError::MissingSetting("DataDir is not set"))?;
     let (msp_dir, msp_id) = match (&config.local_msp_dir, &config.local_msp_id) {
         (Some(d), Some(id)) => (d.clone(), id.clone()),
-        _ => bail!("LocalMSPDir and LocalMSPID must be set"),
+        _ => return Err(BlockstoreError::MissingSetting("LocalMSPDir and LocalMSPID must be set")),
     };
-    let signer = Arc::new(
-        SigningIdentity::from_msp_dir(&msp_id, &msp_dir)
-            .with_context(|| format!("loading the local MSP {msp_id} from {}", msp_dir.display()))?,
-    );
+    let signer =
+        Arc::new(SigningIdentity::from_msp_dir(&msp_id, &msp_dir).map_err(|source| BlockstoreError::LocalMsp {
+            msp_id: msp_id.clone(),
+            dir: msp_dir.clone(),
+            source,
+        })?);
     let options = StoreOptions {
         sync: if config.sync_every_block { SyncPolicy::EveryBlock } else { SyncPolicy::None },
         ..StoreOptions::default()
     };
     let dir = data_dir.join("ledger");
-    let store = Arc::new(BlockStore::open(&dir, options).with_context(|| format!("opening {}", dir.display()))?);
+    let store = Arc::new(
+        BlockStore::open(&dir, options).map_err(|source| BlockstoreError::OpenStore { dir: dir.clone(), source })?,
+    );
     if let Some(t) = &store.recovery().truncated {
         tracing::warn!(path = %t.path.display(), dropped = t.dropped_bytes, "cut a torn block off the store");
     }
     let initial = current_config(&store)?;
     if let Some(c) = &initial {
         if c.channel_id() != config.channel {
-            bail!("the stored chain is of channel {:?}, not {:?}", c.channel_id(), config.channel);
+            return Err(BlockstoreError::WrongChannel {
+                found: c.channel_id().to_owned(),
+                expected: config.channel.clone(),
+            });
         }
     }
     let (config_tx, config_rx) = watch::channel(initial.map(Arc::new));
@@ -340,8 +348,8 @@ pub async fn start(config: BlockstoreConfig) -> anyhow::Result<RunningBlockstore
         tokio::task::spawn_blocking(move || {
             let result = store_loop(&store, blocks_rx, restart_tx, &config_tx, &height_gauge);
             if let Err(e) = &result {
-                tracing::error!(error = format!("{e:#}"), "storing blocks failed");
-                health_tx.send_replace(Some(format!("{e:#}")));
+                tracing::error!(error = %e, "storing blocks failed");
+                health_tx.send_replace(Some(e.to_string()));
             }
             result
         })

@@ -271,7 +271,7 @@ impl Transaction {
                     return Ok(ctx.get_state(&r.key).unwrap_or_default());
                 }
                 private_collection(ctx, &r.collection)?;
-                Ok(ctx.get_private_data(&r.collection, &r.key)?.unwrap_or_default())
+                Ok(ctx.get_private_data(&r.collection, &r.key).map_err(|e| e.to_string())?.unwrap_or_default())
             }
             Type::GetPrivateDataHash => {
                 let r: GetState = decode(payload)?;
@@ -479,7 +479,7 @@ impl Transaction {
 /// the simulation, see [`ferrofabric_chaincode::check_collection`]).
 fn private_collection(ctx: &mut TxContext<'_>, collection: &str) -> Result<(), String> {
     let ns = ctx.namespace().to_owned();
-    ferrofabric_chaincode::check_collection(ctx, &ns, collection)
+    ferrofabric_chaincode::check_collection(ctx, &ns, collection).map_err(|e| e.to_string())
 }
 
 /// The first 8 characters of a transaction ID, as Fabric's logs and some errors show it.

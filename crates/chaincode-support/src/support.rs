@@ -28,6 +28,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_stream::StreamExt;
 use tonic::{Request, Status, Streaming};
 
+use crate::error::ExecuteError;
 use crate::handler::{ChaincodeInvoker, Stream};
 use crate::package::ChaincodePackage;
 use crate::store::{PackageStore, StoreError};
@@ -300,13 +301,15 @@ impl ChaincodeSupport {
         args: &[Bytes],
         is_init: bool,
         invoker: &dyn ChaincodeInvoker,
-    ) -> Result<(Response, Option<ChaincodeEvent>), String> {
-        let stream = self.stream_of(package_id).map_err(|e| {
-            format!("failed to execute transaction {}: could not launch chaincode {package_id}: {e}", ctx.tx_id())
+    ) -> Result<(Response, Option<ChaincodeEvent>), ExecuteError> {
+        let stream = self.stream_of(package_id).map_err(|detail| ExecuteError::Launch {
+            tx_id: ctx.tx_id().to_owned(),
+            package_id: package_id.to_owned(),
+            detail,
         })?;
         debug_assert_eq!(stream.package_id, package_id);
         self.transactions.fetch_add(1, Ordering::Relaxed);
-        stream.execute(ctx, args, is_init, self.timeouts.execute, invoker)
+        stream.execute(ctx, args, is_init, self.timeouts.execute, invoker).map_err(ExecuteError::Execution)
     }
 }
 

@@ -16,6 +16,7 @@ use ferrofabric_protos::queryresult::KeyModification;
 use ferrofabric_state::{Height, StateKey, StateView, VersionedValue};
 use prost::Message;
 
+use crate::error::ChaincodeError;
 use crate::rwset::{range_reads_info, sha256, version, RwSetBuilder};
 use crate::{is_system_chaincode, SimError};
 
@@ -160,7 +161,7 @@ impl<'a> TxContext<'a> {
     /// when the key has no value; the read is recorded as a hashed read with the version.
     ///
     /// Errors (Fabric's text): the peer does not hold the value at the committed hash's version.
-    pub fn get_private_data(&mut self, collection: &str, key: &str) -> Result<Option<Bytes>, String> {
+    pub fn get_private_data(&mut self, collection: &str, key: &str) -> Result<Option<Bytes>, ChaincodeError> {
         let ns = self.namespace.clone();
         self.get_private_data_in(&ns, collection, key)
     }
@@ -171,7 +172,7 @@ impl<'a> TxContext<'a> {
         ns: &str,
         collection: &str,
         key: &str,
-    ) -> Result<Option<Bytes>, String> {
+    ) -> Result<Option<Bytes>, ChaincodeError> {
         let ns = ns.to_owned();
         let hashed = self.view.get(&StateKey::hashed(&ns, collection, sha256(key.as_bytes()))).map(|v| v.version);
         let held = self.private.and_then(|p| p.get(&ns, collection, key));
@@ -181,11 +182,7 @@ impl<'a> TxContext<'a> {
                 Some(h) => format!("{{BlockNum: {}, TxNum: {}}}", h.block_num, h.tx_num),
                 None => "<nil>".to_owned(),
             };
-            return Err(format!(
-                "private data matching public hash version is not available. Public hash version = {}, Private data version = {}",
-                show(hashed),
-                show(held_version)
-            ));
+            return Err(ChaincodeError::PrivateDataUnavailable { public: show(hashed), private: show(held_version) });
         }
         self.private_reads.insert((ns.clone(), collection.to_owned()), ());
         self.rwset.add_hashed_read(&ns, collection, key, hashed);
@@ -361,8 +358,8 @@ impl<'a> TxContext<'a> {
     /// Checks access to an ACL resource (e.g. `_lifecycle/CommitChaincodeDefinition`).
     ///
     /// Errors: the reason access was denied.
-    pub fn check_acl(&self, resource: &str) -> Result<(), String> {
-        self.acl.check(resource)
+    pub fn check_acl(&self, resource: &str) -> Result<(), ChaincodeError> {
+        self.acl.check(resource).map_err(ChaincodeError::AccessDenied)
     }
 
     /// The committed value of `key` in the chaincode's namespace (`None` if absent); the read is recorded with the

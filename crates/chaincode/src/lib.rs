@@ -19,6 +19,7 @@
 //! version and plugin, with Fabric's recorded read of `namespaces/fields/<name>/Sequence`.
 
 mod context;
+mod error;
 mod gojson;
 mod kv;
 mod lifecycle;
@@ -33,6 +34,7 @@ use bytes::Bytes;
 pub use ferrofabric_protos::peer::Response;
 
 pub use context::{Acl, AllowAll, History, PrivateState, RangeHandle, Simulation, TxContext, TOTAL_QUERY_LIMIT};
+pub use error::ChaincodeError;
 pub use kv::Kv;
 pub use lifecycle::{
     check_collection, endorsement_info, invoke_local, is_collection_member, ChaincodeInstaller, EndorsementInfo,

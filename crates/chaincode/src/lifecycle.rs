@@ -37,6 +37,7 @@ use ferrofabric_protoutil::lifecycle::{
 };
 use prost::Message;
 
+use crate::error::ChaincodeError;
 use crate::rwset::sha256;
 use crate::{error, success, Chaincode, Response, TxContext};
 
@@ -78,17 +79,15 @@ impl EndorsementInfo {
     ///
     /// Errors (Fabric's texts, which the caller prefixes with `invalid invocation: `): an init call of a chaincode
     /// that needs none, or a plain call of one not initialised for this version.
-    pub fn check_invocation(&self, ctx: &mut TxContext<'_>, name: &str, is_init: bool) -> Result<bool, String> {
+    pub fn check_invocation(&self, ctx: &mut TxContext<'_>, name: &str, is_init: bool) -> Result<bool, ChaincodeError> {
         let needs_init = self.init_required && {
             let initialized = ctx.get_state(INITIALIZED_KEY);
             initialized.as_deref() != Some(self.version.as_bytes())
         };
         match (needs_init, is_init) {
             (false, false) => Ok(false),
-            (false, true) => Err(format!("chaincode '{name}' does not require initialization but called as init")),
-            (true, false) => {
-                Err(format!("chaincode '{name}' has not been initialized for this version, must call as init first"))
-            }
+            (false, true) => Err(ChaincodeError::InitNotRequired(name.to_owned())),
+            (true, false) => Err(ChaincodeError::NotInitialized(name.to_owned())),
             (true, true) => {
                 let namespace = ctx.namespace().to_owned();
                 ctx.put_state_in(&namespace, INITIALIZED_KEY, Bytes::from(self.version.clone().into_bytes()));
@@ -156,7 +155,7 @@ pub fn endorsement_info(
     org_mspid: &str,
     name: &str,
     installed: Installed<'_>,
-) -> Result<EndorsementInfo, String> {
+) -> Result<EndorsementInfo, ChaincodeError> {
     if name == LIFECYCLE {
         return Ok(EndorsementInfo {
             version: SYSCC_VERSION.into(),
@@ -166,51 +165,40 @@ pub fn endorsement_info(
         });
     }
     if crate::is_system_chaincode(name) {
-        return Err(format!("system chaincode {name} is not supported by Ferrofabric"));
+        return Err(ChaincodeError::SystemChaincode(name.to_owned()));
     }
     if !lifecycle_v20(config) {
-        return Err(format!("legacy (lscc) chaincode {name} is not supported: the channel lacks the V2_0 lifecycle"));
+        return Err(ChaincodeError::NoV20Lifecycle(name.to_owned()));
     }
     let channel = ctx.channel_id().to_owned();
     let seq = read_int64(ctx, Src::Public { record: true }, NAMESPACES, name, "Sequence")
-        .map_err(|e| format!("could not get current sequence for chaincode '{name}' on channel '{channel}': {e}"))?;
+        .map_err(|detail| ChaincodeError::Sequence { name: name.to_owned(), channel: channel.clone(), detail })?;
     if seq == 0 {
         // Fabric then asks the legacy lifecycle, which reads lscc/<name> through the same simulator.
         return match ctx.get_state_in("lscc", name) {
-            None => Err(format!("chaincode {name} not found")),
-            Some(_) => Err(format!("legacy (lscc) chaincode {name} is not supported by Ferrofabric")),
+            None => Err(ChaincodeError::NotFound(name.to_owned())),
+            Some(_) => Err(ChaincodeError::LegacyChaincode(name.to_owned())),
         };
     }
     let def = match read_definition(ctx, false, name) {
         Ok(Some(d)) => d,
-        Ok(None) => {
-            return Err(format!(
-                "could not get approved chaincode info from cache: unknown chaincode '{name}' for channel '{channel}'"
-            ))
-        }
-        Err(e) => return Err(format!("could not get approved chaincode info from cache: {e}")),
+        Ok(None) => return Err(ChaincodeError::UnknownDefinition { name: name.to_owned(), channel }),
+        Err(e) => return Err(ChaincodeError::Definition(e)),
     };
     if def.sequence != seq {
-        return Err(format!(
-            "chaincode cache at sequence {} but current sequence is {seq}, chaincode definition for '{name}' changed during invoke",
-            def.sequence
-        ));
+        return Err(ChaincodeError::SequenceChanged { cached: def.sequence, current: seq, name: name.to_owned() });
     }
     let coll = implicit_collection(org_mspid);
     if !is_serialized(ctx, &Src::Private { coll: &coll, record: false }, &format!("{name}#{seq}"), &def.params.fields())
     {
-        return Err(format!(
-            "chaincode definition for '{name}' at sequence {seq} on channel '{channel}' has not yet been approved by this org"
-        ));
+        return Err(ChaincodeError::NotApproved { name: name.to_owned(), sequence: seq, channel });
     }
     let package_id = match installed {
         Installed::Builtin(true) => None,
-        Installed::Builtin(false) => {
-            return Err(format!("chaincode definition for '{name}' exists, but chaincode is not installed"))
-        }
+        Installed::Builtin(false) => return Err(ChaincodeError::NotInstalled(name.to_owned())),
         Installed::Packages(ids) => Some(
             approved_package(ctx, &coll, &format!("{name}#{seq}"), ids)
-                .ok_or_else(|| format!("chaincode definition for '{name}' exists, but chaincode is not installed"))?,
+                .ok_or_else(|| ChaincodeError::NotInstalled(name.to_owned()))?,
         ),
     };
     Ok(EndorsementInfo {
@@ -227,8 +215,8 @@ pub fn endorsement_info(
 /// organisation's implicit collection.
 ///
 /// Errors: `collection <channel>/<namespace>/<collection> could not be found`, or why the definition is unreadable.
-pub fn check_collection(ctx: &mut TxContext<'_>, namespace: &str, collection: &str) -> Result<(), String> {
-    let def = read_definition(ctx, true, namespace)?;
+pub fn check_collection(ctx: &mut TxContext<'_>, namespace: &str, collection: &str) -> Result<(), ChaincodeError> {
+    let def = read_definition(ctx, true, namespace).map_err(ChaincodeError::UnreadableDefinition)?;
     let explicit = def.as_ref().is_some_and(|d| {
         d.params.collections.config.iter().any(|c| match &c.payload {
             Some(collection_config::Payload::StaticCollectionConfig(s)) => s.name == collection,
@@ -238,7 +226,11 @@ pub fn check_collection(ctx: &mut TxContext<'_>, namespace: &str, collection: &s
     if explicit || (def.is_some() && implicit_collection_org(collection).is_some()) {
         return Ok(());
     }
-    Err(format!("collection {}/{namespace}/{collection} could not be found", ctx.channel_id()))
+    Err(ChaincodeError::CollectionNotFound {
+        channel: ctx.channel_id().to_owned(),
+        namespace: namespace.to_owned(),
+        collection: collection.to_owned(),
+    })
 }
 
 /// Whether a peer of `mspid` is eligible to keep the private data of `collection` of chaincode `namespace` (the

@@ -431,17 +431,14 @@ impl ChannelConfig {
     /// `core/policy/application.go`): its signature policy compiled, or the channel policy it references.
     ///
     /// Errors: undecodable bytes, an empty policy, a bad signature policy, a reference to no policy.
-    pub fn application_policy(&self, marshaled: &Bytes) -> Result<Arc<dyn Policy>, String> {
-        let ap =
-            peer::ApplicationPolicy::decode(marshaled.clone()).map_err(|e| format!("bad ApplicationPolicy: {e}"))?;
+    pub fn application_policy(&self, marshaled: &Bytes) -> Result<Arc<dyn Policy>, PolicyError> {
+        let ap = peer::ApplicationPolicy::decode(marshaled.clone()).map_err(PolicyError::BadApplicationPolicy)?;
         match ap.r#type {
-            Some(peer::application_policy::Type::SignaturePolicy(env)) => {
-                crate::compile_signature_policy(&env).map_err(|e| e.to_string())
-            }
+            Some(peer::application_policy::Type::SignaturePolicy(env)) => crate::compile_signature_policy(&env),
             Some(peer::application_policy::Type::ChannelConfigPolicyReference(path)) => {
-                self.policy(&path).ok_or_else(|| format!("channel policy {path} not found"))
+                self.policy(&path).ok_or(PolicyError::ChannelPolicyNotFound(path))
             }
-            None => Err("unsupported policy type".into()),
+            None => Err(PolicyError::UnsupportedApplicationPolicy),
         }
     }
 

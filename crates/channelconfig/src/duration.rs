@@ -2,13 +2,15 @@
 //! (Fabric `common/channelconfig/orderer.go`), configtx.yaml's `BatchTimeout`, and the durations of the daemons'
 //! YAML configs, all written the Go way. One parser for all of them.
 
+use crate::error::PolicyError;
+
 /// Parses Go duration syntax (`"2s"`, `"500ms"`, `"1h30m"`, `"1.5s"`, `".5s"`, `"-3us"`, `"0"`) into
 /// nanoseconds.
 ///
 /// Units: `ns`, `us`, `µs`, `μs`, `ms`, `s`, `m`, `h`. Errors on empty input, a number without unit, an
 /// unknown unit, or a value outside `i64` nanoseconds. Fractions are truncated to the nanosecond.
-pub fn parse(input: &str) -> Result<i64, String> {
-    let err = |what: &str| format!("invalid duration {input:?}: {what}");
+pub fn parse(input: &str) -> Result<i64, PolicyError> {
+    let err = |what: &str| PolicyError::InvalidDuration { input: input.to_owned(), reason: what.to_owned() };
     let (negative, mut rest) = match input.as_bytes().first() {
         Some(b'-') => (true, &input[1..]),
         Some(b'+') => (false, &input[1..]),
@@ -68,11 +70,11 @@ pub fn parse(input: &str) -> Result<i64, String> {
 /// [`parse`] for a setting that must not be negative (a timeout, an interval), as a [`std::time::Duration`].
 ///
 /// Errors: those of [`parse`], and a negative duration.
-pub fn parse_std(input: &str) -> Result<std::time::Duration, String> {
+pub fn parse_std(input: &str) -> Result<std::time::Duration, PolicyError> {
     let nanos = parse(input.trim())?;
     u64::try_from(nanos)
         .map(std::time::Duration::from_nanos)
-        .map_err(|_| format!("invalid duration {input:?}: negative"))
+        .map_err(|_| PolicyError::InvalidDuration { input: input.to_owned(), reason: "negative".into() })
 }
 
 /// Appends `value`'s `digits` lowest decimal places as a fraction without trailing zeros (nothing when

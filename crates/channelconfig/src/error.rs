@@ -62,6 +62,23 @@ pub enum PolicyError {
         /// The MSP crate's error.
         source: MspError,
     },
+    /// A Go duration that does not parse, or a negative one where a timeout or interval is expected.
+    #[error("invalid duration {input:?}: {reason}")]
+    InvalidDuration {
+        /// The text given.
+        input: String,
+        /// What is wrong (`empty`, `missing unit`, `overflow`, `negative`, ...).
+        reason: String,
+    },
+    /// A marshaled `peer.ApplicationPolicy` that does not decode.
+    #[error("bad ApplicationPolicy: {0}")]
+    BadApplicationPolicy(#[source] prost::DecodeError),
+    /// An `ApplicationPolicy` referencing a channel policy that does not exist.
+    #[error("channel policy {0} not found")]
+    ChannelPolicyNotFound(String),
+    /// An `ApplicationPolicy` of neither kind (signature policy, channel policy reference).
+    #[error("unsupported policy type")]
+    UnsupportedApplicationPolicy,
 }
 
 impl PolicyError {

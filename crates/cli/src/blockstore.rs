@@ -57,6 +57,6 @@ pub(crate) fn run(args: BlockstoreArgs) -> anyhow::Result<()> {
             node.operations_addr.map(|a| a.to_string()).unwrap_or_else(|| "-".into()),
             node.store.height()
         );
-        node.run_until(ferrofabric_comm::wait_for_signal()).await
+        Ok(node.run_until(ferrofabric_comm::wait_for_signal()).await?)
     })
 }

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
 use bytes::{Buf, Bytes};
 use ferrofabric_protos::orderer::{BroadcastResponse, SeekInfo};
 use futures::Stream;
@@ -14,6 +13,7 @@ use tonic::codec::{DecodeBuf, Decoder, Streaming};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig as TonicTls, Endpoint, Identity};
 
 use crate::codec::{PairCodec, ProstDecoder, RawEncoder};
+use crate::error::CommError;
 use crate::tls::{read_pems, ClientTlsConfig};
 
 /// Largest Deliver response accepted: 256 MiB (a block plus framing).
@@ -38,18 +38,18 @@ impl ClientTls {
     /// Loads the files named by a [`ClientTlsConfig`]; `None` when TLS is disabled.
     ///
     /// Errors: unreadable files, a certificate without its key or the reverse.
-    pub fn from_config(c: &ClientTlsConfig) -> anyhow::Result<Option<ClientTls>> {
+    pub fn from_config(c: &ClientTlsConfig) -> Result<Option<ClientTls>, CommError> {
         if !c.enabled {
             return Ok(None);
         }
         let ca_pem = read_pems(&c.root_cas, "root CA")?;
         let identity = match (&c.client_certificate, &c.client_key) {
             (Some(cert), Some(key)) => Some((
-                std::fs::read(cert).with_context(|| format!("reading {}", cert.display()))?,
-                std::fs::read(key).with_context(|| format!("reading {}", key.display()))?,
+                std::fs::read(cert).map_err(|source| CommError::Read { path: cert.clone(), source })?,
+                std::fs::read(key).map_err(|source| CommError::Read { path: key.clone(), source })?,
             )),
             (None, None) => None,
-            _ => anyhow::bail!("a TLS client certificate needs its key and vice versa"),
+            _ => return Err(CommError::IncompleteClientIdentity),
         };
         Ok(Some(ClientTls { ca_pem, server_name: c.server_name_override.clone().unwrap_or_default(), identity }))
     }
@@ -69,7 +69,7 @@ pub struct ConnectOptions {
 /// Opens a gRPC connection to `addr` (`host:port`), with TLS if `tls` is given.
 ///
 /// Errors: bad address, TLS setup or connection failure.
-pub async fn connect(addr: &str, tls: Option<&ClientTls>) -> anyhow::Result<Channel> {
+pub async fn connect(addr: &str, tls: Option<&ClientTls>) -> Result<Channel, CommError> {
     connect_with(addr, &ConnectOptions { tls: tls.cloned(), ..ConnectOptions::default() }).await
 }
 
@@ -83,10 +83,10 @@ const STREAM_WINDOW: u32 = 4 << 20;
 /// Opens a gRPC connection to `addr` (`host:port`) with `options`.
 ///
 /// Errors: bad address, TLS setup, connection failure or timeout.
-pub async fn connect_with(addr: &str, options: &ConnectOptions) -> anyhow::Result<Channel> {
+pub async fn connect_with(addr: &str, options: &ConnectOptions) -> Result<Channel, CommError> {
     let scheme = if options.tls.is_some() { "https" } else { "http" };
     let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
-        .with_context(|| format!("bad address {addr:?}"))?
+        .map_err(|source| CommError::Transport { what: format!("bad address {addr:?}"), source })?
         .tcp_nodelay(true)
         .initial_connection_window_size(Some(CONNECTION_WINDOW))
         .initial_stream_window_size(Some(STREAM_WINDOW));
@@ -104,9 +104,11 @@ pub async fn connect_with(addr: &str, options: &ConnectOptions) -> anyhow::Resul
         if let Some((cert, key)) = &t.identity {
             tls = tls.identity(Identity::from_pem(cert, key));
         }
-        endpoint = endpoint.tls_config(tls).context("TLS configuration")?;
+        endpoint = endpoint
+            .tls_config(tls)
+            .map_err(|source| CommError::Transport { what: "TLS configuration".into(), source })?;
     }
-    endpoint.connect().await.with_context(|| format!("connecting to {addr}"))
+    endpoint.connect().await.map_err(|source| CommError::Transport { what: format!("connecting to {addr}"), source })
 }
 
 /// Which Deliver service to call.

@@ -24,6 +24,7 @@ mod client;
 mod cluster;
 mod codec;
 mod envconfig;
+mod error;
 mod listener;
 mod operations;
 mod parse;
@@ -39,6 +40,7 @@ pub use cluster::{
 };
 pub use codec::{unimplemented_response, PairCodec, ProstDecoder, ProstEncoder, RawDecoder, RawEncoder};
 pub use envconfig::{apply_env_overrides, fabric_cfg_file};
+pub use error::CommError;
 pub use listener::{
     bind as bind_grpc, grpc_listener, server_builder as grpc_server_builder, spawn as spawn_grpc_server, unused_port,
 };

@@ -3,11 +3,11 @@
 
 use std::net::SocketAddr;
 
-use anyhow::{anyhow, Context};
 use tokio::task::JoinHandle;
 use tonic::transport::server::{Router, TcpIncoming};
 use tonic::transport::Server;
 
+use crate::error::CommError;
 use crate::parse::parse_addr;
 use crate::shutdown::Shutdown;
 use crate::tls::{grpc_server_tls, TlsConfig};
@@ -24,12 +24,14 @@ pub(crate) const STREAM_WINDOW: u32 = 256 << 10;
 /// A tonic server builder with the daemons' flow-control windows and, when `tls.enabled`, TLS.
 ///
 /// Errors: unreadable TLS files, client authentication required without client root CAs.
-pub fn server_builder(tls: &TlsConfig) -> anyhow::Result<Server> {
+pub fn server_builder(tls: &TlsConfig) -> Result<Server, CommError> {
     let mut builder = Server::builder()
         .initial_connection_window_size(Some(CONNECTION_WINDOW))
         .initial_stream_window_size(Some(STREAM_WINDOW));
     if tls.enabled {
-        builder = builder.tls_config(grpc_server_tls(tls)?).context("gRPC TLS")?;
+        builder = builder
+            .tls_config(grpc_server_tls(tls)?)
+            .map_err(|source| CommError::Transport { what: "gRPC TLS".into(), source })?;
     }
     Ok(builder)
 }
@@ -37,8 +39,8 @@ pub fn server_builder(tls: &TlsConfig) -> anyhow::Result<Server> {
 /// Binds `addr` for a gRPC server (TCP_NODELAY on); returns the listener and the bound address (port 0 picks one).
 ///
 /// Errors: the address cannot be bound.
-pub fn bind(addr: SocketAddr) -> anyhow::Result<(TcpIncoming, SocketAddr)> {
-    let incoming = TcpIncoming::bind(addr).map_err(|e| anyhow!("binding {addr}: {e}"))?.with_nodelay(Some(true));
+pub fn bind(addr: SocketAddr) -> Result<(TcpIncoming, SocketAddr), CommError> {
+    let incoming = TcpIncoming::bind(addr).map_err(|source| CommError::Bind { addr, source })?.with_nodelay(Some(true));
     let bound = incoming.local_addr()?;
     Ok((incoming, bound))
 }
@@ -61,7 +63,7 @@ pub fn grpc_listener(
     tls: &TlsConfig,
     shutdown: Shutdown,
     add: impl FnOnce(&mut Server) -> Router,
-) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+) -> Result<(SocketAddr, JoinHandle<()>), CommError> {
     let (incoming, bound) = bind(parse_addr(listen)?)?;
     let mut builder = server_builder(tls)?;
     let router = add(&mut builder);
@@ -80,7 +82,7 @@ static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
 /// bind, which is the race of binding port 0 and releasing it. No port is handed out twice in one process.
 ///
 /// Errors: no bindable port found in 10,000 draws.
-pub fn unused_port(host: &str) -> anyhow::Result<u16> {
+pub fn unused_port(host: &str) -> Result<u16, CommError> {
     use rand::Rng;
     let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
@@ -96,5 +98,5 @@ pub fn unused_port(host: &str) -> anyhow::Result<u16> {
             return Ok(port);
         }
     }
-    Err(anyhow!("no unused TCP port on {host} below the ephemeral range"))
+    Err(CommError::NoUnusedPort(host.to_owned()))
 }

@@ -137,7 +137,7 @@ pub async fn serve(
     addr: SocketAddr,
     router: Router,
     shutdown: Shutdown,
-) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+) -> Result<(SocketAddr, JoinHandle<()>), crate::CommError> {
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     Ok((bound, tokio::spawn(serve_http(listener, router, None, shutdown))))

@@ -3,25 +3,25 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use anyhow::Context;
+use crate::error::CommError;
 
 /// Parses a listen address `host:port`: an IPv4 address, a bracketed IPv6 address (`[::1]:7050`) or `localhost`
 /// (read as 127.0.0.1), surrounding whitespace ignored. Other host names are not resolved: a listener binds an
 /// address, and resolving would make the bound interface depend on the resolver. Port 0 lets the system pick.
 ///
 /// Errors: anything else (no port, a bad port, a host name).
-pub fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
+pub fn parse_addr(s: &str) -> Result<SocketAddr, CommError> {
     let s = s.trim();
     let fixed = s.strip_prefix("localhost:").map(|p| format!("127.0.0.1:{p}"));
-    fixed.as_deref().unwrap_or(s).parse().with_context(|| format!("{s:?} is not an address of the form host:port"))
+    fixed.as_deref().unwrap_or(s).parse().map_err(|source| CommError::BadAddress { input: s.to_owned(), source })
 }
 
 /// Parses a non-negative Go duration (`1m30s`, `2.5s`, `250ms`, a bare `0`) with
 /// [`ferrofabric_channelconfig::parse_go_duration_std`], the one Go-duration parser of the workspace.
 ///
 /// Errors: an empty string, a missing or unknown unit, a bad number, a negative duration.
-pub fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    ferrofabric_channelconfig::parse_go_duration_std(s).map_err(|e| anyhow::anyhow!(e))
+pub fn parse_duration(s: &str) -> Result<Duration, CommError> {
+    Ok(ferrofabric_channelconfig::parse_go_duration_std(s)?)
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{anyhow, Context};
+use crate::error::CommError;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use serde::{Deserialize, Serialize};
@@ -84,12 +84,12 @@ fn nullable_vec<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, 
     Ok(Option::<Vec<PathBuf>>::deserialize(d)?.unwrap_or_default())
 }
 
-fn read(path: &Path, what: &str) -> anyhow::Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("reading TLS {what} {}", path.display()))
+fn read(path: &Path, what: &str) -> Result<Vec<u8>, CommError> {
+    std::fs::read(path).map_err(|source| CommError::ReadTls { what: what.to_owned(), path: path.to_owned(), source })
 }
 
-fn required<'a>(p: &'a Option<PathBuf>, what: &str) -> anyhow::Result<&'a Path> {
-    p.as_deref().ok_or_else(|| anyhow!("TLS is enabled but no {what} is configured"))
+fn required<'a>(p: &'a Option<PathBuf>, what: &'static str) -> Result<&'a Path, CommError> {
+    p.as_deref().ok_or(CommError::TlsFileMissing(what))
 }
 
 /// The DER of the first certificate in `pem`, if it holds one.
@@ -100,7 +100,7 @@ pub fn pem_cert_der(pem: &[u8]) -> Option<Vec<u8>> {
 /// The concatenated PEM files `paths` (what a list of `RootCAs` / `ClientRootCAs` holds).
 ///
 /// Errors: an unreadable file.
-pub(crate) fn read_pems(paths: &[PathBuf], what: &str) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn read_pems(paths: &[PathBuf], what: &str) -> Result<Vec<u8>, CommError> {
     let mut out = Vec::new();
     for p in paths {
         out.extend(read(p, what)?);
@@ -113,12 +113,12 @@ pub(crate) fn read_pems(paths: &[PathBuf], what: &str) -> anyhow::Result<Vec<u8>
 /// configured; `ClientAuthRequired` false makes them optional).
 ///
 /// Errors: missing or unreadable files; client authentication required without client root CAs.
-pub(crate) fn grpc_server_tls(tls: &TlsConfig) -> anyhow::Result<tonic::transport::ServerTlsConfig> {
+pub(crate) fn grpc_server_tls(tls: &TlsConfig) -> Result<tonic::transport::ServerTlsConfig, CommError> {
     let cert = read(required(&tls.certificate, "certificate")?, "certificate")?;
     let key = read(required(&tls.private_key, "private key")?, "private key")?;
     let mut config = tonic::transport::ServerTlsConfig::new().identity(tonic::transport::Identity::from_pem(cert, key));
     if tls.client_auth_required && tls.client_root_cas.is_empty() {
-        anyhow::bail!("TLS client authentication is required but no ClientRootCAs are configured");
+        return Err(CommError::NoClientRootCas);
     }
     if !tls.client_root_cas.is_empty() {
         config = config
@@ -132,36 +132,42 @@ pub(crate) fn grpc_server_tls(tls: &TlsConfig) -> anyhow::Result<tonic::transpor
 ///
 /// Errors: missing or unreadable files, no certificate or key in them, a key that does not match, bad roots;
 /// client authentication required without client root CAs.
-pub fn http_server_tls(tls: &TlsConfig) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+pub fn http_server_tls(tls: &TlsConfig) -> Result<Arc<rustls::ServerConfig>, CommError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let cert_path = required(&tls.certificate, "certificate")?;
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read(cert_path, "certificate")?)
         .collect::<Result<_, _>>()
-        .map_err(|e| anyhow!("bad certificate PEM {}: {e:?}", cert_path.display()))?;
-    anyhow::ensure!(!certs.is_empty(), "no certificate in {}", cert_path.display());
+        .map_err(|source| CommError::BadPem { what: "certificate", path: Some(cert_path.to_owned()), source })?;
+    if certs.is_empty() {
+        return Err(CommError::NoCertificate(cert_path.to_owned()));
+    }
     let key_path = required(&tls.private_key, "private key")?;
-    let key = PrivateKeyDer::from_pem_slice(&read(key_path, "private key")?)
-        .map_err(|e| anyhow!("bad private key PEM {}: {e:?}", key_path.display()))?;
+    let key = PrivateKeyDer::from_pem_slice(&read(key_path, "private key")?).map_err(|source| CommError::BadPem {
+        what: "private key",
+        path: Some(key_path.to_owned()),
+        source,
+    })?;
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .context("TLS protocol versions")?;
+        .map_err(|source| CommError::Rustls { what: "TLS protocol versions", source })?;
     let builder = if tls.client_root_cas.is_empty() {
-        anyhow::ensure!(
-            !tls.client_auth_required,
-            "TLS client authentication is required but no ClientRootCAs are configured"
-        );
+        if tls.client_auth_required {
+            return Err(CommError::NoClientRootCas);
+        }
         builder.with_no_client_auth()
     } else {
         let mut roots = rustls::RootCertStore::empty();
         for c in CertificateDer::pem_slice_iter(&read_pems(&tls.client_root_cas, "client root CA")?) {
-            let c = c.map_err(|e| anyhow!("bad client root CA PEM: {e:?}"))?;
-            roots.add(c).context("adding a client root CA")?;
+            let c = c.map_err(|source| CommError::BadPem { what: "client root CA", path: None, source })?;
+            roots.add(c).map_err(|source| CommError::Rustls { what: "adding a client root CA", source })?;
         }
         let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
         let verifier = if tls.client_auth_required { verifier } else { verifier.allow_unauthenticated() };
-        builder.with_client_cert_verifier(verifier.build().context("client certificate verifier")?)
+        builder.with_client_cert_verifier(verifier.build().map_err(CommError::ClientVerifier)?)
     };
-    let mut config = builder.with_single_cert(certs, key).context("server certificate and key")?;
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|source| CommError::Rustls { what: "server certificate and key", source })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

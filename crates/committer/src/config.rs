@@ -224,7 +224,7 @@ impl CommitterConfig {
         if let Some(spec) = &self.accelerator {
             Accelerator::parse(spec)?;
         }
-        self.delivery.validate()
+        Ok(self.delivery.validate()?)
     }
 }
 

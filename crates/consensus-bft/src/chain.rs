@@ -1067,7 +1067,7 @@ fn catch_up(host: &mut Host, first: ConsenterId, to: u64) {
             })
         })
         .await;
-        let _ = events.send(Event::CaughtUp(result)).await;
+        let _ = events.send(Event::CaughtUp(result.map_err(|e| e.to_string()))).await;
     });
 }
 

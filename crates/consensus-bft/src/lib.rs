@@ -48,6 +48,7 @@
 
 mod chain;
 mod context;
+mod error;
 mod events;
 mod membership;
 mod options;
@@ -70,6 +71,7 @@ use futures::future::BoxFuture;
 use prost::Message;
 use tokio::sync::{mpsc, oneshot, watch};
 
+pub use error::BftError;
 pub use transport::{BftCluster, BftClusterService, BFT_CLUSTER_SERVICE_NAME};
 
 use chain::ChainParams;
@@ -87,8 +89,9 @@ fn err(msg: impl Into<String>) -> ConsensusError {
 /// node's gRPC listener. Returns the cluster.
 ///
 /// Errors: configured TLS files that cannot be read.
-pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result<Arc<BftCluster>> {
-    let cluster = BftCluster::new(config.cluster_tls()?, config.cluster_max_message());
+pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> Result<Arc<BftCluster>, BftError> {
+    let tls = config.cluster_tls().map_err(BftError::ClusterTls)?;
+    let cluster = BftCluster::new(tls, config.cluster_max_message());
     plugins.registry.register("BFT", Arc::new(BftFactory { cluster: cluster.clone() }));
     plugins.services = std::mem::take(&mut plugins.services).add_service(cluster.service());
     Ok(cluster)

@@ -55,8 +55,9 @@ impl Cluster {
     /// `General.MaxRecvMsgSize` (default 100 MiB).
     ///
     /// Errors: configured files that cannot be read.
-    pub fn from_config(config: &OrdererConfig) -> anyhow::Result<Arc<Cluster>> {
-        Ok(Cluster::new(config.cluster_tls()?, config.cluster_max_message()))
+    pub fn from_config(config: &OrdererConfig) -> Result<Arc<Cluster>, crate::error::RaftError> {
+        let tls = config.cluster_tls().map_err(crate::error::RaftError::ClusterTls)?;
+        Ok(Cluster::new(tls, config.cluster_max_message()))
     }
 
     /// The `orderer.Cluster` gRPC service to add to the node's server.

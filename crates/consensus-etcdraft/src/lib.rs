@@ -88,6 +88,7 @@ mod blockmeta;
 mod book;
 mod chain;
 mod cluster;
+mod error;
 mod members;
 mod raftio;
 mod raftnode;
@@ -108,6 +109,7 @@ use tokio::sync::{mpsc, watch};
 pub use blockmeta::block_raft_metadata;
 pub use chain::RaftChain;
 pub use cluster::{Cluster, ClusterService, CLUSTER_SERVICE_NAME};
+pub use error::RaftError;
 pub use ferrofabric_comm::ClusterTls;
 pub use transport::SUBMIT_RESPONSES_HEADER;
 
@@ -146,7 +148,7 @@ const HOLD_LIMIT: Duration = Duration::from_secs(600);
 /// to the factory registered under `etcdraft` before this call, if any. Returns the cluster.
 ///
 /// Errors: as [`Cluster::from_config`].
-pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result<Arc<Cluster>> {
+pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> Result<Arc<Cluster>, RaftError> {
     let cluster = Cluster::from_config(config)?;
     let single_node = plugins.registry.get("etcdraft").cloned();
     plugins.registry.register("etcdraft", cluster.factory(single_node));

@@ -158,7 +158,7 @@ pub(crate) fn membership_after(
 ) -> Result<Option<(BlockMetadata, BTreeMap<u64, Consenter>)>, String> {
     let env = Envelope::decode(env.clone()).map_err(|e| format!("config envelope: {e}"))?;
     let config = ChannelConfig::from_envelope(&env).map_err(|e| e.to_string())?;
-    let Some(next) = raft_consenters(&config)? else { return Ok(None) };
+    let Some(next) = raft_consenters(&config).map_err(|e| e.to_string())? else { return Ok(None) };
     let changes = compute_membership_changes(metadata, consenters, &next).map_err(|e| e.to_string())?;
     if !changes.changed() && changes.new_metadata.consenter_ids == metadata.consenter_ids {
         return Ok(None);

@@ -120,7 +120,7 @@ impl Shared {
     pub(crate) fn on_config_metadata(&self, recorded: Option<etcdraft::BlockMetadata>) -> Result<(), String> {
         let config = self.support.config();
         let result = (|| {
-            let Some(consenters) = raft_consenters(&config)? else { return Ok(()) };
+            let Some(consenters) = raft_consenters(&config).map_err(|e| e.to_string())? else { return Ok(()) };
             let old = self.members();
             let (metadata, map) = next_set(&old, recorded, &consenters)?;
             if metadata.consenter_ids == old.metadata.consenter_ids && map == old.consenters {

@@ -53,6 +53,7 @@
 mod chain;
 #[cfg(feature = "chain")]
 mod client;
+mod error;
 #[cfg(feature = "chain")]
 mod payloads;
 mod records;
@@ -67,6 +68,7 @@ use ferrofabric_orderer::{
 
 #[cfg(feature = "chain")]
 pub use chain::KafkaChain;
+pub use error::KafkaError;
 pub use records::{
     batch_entry, decode_ordered, decode_payload_batch, payload_envelope, OrderedRecord, Posted, Regular,
 };
@@ -76,7 +78,7 @@ pub use records::{
 ///
 /// Errors: `Kafka.Payloads` is neither `aside` nor `inline`.
 #[cfg(feature = "chain")]
-pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> anyhow::Result<()> {
+pub fn register(plugins: &mut Plugins, config: &OrdererConfig) -> Result<(), KafkaError> {
     let factory = KafkaFactory::new(config.kafka.clone())?;
     plugins.registry.register("kafka", Arc::new(factory));
     Ok(())
@@ -95,11 +97,11 @@ impl KafkaFactory {
     /// A factory using `config` (the orderer's `Kafka` section).
     ///
     /// Errors: `config.payloads` is neither `aside` nor `inline`.
-    pub fn new(config: KafkaConfig) -> anyhow::Result<Self> {
+    pub fn new(config: KafkaConfig) -> Result<Self, KafkaError> {
         let aside = match config.payloads.as_str() {
             "aside" | "" => true,
             "inline" => false,
-            other => anyhow::bail!("Kafka.Payloads must be \"aside\" or \"inline\", not {other:?}"),
+            other => return Err(KafkaError::PayloadsMode(other.to_owned())),
         };
         Ok(KafkaFactory { config, aside })
     }

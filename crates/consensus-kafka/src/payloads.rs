@@ -17,6 +17,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, StreamConsumer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 use tokio::sync::Notify;
 
+use crate::error::KafkaError;
 use crate::records;
 
 /// How long a streamed record stays in memory when no block took it (a crashed orderer may have written the
@@ -34,7 +35,7 @@ struct Record {
     key: Bytes,
     value: Bytes,
     /// A batch record's entries, decoded when a reference first names one of them.
-    batch: Option<Result<Arc<[KafkaPayload]>, String>>,
+    batch: Option<Result<Arc<[KafkaPayload]>, KafkaError>>,
     /// How many of a batch record's entries written blocks hold (the record leaves memory when all do).
     taken: usize,
 }
@@ -277,7 +278,7 @@ fn read_range(consumer: &BaseConsumer, topic: &str, p: i32, o: i64, until: Insta
 /// The envelope `reference` names in `record` (the record at its partition and offset): as
 /// [`records::payload_envelope`], decoding a batch record once for all its references.
 fn check(reference: &PayloadReference, record: &mut Record) -> Result<Bytes, Missing> {
-    let at = |why: String| Missing(format!("payload record {}/{}: {why}", reference.partition, reference.offset));
+    let at = |why: KafkaError| Missing(format!("payload record {}/{}: {why}", reference.partition, reference.offset));
     if reference.index.is_none() {
         return records::payload_envelope(&record.key, record.value.clone(), reference).map_err(at);
     }

@@ -11,6 +11,8 @@ use ferrofabric_protos::orderer::{
 };
 use prost::Message as _;
 
+use crate::error::KafkaError;
+
 /// A record of the channel's partition (a `KafkaMessage`).
 #[derive(Debug, Clone, PartialEq)]
 pub enum OrderedRecord {
@@ -52,21 +54,19 @@ pub enum Posted {
 /// Errors (the record is skipped, by every orderer alike): not a `KafkaMessage`; no known type; a regular
 /// record with both `reference` and `references`; a CONFIG record with `references` (config messages travel
 /// alone).
-pub fn decode_ordered(raw: Bytes) -> Result<OrderedRecord, String> {
-    let message = KafkaMessage::decode(raw).map_err(|e| format!("a record that is no KafkaMessage: {e}"))?;
+pub fn decode_ordered(raw: Bytes) -> Result<OrderedRecord, KafkaError> {
+    let message = KafkaMessage::decode(raw).map_err(KafkaError::NotKafkaMessage)?;
     match message.r#type {
-        None => Err("a KafkaMessage of unknown type".into()),
+        None => Err(KafkaError::UnknownType),
         Some(Type::Connect(_)) => Ok(OrderedRecord::Connect),
         Some(Type::TimeToCut(t)) => Ok(OrderedRecord::TimeToCut { block_number: t.block_number }),
         Some(Type::Regular(r)) => {
             let class = Class::try_from(r.class).unwrap_or(Class::Unknown);
             let messages = match (r.reference, r.references.is_empty()) {
-                (Some(_), false) => return Err("a regular message with both a reference and references".into()),
+                (Some(_), false) => return Err(KafkaError::ReferenceAndReferences),
                 (Some(reference), true) => vec![Posted::Aside(reference)],
                 (None, true) => vec![Posted::Inline(r.payload)],
-                (None, false) if class == Class::Config => {
-                    return Err("a config message with several references".into())
-                }
+                (None, false) if class == Class::Config => return Err(KafkaError::ConfigWithReferences),
                 (None, false) => r.references.into_iter().map(Posted::Aside).collect(),
             };
             Ok(OrderedRecord::Regular(Regular {
@@ -110,25 +110,26 @@ impl Regular {
 /// Decodes the value of a payload record written by batching orderers (a `KafkaPayloadBatch`).
 ///
 /// Errors: the value is no `KafkaPayloadBatch`.
-pub fn decode_payload_batch(value: Bytes) -> Result<Vec<KafkaPayload>, String> {
-    KafkaPayloadBatch::decode(value).map(|b| b.payloads).map_err(|e| format!("the payload record is no batch: {e}"))
+pub fn decode_payload_batch(value: Bytes) -> Result<Vec<KafkaPayload>, KafkaError> {
+    KafkaPayloadBatch::decode(value).map(|b| b.payloads).map_err(KafkaError::NotBatch)
 }
 
 /// The envelope `reference` names in the batch `payloads` (decoded from its record by [`decode_payload_batch`]).
 ///
 /// Errors: the reference has no index, the batch has no entry at its index, or that entry belongs to another
 /// transaction.
-pub fn batch_entry(payloads: &[KafkaPayload], reference: &PayloadReference) -> Result<Bytes, String> {
-    let index = reference.index.ok_or("the reference names no entry of a payload batch")?;
+pub fn batch_entry(payloads: &[KafkaPayload], reference: &PayloadReference) -> Result<Bytes, KafkaError> {
+    let index = reference.index.ok_or(KafkaError::NoBatchIndex)?;
     let entry = usize::try_from(index)
         .ok()
         .and_then(|i| payloads.get(i))
-        .ok_or_else(|| format!("the payload batch has {} entries, none at index {index}", payloads.len()))?;
+        .ok_or(KafkaError::NoBatchEntry { len: payloads.len(), index })?;
     if entry.tx_id != reference.tx_id {
-        return Err(format!(
-            "the payload batch entry {index} belongs to transaction {:?}, not {:?}",
-            entry.tx_id, reference.tx_id
-        ));
+        return Err(KafkaError::WrongBatchEntry {
+            index,
+            found: entry.tx_id.clone(),
+            expected: reference.tx_id.clone(),
+        });
     }
     Ok(entry.envelope.clone())
 }
@@ -139,16 +140,15 @@ pub fn batch_entry(payloads: &[KafkaPayload], reference: &PayloadReference) -> R
 ///
 /// Errors: as [`decode_payload_batch`] and [`batch_entry`]; without an index, a key other than the
 /// reference's transaction ID.
-pub fn payload_envelope(key: &[u8], value: Bytes, reference: &PayloadReference) -> Result<Bytes, String> {
+pub fn payload_envelope(key: &[u8], value: Bytes, reference: &PayloadReference) -> Result<Bytes, KafkaError> {
     if reference.index.is_some() {
         return batch_entry(&decode_payload_batch(value)?, reference);
     }
     if key != reference.tx_id.as_bytes() {
-        return Err(format!(
-            "the payload record belongs to transaction {:?}, not {:?}",
-            String::from_utf8_lossy(key),
-            reference.tx_id
-        ));
+        return Err(KafkaError::WrongRecordKey {
+            found: String::from_utf8_lossy(key).into_owned(),
+            expected: reference.tx_id.clone(),
+        });
     }
     Ok(value)
 }

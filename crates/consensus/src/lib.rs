@@ -5,10 +5,14 @@
 //! [`Plugins`]. [`backends`] is the one composition of them that `ferrofabric orderer`, `ferrofabric node` and the
 //! orderer benches run.
 
+mod error;
+
 use std::sync::Arc;
 
 use ferrofabric_consensus_solo::SingleRaftNodeFactory;
 use ferrofabric_orderer::{OrdererConfig, Plugins};
+
+pub use error::BackendError;
 
 /// The consensus backends an ordering node configured by `config` runs:
 /// * `solo`, and `etcdraft` channels with a single consenter on a node with no Raft WAL directory (the solo loop);
@@ -20,7 +24,7 @@ use ferrofabric_orderer::{OrdererConfig, Plugins};
 ///
 /// Errors: the cluster's TLS files cannot be read (`ferrofabric_consensus_etcdraft::register`,
 /// `ferrofabric_consensus_bft::register`), or the `Kafka` section is bad (`ferrofabric_consensus_kafka::register`).
-pub fn backends(config: &OrdererConfig) -> anyhow::Result<Plugins> {
+pub fn backends(config: &OrdererConfig) -> Result<Plugins, BackendError> {
     let mut plugins = Plugins::default();
     ferrofabric_consensus_solo::register(&mut plugins.registry);
     // Etcdraft keeps the solo loop for single-consenter channels on a node without Raft WAL directories.

@@ -9,6 +9,8 @@ use bytes::Bytes;
 use ferrofabric_comm::{parse_duration, ClientTls, DeliverApi};
 use serde::Deserialize;
 
+use crate::error::DeliverError;
+
 /// How a follower talks to its servers, in configuration files (Fabric's `peer.deliveryclient` and
 /// `peer.keepalive.deliveryClient`).
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -45,7 +47,7 @@ impl DeliveryConfig {
     /// Checks that the five durations parse.
     ///
     /// Errors: a malformed duration.
-    pub fn validate(&self) -> anyhow::Result<()> {
+    pub fn validate(&self) -> Result<(), DeliverError> {
         for d in [
             &self.connect_timeout,
             &self.reconnect_backoff_threshold,
@@ -67,7 +69,7 @@ impl DeliveryConfig {
         api: DeliverApi,
         channel_id: String,
         tls: Option<ClientTls>,
-    ) -> anyhow::Result<FollowConfig> {
+    ) -> Result<FollowConfig, DeliverError> {
         Ok(FollowConfig {
             endpoints,
             api,
@@ -84,7 +86,7 @@ impl DeliveryConfig {
     /// The BFT deliverer's settings with these timeouts, checking attestations with `verifier`.
     ///
     /// Errors: a malformed duration.
-    pub fn bft_follow(&self, verifier: Arc<dyn AttestationVerifier>) -> anyhow::Result<BftFollow> {
+    pub fn bft_follow(&self, verifier: Arc<dyn AttestationVerifier>) -> Result<BftFollow, DeliverError> {
         Ok(BftFollow { censorship_timeout: parse_duration(&self.block_censorship_timeout)?, verifier })
     }
 }

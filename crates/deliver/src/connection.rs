@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use anyhow::anyhow;
 use bytes::Bytes;
 use ferrofabric_comm::{connect_with, ConnectOptions};
 use ferrofabric_msp::SigningIdentity;
@@ -13,6 +12,7 @@ use prost::Message;
 use tonic::transport::Channel;
 
 use crate::config::FollowConfig;
+use crate::error::DeliverError;
 
 /// Fabric's reconnection pause: 100 ms × 2^(failures − 1), capped.
 pub(crate) fn backoff(failures: u32, max: Duration) -> Duration {
@@ -23,13 +23,13 @@ pub(crate) fn backoff(failures: u32, max: Duration) -> Duration {
 /// Opens a gRPC connection to `addr` with the follow settings.
 ///
 /// Errors: bad address, TLS setup, connection failure or timeout.
-pub async fn connect(addr: &str, config: &FollowConfig) -> anyhow::Result<Channel> {
+pub async fn connect(addr: &str, config: &FollowConfig) -> Result<Channel, DeliverError> {
     let options = ConnectOptions {
         tls: config.tls.clone(),
         connect_timeout: Some(config.connect_timeout),
         keepalive: Some((config.keepalive_interval, config.keepalive_timeout)),
     };
-    connect_with(addr, &options).await
+    Ok(connect_with(addr, &options).await?)
 }
 
 /// A signed `DELIVER_SEEK_INFO` envelope for `channel_id` carrying `seek`: channel header with the current time,
@@ -51,9 +51,9 @@ struct HeaderOnly {
 /// The number in a marshaled block's header.
 ///
 /// Errors: the bytes do not decode or have no header.
-pub fn block_number(block: &Bytes) -> anyhow::Result<u64> {
-    let h = HeaderOnly::decode(block.clone()).map_err(|e| anyhow!("received bytes are not a block: {e}"))?;
-    h.header.map(|h| h.number).ok_or_else(|| anyhow!("received a block without a header"))
+pub fn block_number(block: &Bytes) -> Result<u64, DeliverError> {
+    let h = HeaderOnly::decode(block.clone()).map_err(DeliverError::NotABlock)?;
+    h.header.map(|h| h.number).ok_or(DeliverError::NoHeader)
 }
 
 #[cfg(test)]

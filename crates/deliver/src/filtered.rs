@@ -11,6 +11,8 @@ use ferrofabric_protos::peer::{
 use ferrofabric_protoutil::is_config_block;
 use prost::Message;
 
+use crate::error::DeliverError;
+
 /// The block without its data unless it is a config block (Fabric's `HEADER_WITH_SIG` content type); bytes that
 /// do not decode as a block are returned as they are.
 pub(crate) fn strip_data(bytes: Bytes) -> Bytes {
@@ -33,8 +35,8 @@ pub(crate) fn strip_data(bytes: Bytes) -> Bytes {
 /// transaction in the ledger (the fixture ledger's block 19 has one) stops every filtered-event listener for good.
 ///
 /// Errors: the block does not decode; a payload or channel header does not decode (Fabric answers `BAD_REQUEST`).
-pub fn filtered_block(raw: &Bytes) -> Result<FilteredBlock, String> {
-    let block = Block::decode(raw.clone()).map_err(|e| format!("block: {e}"))?;
+pub fn filtered_block(raw: &Bytes) -> Result<FilteredBlock, DeliverError> {
+    let block = Block::decode(raw.clone()).map_err(DeliverError::Block)?;
     let number = block.header.as_ref().map(|h| h.number).unwrap_or(0);
     let filter = block
         .metadata
@@ -46,9 +48,10 @@ pub fn filtered_block(raw: &Bytes) -> Result<FilteredBlock, String> {
     let envelopes = block.data.map(|d| d.data).unwrap_or_default();
     for (i, raw_env) in envelopes.into_iter().enumerate() {
         let Ok(env) = Envelope::decode(raw_env) else { continue };
-        let payload = Payload::decode(env.payload).map_err(|e| format!("tx {i}: payload: {e}"))?;
+        let payload = Payload::decode(env.payload).map_err(|source| DeliverError::TxPayload { index: i, source })?;
         let Some(header) = payload.header else { continue };
-        let chdr = ChannelHeader::decode(header.channel_header).map_err(|e| format!("tx {i}: channel header: {e}"))?;
+        let chdr = ChannelHeader::decode(header.channel_header)
+            .map_err(|source| DeliverError::TxChannelHeader { index: i, source })?;
         out.channel_id = chdr.channel_id.clone();
         let code = filter.get(i).map(|c| i32::from(*c)).unwrap_or(TxValidationCode::NotValidated as i32);
         let mut ftx =

@@ -122,7 +122,7 @@ impl Follower {
         let fail = |error: anyhow::Error, next: u64| SessionEnd::Failed { error, progressed: next > start };
         let channel = match connect(endpoint, &self.config).await {
             Ok(c) => c,
-            Err(e) => return fail(e, *next),
+            Err(e) => return fail(e.into(), *next),
         };
         let request = seek_envelope(&self.config.channel_id, &self.signer, &seek_from(*next));
         let mut stream = match open_deliver(channel, self.config.api, request).await {
@@ -178,7 +178,7 @@ impl Follower {
             };
             let number = match block_number(&bytes) {
                 Ok(n) => n,
-                Err(e) => return fail(e, *next),
+                Err(e) => return fail(e.into(), *next),
             };
             if number != *next {
                 return fail(anyhow!("received block {number} while expecting block {}", *next), *next);

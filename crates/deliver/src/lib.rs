@@ -20,6 +20,7 @@
 mod censorship;
 mod config;
 mod connection;
+mod error;
 mod faults;
 mod filtered;
 mod follower;
@@ -29,6 +30,7 @@ mod server;
 pub use censorship::headers_from;
 pub use config::{AttestationVerifier, BftFollow, DeliveryConfig, FollowConfig};
 pub use connection::{block_number, connect, seek_envelope};
+pub use error::DeliverError;
 pub use filtered::filtered_block;
 pub use follower::{seek_from, Fetched, Follower};
 pub use peer::{DeliverLedger, DeliverMetrics, PeerAcl, PeerDeliverService, DEFAULT_EVENT_POLICY};

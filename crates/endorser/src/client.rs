@@ -18,6 +18,8 @@ use prost::Message;
 
 use ferrofabric_protoutil::{compute_txid, new_nonce};
 
+use crate::error::EndorserError;
+
 /// A proposal ready to send (`signed`), with the decoded proposal and its transaction ID for assembling the
 /// transaction later.
 #[derive(Debug, Clone)]
@@ -122,26 +124,26 @@ pub fn assemble_transaction(
     proposal: &Proposal,
     responses: &[ProposalResponse],
     signer: &SigningIdentity,
-) -> Result<Bytes, String> {
+) -> Result<Bytes, EndorserError> {
     if responses.is_empty() {
-        return Err("at least one proposal response is required".into());
+        return Err(EndorserError::NoResponses);
     }
-    let hdr = Header::decode(proposal.header.clone()).map_err(|e| format!("error unmarshalling Header: {e}"))?;
-    let cpp = ChaincodeProposalPayload::decode(proposal.payload.clone())
-        .map_err(|e| format!("error unmarshalling ChaincodeProposalPayload: {e}"))?;
-    let shdr = SignatureHeader::decode(hdr.signature_header.clone())
-        .map_err(|e| format!("error unmarshalling SignatureHeader: {e}"))?;
+    let unmarshal = |what: &'static str| move |source| EndorserError::Unmarshal { what, source };
+    let hdr = Header::decode(proposal.header.clone()).map_err(unmarshal("Header"))?;
+    let cpp =
+        ChaincodeProposalPayload::decode(proposal.payload.clone()).map_err(unmarshal("ChaincodeProposalPayload"))?;
+    let shdr = SignatureHeader::decode(hdr.signature_header.clone()).map_err(unmarshal("SignatureHeader"))?;
     if signer.serialized() != &shdr.creator {
-        return Err("signer must be the same as the one referenced in the header".into());
+        return Err(EndorserError::SignerMismatch);
     }
     let first = &responses[0].payload;
     for r in responses {
         let (status, message) = r.response.as_ref().map(|x| (x.status, x.message.as_str())).unwrap_or((0, ""));
         if !(200..400).contains(&status) {
-            return Err(format!("proposal response was not successful, error code {status}, msg {message}"));
+            return Err(EndorserError::UnsuccessfulResponse { status, message: message.to_owned() });
         }
         if r.payload != *first {
-            return Err("ProposalResponsePayloads do not match".into());
+            return Err(EndorserError::PayloadMismatch);
         }
     }
     let mut endorsements: Vec<Endorsement> = Vec::new();
@@ -151,7 +153,7 @@ pub fn assemble_transaction(
         }
     }
     if endorsements.is_empty() {
-        return Err("no endorsements".into());
+        return Err(EndorserError::NoEndorsements);
     }
     let action = ChaincodeEndorsedAction { proposal_response_payload: first.clone(), endorsements };
     let payload = ferrofabric_protoutil::endorsed_transaction_payload(hdr, cpp.input, action);

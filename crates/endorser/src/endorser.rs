@@ -265,7 +265,7 @@ impl Endorser {
                             event.map(|e| ChaincodeEvent { chaincode_id: name.to_owned(), tx_id: tx_id.clone(), ..e });
                         response
                     }
-                    Err(e) => return Ok(failure(500, e)),
+                    Err(e) => return Ok(failure(500, e.to_string())),
                 }
             }
             // endorsement_info already refused chaincodes that are not installed.
@@ -411,7 +411,7 @@ impl ChaincodeInvoker for Nested<'_> {
             match (builtin, &info.package_id, &self.endorser.chaincodes) {
                 (Some(cc), _, _) => Ok(cc.invoke(ctx, args)),
                 (None, Some(package_id), Some(chaincodes)) => {
-                    chaincodes.execute(package_id, ctx, args, is_init, self).map(|(r, _)| r)
+                    chaincodes.execute(package_id, ctx, args, is_init, self).map(|(r, _)| r).map_err(|e| e.to_string())
                 }
                 _ => Err(format!("chaincode {name} not found")),
             }

@@ -21,6 +21,7 @@ use prost::Message;
 use tokio::sync::watch;
 use tonic::Code;
 
+use crate::error::EndorserError;
 use crate::Replica;
 
 /// How many of the newest applied blocks a [`RecentBlocks`] keeps: at 500 transactions of 4 KB, about 0.5 GB at
@@ -161,15 +162,15 @@ impl DaemonLedger {
     /// the height.
     ///
     /// Errors: the block cannot be read or does not decode.
-    pub async fn header(&self, number: u64) -> Result<Option<ferrofabric_protos::common::BlockHeader>, String> {
+    pub async fn header(&self, number: u64) -> Result<Option<ferrofabric_protos::common::BlockHeader>, EndorserError> {
         use ferrofabric_gateway::Ledger as _;
         if number == 0 {
             return Ok(Some(self.replica.genesis_header().clone()));
         }
-        match self.block(number).await? {
+        match self.block(number).await.map_err(EndorserError::Ledger)? {
             Some(raw) => ferrofabric_protos::common::Block::decode(raw)
                 .map(|b| Some(b.header.unwrap_or_default()))
-                .map_err(|e| format!("block {number}: {e}")),
+                .map_err(|source| EndorserError::BlockUndecodable { number, source }),
             None => Ok(None),
         }
     }
@@ -178,14 +179,18 @@ impl DaemonLedger {
     /// TRANSACTIONS_FILTER; `Ok(None)` if no committed block has it.
     ///
     /// Errors: the block store cannot be read.
-    pub async fn block_by_hash(&self, hash: &[u8]) -> Result<Option<Bytes>, String> {
+    pub async fn block_by_hash(&self, hash: &[u8]) -> Result<Option<Bytes>, EndorserError> {
         if let Some(b) = self.recent.by_hash(hash) {
             return Ok(Some(b));
         }
         if let Some(store) = &self.store {
-            let number = store.block_number_by_hash(hash).map_err(|e| format!("the block store: {e}"))?;
+            let number = store
+                .block_number_by_hash(hash)
+                .map_err(|source| EndorserError::Store { what: "the block store".into(), source })?;
             return match number {
-                Some(n) => store.block(n).map_err(|e| format!("reading block {n}: {e}")),
+                Some(n) => {
+                    store.block(n).map_err(|source| EndorserError::Store { what: format!("reading block {n}"), source })
+                }
                 None => Ok(None),
             };
         }
@@ -194,10 +199,14 @@ impl DaemonLedger {
             return Ok(None);
         }
         let request = BlockByHashRequest { hash: Bytes::copy_from_slice(hash) };
-        match self.client().await?.get_block_by_hash(request).await {
+        match self.client().await.map_err(EndorserError::Ledger)?.get_block_by_hash(request).await {
             Ok(b) => Ok(Some(Bytes::from(b.into_inner().encode_to_vec()))),
             Err(s) if s.code() == Code::NotFound => Ok(None),
-            Err(s) => Err(format!("finding block hash {} in the block store: {}", hex::encode(hash), s.message())),
+            Err(s) => Err(EndorserError::Ledger(format!(
+                "finding block hash {} in the block store: {}",
+                hex::encode(hash),
+                s.message()
+            ))),
         }
     }
 }
@@ -212,7 +221,7 @@ impl ferrofabric_gateway::Ledger for DaemonLedger {
     }
 
     fn chaincode(&self, name: &str) -> Result<Option<ChaincodeInfo>, String> {
-        self.replica.chaincode_info(name)
+        self.replica.chaincode_info(name).map_err(|e| e.to_string())
     }
 
     fn chaincodes(&self) -> Vec<(String, String)> {

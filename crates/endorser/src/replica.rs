@@ -190,8 +190,12 @@ impl Replica {
     /// `Ok(None)` if it is not defined.
     ///
     /// Errors: the definition in the state does not decode.
-    pub fn chaincode_info(&self, name: &str) -> Result<Option<ferrofabric_gateway::ChaincodeInfo>, String> {
-        let definition = ferrofabric_validator::chaincode_definition(&self.config(), &self.view(), name)?;
+    pub fn chaincode_info(
+        &self,
+        name: &str,
+    ) -> Result<Option<ferrofabric_gateway::ChaincodeInfo>, crate::error::EndorserError> {
+        let definition = ferrofabric_validator::chaincode_definition(&self.config(), &self.view(), name)
+            .map_err(crate::error::EndorserError::ChaincodeDefinition)?;
         Ok(definition.map(|d| ferrofabric_gateway::ChaincodeInfo { policy: d.policy, collections: d.collections }))
     }
 

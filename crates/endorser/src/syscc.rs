@@ -167,7 +167,11 @@ async fn chain_info(ledger: &DaemonLedger) -> Result<Vec<u8>, String> {
     let height = ledger.height();
     let mut info = BlockchainInfo { height, ..BlockchainInfo::default() };
     if height > 0 {
-        let header = ledger.header(height - 1).await?.ok_or_else(|| format!("block {} is not readable", height - 1))?;
+        let header = ledger
+            .header(height - 1)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("block {} is not readable", height - 1))?;
         info.current_block_hash = Bytes::copy_from_slice(&ferrofabric_protoutil::block_header_hash(&header));
         info.previous_block_hash = header.previous_hash;
     }
@@ -189,7 +193,7 @@ async fn block_by_number(ledger: &DaemonLedger, arg: &[u8]) -> Result<Vec<u8>, S
 
 /// GetBlockByHash: the committed block whose header hashes to the raw bytes given.
 async fn block_by_hash(ledger: &DaemonLedger, hash: &[u8]) -> Result<Vec<u8>, String> {
-    match ledger.block_by_hash(hash).await? {
+    match ledger.block_by_hash(hash).await.map_err(|e| e.to_string())? {
         Some(block) => Ok(block.to_vec()),
         None => Err(format!(
             "Failed to get block hash {}, error no such block hash [{}] in index",

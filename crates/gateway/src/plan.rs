@@ -146,7 +146,7 @@ pub(crate) fn requirements<L: Ledger>(
             own.remove(0);
         }
         for p in own {
-            policies.push(config.application_policy(&p)?);
+            policies.push(config.application_policy(&p).map_err(|e| e.to_string())?);
         }
         for key_policy in &call.key_policies {
             policies.push(compile_signature_policy(key_policy).map_err(|e| e.to_string())?);

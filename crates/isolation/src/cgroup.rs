@@ -7,6 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::error::IsolationError;
+
 /// The default CPU share (cgroup v1's default `cpu.shares`; v2 weight 100).
 pub const DEFAULT_SHARE: u64 = 1024;
 /// The smallest share the kernel accepts (v1).
@@ -14,24 +16,8 @@ pub const MIN_SHARE: u64 = 2;
 /// The largest share the kernel accepts (v1).
 pub const MAX_SHARE: u64 = 262_144;
 
-/// Why cgroups cannot be used on this host.
-#[derive(Debug, thiserror::Error)]
-pub enum CgroupError {
-    /// No writable cgroup hierarchy with the `cpu` controller was found.
-    #[error("no writable cgroup hierarchy with the cpu controller: {0}")]
-    Unavailable(String),
-    /// A cgroup file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file or directory.
-        path: PathBuf,
-        /// The error.
-        source: std::io::Error,
-    },
-}
-
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CgroupError + '_ {
-    move |source| CgroupError::Io { path: path.to_path_buf(), source }
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> IsolationError + '_ {
+    move |source| IsolationError::Io { path: path.to_path_buf(), source }
 }
 
 /// Which cgroup interface a hierarchy speaks.
@@ -59,9 +45,9 @@ impl CpuHierarchy {
     /// controller (as on this project's build machines: `/sys/fs/cgroup/cpu`), and checks that a child cgroup
     /// can be created under this process's cgroup there.
     ///
-    /// Errors: [`CgroupError::Unavailable`] with what was found, e.g. a v2 hierarchy without controllers and no v1
+    /// Errors: [`IsolationError::Unavailable`] with what was found, e.g. a v2 hierarchy without controllers and no v1
     /// `cpu` mount, or a read-only mount (no root).
-    pub fn detect() -> Result<CpuHierarchy, CgroupError> {
+    pub fn detect() -> Result<CpuHierarchy, IsolationError> {
         let mounts = std::fs::read_to_string("/proc/self/mounts").map_err(io(Path::new("/proc/self/mounts")))?;
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let mut reasons = Vec::new();
@@ -74,13 +60,13 @@ impl CpuHierarchy {
         if reasons.is_empty() {
             reasons.push("neither a cgroup v2 hierarchy with the cpu controller nor a cgroup v1 cpu mount".into());
         }
-        Err(CgroupError::Unavailable(reasons.join("; ")))
+        Err(IsolationError::Unavailable(reasons.join("; ")))
     }
 
     /// The cgroup `name` directly under [`CpuHierarchy::base`], created if missing.
     ///
     /// Errors: the directory cannot be created, or (v2) the `cpu` controller cannot be enabled for its children.
-    pub fn cgroup(&self, name: &str) -> Result<Cgroup, CgroupError> {
+    pub fn cgroup(&self, name: &str) -> Result<Cgroup, IsolationError> {
         Cgroup { version: self.version, path: self.base.clone() }.child(name)
     }
 }
@@ -153,7 +139,7 @@ fn under(root: &Path, rel: &str) -> PathBuf {
 }
 
 /// Creates and removes a probe cgroup under `h.base`.
-fn probe(h: &CpuHierarchy) -> Result<(), CgroupError> {
+fn probe(h: &CpuHierarchy) -> Result<(), IsolationError> {
     let dir = h.base.join(format!("ferrofabric-probe-{}", std::process::id()));
     std::fs::create_dir(&dir).map_err(io(&dir))?;
     let share_file = dir.join(share_file(h.version));
@@ -162,7 +148,7 @@ fn probe(h: &CpuHierarchy) -> Result<(), CgroupError> {
     if ok {
         Ok(())
     } else {
-        Err(CgroupError::Unavailable(format!("{} has no {}", dir.display(), share_file.display())))
+        Err(IsolationError::Unavailable(format!("{} has no {}", dir.display(), share_file.display())))
     }
 }
 
@@ -183,8 +169,8 @@ pub fn share_to_weight(share: u64) -> u64 {
 /// `blkio.bfq.weight` (present only under a proportional I/O scheduler, CFQ or BFQ). On `Ok`, which file; on
 /// `Err`, what was found instead (e.g. a v1 blkio hierarchy with throttling files only, under the `none` or
 /// `mq-deadline` scheduler, which have no weights).
-pub fn io_weight_support() -> Result<String, String> {
-    let mounts = std::fs::read_to_string("/proc/self/mounts").map_err(|e| format!("/proc/self/mounts: {e}"))?;
+pub fn io_weight_support() -> Result<String, IsolationError> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").map_err(io(Path::new("/proc/self/mounts")))?;
     let mut found = Vec::new();
     for m in cgroup_mounts(&mounts) {
         let dir = m.dir;
@@ -225,7 +211,7 @@ pub fn io_weight_support() -> Result<String, String> {
     if found.is_empty() {
         found.push("no cgroup hierarchy with an I/O controller".into());
     }
-    Err(found.join("; "))
+    Err(IsolationError::NoIoWeight(found.join("; ")))
 }
 
 /// One cgroup: its directory and interface.
@@ -255,7 +241,7 @@ impl Cgroup {
     /// first, so that the child has a `cpu.weight`.
     ///
     /// Errors: file errors.
-    pub fn child(&self, name: &str) -> Result<Cgroup, CgroupError> {
+    pub fn child(&self, name: &str) -> Result<Cgroup, IsolationError> {
         if self.version == CgroupVersion::V2 {
             let control = self.path.join("cgroup.subtree_control");
             let enabled = std::fs::read_to_string(&control).unwrap_or_default();
@@ -273,7 +259,7 @@ impl Cgroup {
     /// Moves process `pid` (all its threads) into this cgroup.
     ///
     /// Errors: file errors (e.g. the process has exited).
-    pub fn add_process(&self, pid: u32) -> Result<(), CgroupError> {
+    pub fn add_process(&self, pid: u32) -> Result<(), IsolationError> {
         let procs = self.path.join("cgroup.procs");
         std::fs::write(&procs, pid.to_string()).map_err(io(&procs))
     }
@@ -281,7 +267,7 @@ impl Cgroup {
     /// The processes in this cgroup (not in its children).
     ///
     /// Errors: file errors.
-    pub fn processes(&self) -> Result<Vec<u32>, CgroupError> {
+    pub fn processes(&self) -> Result<Vec<u32>, IsolationError> {
         let procs = self.path.join("cgroup.procs");
         let text = std::fs::read_to_string(&procs).map_err(io(&procs))?;
         Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
@@ -290,7 +276,7 @@ impl Cgroup {
     /// Sets the CPU share (v1 units, clamped to [[`MIN_SHARE`], [`MAX_SHARE`]]).
     ///
     /// Errors: file errors.
-    pub fn set_share(&self, share: u64) -> Result<(), CgroupError> {
+    pub fn set_share(&self, share: u64) -> Result<(), IsolationError> {
         let share = share.clamp(MIN_SHARE, MAX_SHARE);
         let file = self.path.join(share_file(self.version));
         let value = match self.version {
@@ -303,10 +289,10 @@ impl Cgroup {
     /// The CPU share (v1 units; on v2 the weight converted back).
     ///
     /// Errors: file errors or an unparsable value.
-    pub fn share(&self) -> Result<u64, CgroupError> {
+    pub fn share(&self) -> Result<u64, IsolationError> {
         let file = self.path.join(share_file(self.version));
         let text = std::fs::read_to_string(&file).map_err(io(&file))?;
-        let value: u64 = text.trim().parse().map_err(|_| CgroupError::Io {
+        let value: u64 = text.trim().parse().map_err(|_| IsolationError::Io {
             path: file.clone(),
             source: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not a number: {text:?}")),
         })?;

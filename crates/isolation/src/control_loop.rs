@@ -8,7 +8,6 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context};
 use bytes::Bytes;
 use ferrofabric_comm::Shutdown;
 use http_body_util::{BodyExt, Empty};
@@ -17,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::cgroup::Cgroup;
 use crate::controller::{ComponentLoad, Controller, Decision, Observation};
+use crate::error::IsolationError;
 use crate::sched::SchedTimes;
 use crate::slice::{set_slice, SHORT_SLICE_NS};
 
@@ -100,7 +100,7 @@ pub fn run_controller(
     committer_operations: String,
     registry: &Registry,
     mut shutdown: Shutdown,
-) -> anyhow::Result<RunningController> {
+) -> Result<RunningController, IsolationError> {
     let metrics = QiOiMetrics::register(registry, controller.config().threshold_tx_per_s)?;
     let trace = Arc::new(Mutex::new(Vec::new()));
     let out = trace.clone();
@@ -255,7 +255,7 @@ impl Slices {
 /// scheduler slice. For a controller that has stopped (its loop leaves the shares where they were).
 ///
 /// Errors: a share cannot be written; slices that cannot be set are skipped.
-pub fn restore_defaults(components: &[Component], node: &Cgroup) -> Result<(), crate::CgroupError> {
+pub fn restore_defaults(components: &[Component], node: &Cgroup) -> Result<(), IsolationError> {
     for c in components {
         c.cgroup.set_share(crate::DEFAULT_SHARE)?;
         for pid in c.cgroup.processes().unwrap_or_default() {
@@ -304,7 +304,7 @@ impl HostTimes {
 /// `http://ADDR/metrics`.
 ///
 /// Errors: connection or HTTP errors, a non-200 answer, or no such metric.
-pub async fn committed_transactions(addr: &str) -> anyhow::Result<f64> {
+pub async fn committed_transactions(addr: &str) -> Result<f64, IsolationError> {
     let body = http_get(addr, "/metrics").await?;
     let text = String::from_utf8_lossy(&body);
     let mut found = false;
@@ -320,25 +320,27 @@ pub async fn committed_transactions(addr: &str) -> anyhow::Result<f64> {
         }
     }
     if !found {
-        return Err(anyhow!("{addr}/metrics has no ledger_transaction_count"));
+        return Err(IsolationError::NoTransactionCount(addr.to_owned()));
     }
     Ok(total)
 }
 
-async fn http_get(addr: &str, path: &str) -> anyhow::Result<Bytes> {
+async fn http_get(addr: &str, path: &str) -> Result<Bytes, IsolationError> {
     let stream = tokio::time::timeout(PERIOD, tokio::net::TcpStream::connect(addr))
         .await
-        .map_err(|_| anyhow!("connecting to {addr} timed out"))?
-        .with_context(|| format!("connecting to {addr}"))?;
+        .map_err(|_| IsolationError::ConnectTimeout(addr.to_owned()))?
+        .map_err(|source| IsolationError::Connect { addr: addr.to_owned(), source })?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
     let conn = tokio::spawn(conn);
     let request = hyper::Request::get(path).header(hyper::header::HOST, addr).body(Empty::<Bytes>::new())?;
     let response = tokio::time::timeout(PERIOD, sender.send_request(request))
         .await
-        .map_err(|_| anyhow!("GET {addr}{path} timed out"))??;
+        .map_err(|_| IsolationError::GetTimeout { addr: addr.to_owned(), path: path.to_owned() })??;
     let status = response.status();
     let body = response.into_body().collect().await?.to_bytes();
     conn.abort();
-    anyhow::ensure!(status == hyper::StatusCode::OK, "GET {addr}{path}: HTTP {status}");
+    if status != hyper::StatusCode::OK {
+        return Err(IsolationError::HttpStatus { addr: addr.to_owned(), path: path.to_owned(), status });
+    }
     Ok(body)
 }

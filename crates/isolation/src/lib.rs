@@ -16,16 +16,17 @@
 mod cgroup;
 mod control_loop;
 mod controller;
+mod error;
 mod sched;
 mod slice;
 
 pub use cgroup::{
-    io_weight_support, share_to_weight, Cgroup, CgroupError, CgroupVersion, CpuHierarchy, DEFAULT_SHARE, MAX_SHARE,
-    MIN_SHARE,
+    io_weight_support, share_to_weight, Cgroup, CgroupVersion, CpuHierarchy, DEFAULT_SHARE, MAX_SHARE, MIN_SHARE,
 };
 pub use control_loop::{
     committed_transactions, restore_defaults, run_controller, Component, RunningController, TracePoint, PERIOD,
 };
 pub use controller::{ComponentLoad, Controller, ControllerConfig, Decision, Observation};
+pub use error::IsolationError;
 pub use sched::SchedTimes;
 pub use slice::{set_slice, SHORT_SLICE_NS};

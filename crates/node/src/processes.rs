@@ -158,7 +158,7 @@ impl RunningProcesses {
 
 fn port_or_free(host: &str, port: u16) -> anyhow::Result<u16> {
     if port == 0 {
-        ferrofabric_comm::unused_port(host)
+        Ok(ferrofabric_comm::unused_port(host)?)
     } else {
         Ok(port)
     }

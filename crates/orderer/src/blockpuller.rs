@@ -38,12 +38,12 @@ pub struct PullSource {
 /// Checks a pulled block: it decodes and its header's data hash matches its envelopes.
 ///
 /// Errors: a message naming the defect.
-pub fn check_pulled(raw: &Bytes) -> Result<Block, String> {
-    let block = Block::decode(raw.clone()).map_err(|e| format!("pulled block does not decode: {e}"))?;
-    let header = block.header.as_ref().ok_or("pulled block has no header")?;
+pub fn check_pulled(raw: &Bytes) -> Result<Block, crate::error::OrdererError> {
+    let block = Block::decode(raw.clone()).map_err(crate::error::OrdererError::PulledUndecodable)?;
+    let header = block.header.as_ref().ok_or(crate::error::OrdererError::PulledWithoutHeader)?;
     let data = block.data.as_ref().map(|d| d.data.as_slice()).unwrap_or_default();
     if header.data_hash.as_ref() != block_data_hash(data) {
-        return Err(format!("pulled block {} has a wrong data hash", header.number));
+        return Err(crate::error::OrdererError::PulledDataHash(header.number));
     }
     Ok(block)
 }
@@ -60,7 +60,7 @@ pub async fn pull_blocks<F>(
     from: u64,
     to: u64,
     mut apply: F,
-) -> Result<(), String>
+) -> Result<(), crate::error::OrdererError>
 where
     F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<(), String>>,
 {
@@ -83,12 +83,12 @@ pub async fn pull_blocks_until<F>(
     from: u64,
     to: u64,
     apply: F,
-) -> Result<(), String>
+) -> Result<(), crate::error::OrdererError>
 where
     F: FnMut(Bytes, Block) -> futures::future::BoxFuture<'static, Result<bool, String>>,
 {
     let puller = Puller { channel: support.channel_id(), signer: support.signer(), tls, extra_roots, idle: IDLE };
-    puller.pull(sources, from, to, apply).await
+    puller.pull(sources, from, to, apply).await.map_err(crate::error::OrdererError::Pull)
 }
 
 /// What a pull needs to know of the node: the channel, the identity that signs the Deliver requests and the TLS
@@ -152,7 +152,7 @@ impl Puller<'_> {
                 .map_err(|_| format!("no block {} within {idle:?}", *next))?;
             match item {
                 Some(Ok(DeliverItem::Block(raw))) => {
-                    let block = check_pulled(&raw)?;
+                    let block = check_pulled(&raw).map_err(|e| e.to_string())?;
                     let number = block.header.as_ref().map(|h| h.number).unwrap_or_default();
                     if number != *next {
                         return Err(format!("expected block {} but got block {number}", *next));

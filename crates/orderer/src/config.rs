@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
+use crate::error::OrdererError;
 use ferrofabric_comm::{parse_addr, parse_duration, TlsConfig};
 use serde::Deserialize;
 
@@ -286,7 +286,7 @@ impl OrdererConfig {
     /// Parses YAML text; relative paths are resolved against `base_dir`.
     ///
     /// Errors: YAML syntax or type errors (with serde's location).
-    pub fn from_yaml(text: &str, base_dir: &Path) -> anyhow::Result<Self> {
+    pub fn from_yaml(text: &str, base_dir: &Path) -> Result<Self, OrdererError> {
         Self::from_yaml_with_env(text, base_dir, std::iter::empty())
     }
 
@@ -298,8 +298,8 @@ impl OrdererConfig {
         text: &str,
         base_dir: &Path,
         vars: impl IntoIterator<Item = (String, String)>,
-    ) -> anyhow::Result<Self> {
-        let mut doc: serde_yaml::Value = serde_yaml::from_str(text).context("parsing the orderer YAML")?;
+    ) -> Result<Self, OrdererError> {
+        let mut doc: serde_yaml::Value = serde_yaml::from_str(text).map_err(OrdererError::ParseConfig)?;
         let replaced = ferrofabric_comm::apply_env_overrides(&mut doc, "ORDERER", vars);
         for key in &replaced {
             tracing::info!(key, "orderer configuration value from the environment");
@@ -309,18 +309,19 @@ impl OrdererConfig {
         let text = if replaced.is_empty() {
             text.to_owned()
         } else {
-            let written = serde_yaml::to_string(&doc).context("writing the overridden orderer YAML")?;
+            let written = serde_yaml::to_string(&doc).map_err(OrdererError::WriteConfig)?;
             written.lines().map(|l| l.strip_suffix(" null").unwrap_or(l)).collect::<Vec<_>>().join("\n")
         };
-        let mut config: OrdererConfig = serde_yaml::from_str(&text).context("parsing the orderer YAML")?;
+        let mut config: OrdererConfig = serde_yaml::from_str(&text).map_err(OrdererError::ParseConfig)?;
         config.resolve_paths(base_dir);
         Ok(config)
     }
 
     /// Reads and parses the file at `path` with the process's `ORDERER_*` environment overrides
     /// ([`Self::from_yaml_with_env`] with the file's directory as base), as Fabric's orderer reads `orderer.yaml`.
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Self, OrdererError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| OrdererError::ReadConfig { path: path.to_owned(), source })?;
         let base = path.parent().unwrap_or_else(|| Path::new("."));
         Self::from_yaml_with_env(&text, base, std::env::vars())
     }
@@ -348,12 +349,12 @@ impl OrdererConfig {
     /// The gRPC listen address (`ListenAddress:ListenPort`).
     ///
     /// Errors: the pair is not a socket address (host names other than `localhost` are not resolved).
-    pub fn listen_addr(&self) -> anyhow::Result<SocketAddr> {
+    pub fn listen_addr(&self) -> Result<SocketAddr, OrdererError> {
         let host = match self.general.listen_address.as_str() {
             "localhost" => "127.0.0.1",
             h => h,
         };
-        parse_addr(&format!("{host}:{}", self.general.listen_port))
+        Ok(parse_addr(&format!("{host}:{}", self.general.listen_port))?)
     }
 
     /// The TLS material this node dials other consenters with: client certificate and key from
@@ -362,7 +363,7 @@ impl OrdererConfig {
     /// then refuses channels with more than one consenter).
     ///
     /// Errors: configured files that cannot be read.
-    pub fn cluster_tls(&self) -> anyhow::Result<Option<ferrofabric_comm::ClusterTls>> {
+    pub fn cluster_tls(&self) -> Result<Option<ferrofabric_comm::ClusterTls>, OrdererError> {
         let g = &self.general;
         let (cert, key) = match (&g.cluster.client_certificate, &g.cluster.client_private_key) {
             (Some(c), Some(k)) => (Some(c.clone()), Some(k.clone())),
@@ -370,13 +371,17 @@ impl OrdererConfig {
             _ => (None, None),
         };
         let read = |path: &Path, what: &str| {
-            std::fs::read(path).with_context(|| format!("reading the cluster {what} {}", path.display()))
+            std::fs::read(path).map_err(|source| OrdererError::ReadFile {
+                what: format!("the cluster {what} "),
+                path: path.to_owned(),
+                source,
+            })
         };
         match (cert, key) {
             (Some(cert), Some(key)) => Ok(Some(ferrofabric_comm::ClusterTls {
                 certificate_pem: read(&cert, "client certificate")?,
                 private_key_pem: read(&key, "client key")?,
-                root_cas_pem: g.tls.root_cas.iter().map(|p| read(p, "root CA")).collect::<anyhow::Result<_>>()?,
+                root_cas_pem: g.tls.root_cas.iter().map(|p| read(p, "root CA")).collect::<Result<_, _>>()?,
             })),
             _ => Ok(None),
         }
@@ -391,32 +396,33 @@ impl OrdererConfig {
     }
 
     /// `General.Authentication.TimeWindow`, default 15 minutes.
-    pub fn time_window(&self) -> anyhow::Result<Duration> {
+    pub fn time_window(&self) -> Result<Duration, OrdererError> {
         opt_duration(self.general.authentication.time_window.as_deref(), Duration::from_secs(15 * 60))
     }
 
     /// `Ferrofabric.QueueTimeout`, default 10 s.
-    pub fn queue_timeout(&self) -> anyhow::Result<Duration> {
+    pub fn queue_timeout(&self) -> Result<Duration, OrdererError> {
         opt_duration(self.ferrofabric.queue_timeout.as_deref(), Duration::from_secs(10))
     }
 
     /// `ChannelParticipation.MaxRequestBodySize` in bytes, default 1 MiB (Fabric's default "1 MB").
-    pub fn max_request_body_size(&self) -> anyhow::Result<usize> {
+    pub fn max_request_body_size(&self) -> Result<usize, OrdererError> {
         match &self.channel_participation.max_request_body_size {
             None | Some(serde_yaml::Value::Null) => Ok(1 << 20),
-            Some(serde_yaml::Value::Number(n)) => {
-                n.as_u64().and_then(|v| usize::try_from(v).ok()).ok_or_else(|| anyhow!("bad MaxRequestBodySize {n}"))
-            }
+            Some(serde_yaml::Value::Number(n)) => n
+                .as_u64()
+                .and_then(|v| usize::try_from(v).ok())
+                .ok_or_else(|| OrdererError::BadSize(format!("bad MaxRequestBodySize {n}"))),
             Some(serde_yaml::Value::String(s)) => parse_size(s),
-            Some(other) => bail!("bad MaxRequestBodySize {other:?}"),
+            Some(other) => Err(OrdererError::BadSize(format!("bad MaxRequestBodySize {other:?}"))),
         }
     }
 }
 
-fn opt_duration(s: Option<&str>, default: Duration) -> anyhow::Result<Duration> {
+fn opt_duration(s: Option<&str>, default: Duration) -> Result<Duration, OrdererError> {
     match s {
         None | Some("") => Ok(default),
-        Some(s) => parse_duration(s),
+        Some(s) => Ok(parse_duration(s)?),
     }
 }
 
@@ -424,18 +430,18 @@ fn opt_duration(s: Option<&str>, default: Duration) -> anyhow::Result<Duration> 
 /// `B`, `KB`, `MB`, `GB` (powers of 1024, as Fabric's `StringToBytesHookFunc`), spaces allowed.
 ///
 /// Errors: malformed number or unknown unit.
-pub(crate) fn parse_size(s: &str) -> anyhow::Result<usize> {
+pub(crate) fn parse_size(s: &str) -> Result<usize, OrdererError> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let n: usize = t[..split].parse().with_context(|| format!("bad size {s:?}"))?;
+    let n: usize = t[..split].parse().map_err(|e| OrdererError::BadSize(format!("bad size {s:?}: {e}")))?;
     let mult: usize = match t[split..].trim().to_ascii_uppercase().as_str() {
         "" | "B" => 1,
         "K" | "KB" => 1 << 10,
         "M" | "MB" => 1 << 20,
         "G" | "GB" => 1 << 30,
-        u => bail!("bad size {s:?}: unknown unit {u:?}"),
+        u => return Err(OrdererError::BadSize(format!("bad size {s:?}: unknown unit {u:?}"))),
     };
-    n.checked_mul(mult).ok_or_else(|| anyhow!("size {s:?} overflows"))
+    n.checked_mul(mult).ok_or_else(|| OrdererError::BadSize(format!("size {s:?} overflows")))
 }
 
 #[cfg(test)]

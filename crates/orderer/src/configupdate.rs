@@ -58,13 +58,13 @@ struct ConsenterChange(String);
 /// The etcdraft consenters of `config`, or `None` for other consensus types.
 ///
 /// Errors: the `ConsensusType` metadata does not decode as `etcdraft.ConfigMetadata`.
-pub fn raft_consenters(config: &ChannelConfig) -> Result<Option<Vec<etcdraft::Consenter>>, String> {
+pub fn raft_consenters(config: &ChannelConfig) -> Result<Option<Vec<etcdraft::Consenter>>, crate::error::OrdererError> {
     let Some(oc) = config.orderer() else { return Ok(None) };
     if oc.consensus_type() != "etcdraft" {
         return Ok(None);
     }
     let md = etcdraft::ConfigMetadata::decode(oc.consensus_metadata().clone())
-        .map_err(|e| format!("bad etcdraft consensus metadata: {e}"))?;
+        .map_err(crate::error::OrdererError::RaftMetadata)?;
     Ok(Some(md.consenters))
 }
 
@@ -79,9 +79,9 @@ impl ConfigUpdateProcessor for ConfigTxProcessor {
         let Some(config) = next.config.as_ref() else {
             return Err(Box::new(ConsenterChange("the proposed config envelope has no config".into())));
         };
-        if let Some(before) = raft_consenters(current).map_err(ConsenterChange)? {
+        if let Some(before) = raft_consenters(current).map_err(|e| ConsenterChange(e.to_string()))? {
             let parsed = ChannelConfig::from_config(current.channel_id(), config)?;
-            if let Some(after) = raft_consenters(&parsed).map_err(ConsenterChange)? {
+            if let Some(after) = raft_consenters(&parsed).map_err(|e| ConsenterChange(e.to_string()))? {
                 validate_consenter_change(&before, &after).map_err(|e| ConsenterChange(e.to_string()))?;
             }
         }

@@ -34,6 +34,7 @@ mod configupdate;
 mod consensus;
 mod cutter;
 mod deliver;
+mod error;
 mod follower;
 mod grpc;
 mod membership;
@@ -57,6 +58,7 @@ pub use consensus::{
     ChannelStatus, Consensus, ConsensusContext, ConsensusFactory, ConsensusRegistry, ConsensusRelation, Submission,
 };
 pub use cutter::{Batch, BlockCutter};
+pub use error::OrdererError;
 pub use membership::{
     compute_membership_changes, initial_raft_metadata, validate_consenter_change, MembershipChanges, MembershipError,
     RaftConfChange,

@@ -155,9 +155,10 @@ impl Registrar {
     ///
     /// Errors: unreadable directories, a ledger that cannot be opened, a channel whose configuration or
     /// consensus type cannot be served.
-    pub fn open(params: RegistrarParams) -> anyhow::Result<Arc<Registrar>> {
+    pub fn open(params: RegistrarParams) -> Result<Arc<Registrar>, crate::error::OrdererError> {
         let chains = params.ledger_dir.join("chains");
-        std::fs::create_dir_all(&chains).map_err(|e| anyhow::anyhow!("creating {}: {e}", chains.display()))?;
+        std::fs::create_dir_all(&chains)
+            .map_err(|source| crate::error::OrdererError::CreateDir { path: chains.clone(), source })?;
         let registrar = Arc::new_cyclic(|me| Registrar {
             params,
             channels: RwLock::new(HashMap::new()),
@@ -185,7 +186,9 @@ impl Registrar {
                 std::fs::remove_dir_all(&dir)?;
                 continue;
             }
-            let channel = registrar.start_channel(&name, store).map_err(|e| anyhow::anyhow!("channel {name}: {e}"))?;
+            let channel = registrar
+                .start_channel(&name, store)
+                .map_err(|detail| crate::error::OrdererError::Channel { channel: name.clone(), detail })?;
             registrar.write_channels().insert(name.clone(), channel);
             tracing::info!(channel = %name, "channel loaded");
         }

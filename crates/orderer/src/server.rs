@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::{anyhow, Context};
 use ferrofabric_block_store::{StoreOptions, SyncPolicy};
 use ferrofabric_msp::SigningIdentity;
 use tokio::task::JoinHandle;
@@ -15,6 +14,7 @@ use crate::broadcast::BroadcastHandler;
 use crate::config::OrdererConfig;
 use crate::configupdate::{ConfigTxProcessor, ConfigUpdateProcessor};
 use crate::consensus::{ConsensusContext, ConsensusRegistry};
+use crate::error::OrdererError;
 use crate::grpc::AtomicBroadcastService;
 use crate::metrics::Metrics;
 use crate::msgprocessor::FilterOptions;
@@ -123,26 +123,33 @@ impl RunningOrderer {
 /// Errors: no local MSP directory or ID, no ledger location, unreadable MSP or TLS material, a listener that
 /// cannot bind, a stored channel that cannot be opened, admin TLS without client authentication (Fabric
 /// requires it).
-pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<RunningOrderer> {
+pub async fn start(config: OrdererConfig, plugins: Plugins) -> Result<RunningOrderer, OrdererError> {
     let general = &config.general;
-    let msp_dir = general.local_msp_dir.clone().ok_or_else(|| anyhow!("General.LocalMSPDir (--msp-dir) is not set"))?;
-    let msp_id = general.local_msp_id.clone().ok_or_else(|| anyhow!("General.LocalMSPID (--msp-id) is not set"))?;
-    let signer = SigningIdentity::from_msp_dir(&msp_id, &msp_dir)
-        .with_context(|| format!("loading the local MSP {msp_id} from {}", msp_dir.display()))?;
+    let msp_dir = general.local_msp_dir.clone().ok_or(OrdererError::NotSet("General.LocalMSPDir (--msp-dir)"))?;
+    let msp_id = general.local_msp_id.clone().ok_or(OrdererError::NotSet("General.LocalMSPID (--msp-id)"))?;
+    let signer = SigningIdentity::from_msp_dir(&msp_id, &msp_dir).map_err(|source| OrdererError::LocalMsp {
+        msp_id: msp_id.clone(),
+        dir: msp_dir.clone(),
+        source,
+    })?;
     let ledger_dir =
-        config.file_ledger.location.clone().ok_or_else(|| anyhow!("FileLedger.Location (--data-dir) is not set"))?;
+        config.file_ledger.location.clone().ok_or(OrdererError::NotSet("FileLedger.Location (--data-dir)"))?;
     let tuning = &config.ferrofabric;
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(tuning.crypto_threads)
         .thread_name(|i| format!("orderer-crypto-{i}"))
         .build()
-        .context("building the crypto thread pool")?;
+        .map_err(OrdererError::CryptoPool)?;
     let pool = Arc::new(pool);
     let node_cert_path = general.cluster.client_certificate.clone().or_else(|| general.tls.certificate.clone());
     let node_certificate = match node_cert_path {
         Some(p) => Some(
-            pem_cert_der(&std::fs::read(&p).with_context(|| format!("reading {}", p.display()))?)
-                .ok_or_else(|| anyhow!("no certificate in {}", p.display()))?,
+            pem_cert_der(&std::fs::read(&p).map_err(|source| OrdererError::ReadFile {
+                what: String::new(),
+                path: p.clone(),
+                source,
+            })?)
+            .ok_or_else(|| OrdererError::NoCertificate(p.clone()))?,
         ),
         None => None,
     };
@@ -186,9 +193,9 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
     let max_send = general.max_send_msg_size.unwrap_or(100 << 20) as usize;
     let service = AtomicBroadcastService::new(broadcast, deliver, max_recv, max_send);
     let (incoming, grpc_addr) =
-        ferrofabric_comm::bind_grpc(config.listen_addr()?).context("binding the gRPC listener")?;
-    let keepalive = |s: &Option<String>, default: u64| -> anyhow::Result<std::time::Duration> {
-        s.as_deref().map(parse_duration).unwrap_or(Ok(std::time::Duration::from_secs(default)))
+        ferrofabric_comm::bind_grpc(config.listen_addr()?).map_err(OrdererError::GrpcListener)?;
+    let keepalive = |s: &Option<String>, default: u64| -> Result<std::time::Duration, OrdererError> {
+        Ok(s.as_deref().map(parse_duration).unwrap_or(Ok(std::time::Duration::from_secs(default)))?)
     };
     // Checked so that a malformed value fails at start as in Fabric; not enforced (see `KeepaliveConfig`).
     keepalive(&general.keepalive.server_min_interval, 60)?;
@@ -202,17 +209,17 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
     let mut admin_addr = None;
     if !config.admin.listen_address.is_empty() {
         let tls_config = if config.admin.tls.enabled {
-            anyhow::ensure!(
-                config.admin.tls.client_auth_required,
-                "Admin.TLS.ClientAuthRequired must be true when Admin.TLS.Enabled is true"
-            );
-            Some(http_server_tls(&config.admin.tls).context("admin TLS")?)
+            if !config.admin.tls.client_auth_required {
+                return Err(OrdererError::AdminClientAuth);
+            }
+            Some(http_server_tls(&config.admin.tls).map_err(OrdererError::AdminTls)?)
         } else {
             None
         };
-        let listener = tokio::net::TcpListener::bind(parse_addr(&config.admin.listen_address)?)
-            .await
-            .with_context(|| format!("binding the admin listener {}", config.admin.listen_address))?;
+        let listener =
+            tokio::net::TcpListener::bind(parse_addr(&config.admin.listen_address)?).await.map_err(|source| {
+                OrdererError::HttpListener { which: "admin", addr: config.admin.listen_address.clone(), source }
+            })?;
         admin_addr = Some(listener.local_addr()?);
         let app = participation::router(
             registrar.clone(),
@@ -227,9 +234,14 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> anyhow::Result<Ru
     if !config.operations.listen_address.is_empty() {
         let tls_config =
             if config.operations.tls.enabled { Some(http_server_tls(&config.operations.tls)?) } else { None };
-        let listener = tokio::net::TcpListener::bind(parse_addr(&config.operations.listen_address)?)
-            .await
-            .with_context(|| format!("binding the operations listener {}", config.operations.listen_address))?;
+        let listener =
+            tokio::net::TcpListener::bind(parse_addr(&config.operations.listen_address)?).await.map_err(|source| {
+                OrdererError::HttpListener {
+                    which: "operations",
+                    addr: config.operations.listen_address.clone(),
+                    source,
+                }
+            })?;
         operations_addr = Some(listener.local_addr()?);
         let app = operations::router(registrar.clone());
         tasks.push(tokio::spawn(serve_http(listener, app, tls_config, shutdown_rx.clone())));

@@ -111,33 +111,39 @@ impl ChainSupport {
     /// block writer thread.
     ///
     /// Errors: unreadable blocks or metadata, no valid configuration in the last config block.
-    pub fn open(channel_id: &str, params: SupportParams) -> anyhow::Result<Arc<ChainSupport>> {
+    pub fn open(channel_id: &str, params: SupportParams) -> Result<Arc<ChainSupport>, crate::error::OrdererError> {
         let store = &params.store;
         let height = store.height();
-        anyhow::ensure!(height > 0, "channel {channel_id}: ledger is empty");
-        let tip_raw = store.block(height - 1)?.ok_or_else(|| anyhow::anyhow!("tip block {} missing", height - 1))?;
+        if height == 0 {
+            return Err(crate::error::OrdererError::EmptyLedger(channel_id.to_owned()));
+        }
+        let tip_raw = store.block(height - 1)?.ok_or(crate::error::OrdererError::TipMissing(height - 1))?;
         let tip = Block::decode(tip_raw)?;
-        let header = tip.header.clone().ok_or_else(|| anyhow::anyhow!("tip block has no header"))?;
+        let header = tip.header.clone().ok_or(crate::error::OrdererError::TipWithoutHeader)?;
         let last_config = if sole_config_envelope(&tip).is_some() {
             header.number
         } else {
-            last_config_index(&tip).map_err(|e| anyhow::anyhow!("block {}: {e}", header.number))?
+            last_config_index(&tip).map_err(|e| crate::error::OrdererError::LastConfigIndex {
+                number: header.number,
+                detail: e.to_string(),
+            })?
         };
         let config_block = if last_config == header.number {
             tip
         } else {
-            let raw = store
-                .block(last_config)?
-                .ok_or_else(|| anyhow::anyhow!("last config block {last_config} is missing"))?;
+            let raw = store.block(last_config)?.ok_or(crate::error::OrdererError::LastConfigMissing(last_config))?;
             Block::decode(raw)?
         };
-        let config = ChannelConfig::from_config_block(&config_block)
-            .map_err(|e| anyhow::anyhow!("channel {channel_id}: config block {last_config}: {e}"))?;
-        anyhow::ensure!(
-            config.channel_id() == channel_id,
-            "config block {last_config} is for channel {:?}, not {channel_id:?}",
-            config.channel_id()
-        );
+        let config = ChannelConfig::from_config_block(&config_block).map_err(|source| {
+            crate::error::OrdererError::ChannelConfig { channel: channel_id.to_owned(), number: last_config, source }
+        })?;
+        if config.channel_id() != channel_id {
+            return Err(crate::error::OrdererError::WrongChannel {
+                number: last_config,
+                found: config.channel_id().to_owned(),
+                expected: channel_id.to_owned(),
+            });
+        }
 
         let (block_writer_tx, block_writer_rx) = mpsc::channel(params.signing_window.max(1));
         let (errored, _) = watch::channel(None);

@@ -6,6 +6,8 @@ use ferrofabric_protos::common::{
 };
 use prost::Message;
 
+use crate::error::MetadataError;
+
 /// Whether `block` is a config block, with Fabric 2.5's rule (`protoutil.IsConfigBlock`): its FIRST envelope
 /// decodes down to a channel header of type CONFIG. Anything that does not decode (no data, no envelope, no
 /// payload header) is not a config block; no error, no panic.
@@ -45,19 +47,19 @@ pub fn sole_config_envelope(block: &Block) -> Option<Envelope> {
 ///
 /// Errors: no metadata, no slot at the index needed, or a slot, its `OrdererBlockMetadata` or its `LastConfig`
 /// does not decode (the message names which).
-pub fn last_config_index(block: &Block) -> Result<u64, String> {
-    let md = block.metadata.as_ref().ok_or("no metadata in block")?;
-    let slot = |index: BlockMetadataIndex, name: &str| -> Result<Metadata, String> {
-        let raw = md.metadata.get(index as usize).ok_or_else(|| format!("no metadata at index {name}"))?;
-        Metadata::decode(raw.clone()).map_err(|e| format!("{name} metadata: {e}"))
+pub fn last_config_index(block: &Block) -> Result<u64, MetadataError> {
+    let md = block.metadata.as_ref().ok_or(MetadataError::NoMetadata)?;
+    let slot = |index: BlockMetadataIndex, name: &'static str| -> Result<Metadata, MetadataError> {
+        let raw = md.metadata.get(index as usize).ok_or(MetadataError::NoSlot(name))?;
+        Metadata::decode(raw.clone()).map_err(|source| MetadataError::Slot { slot: name, source })
     };
     let signatures = slot(BlockMetadataIndex::Signatures, "SIGNATURES")?;
     if signatures.value.is_empty() {
         let last = slot(BlockMetadataIndex::LastConfig, "LAST_CONFIG")?;
-        let lc = LastConfig::decode(last.value).map_err(|e| format!("LastConfig: {e}"))?;
+        let lc = LastConfig::decode(last.value).map_err(MetadataError::LastConfig)?;
         return Ok(lc.index);
     }
-    let obm = OrdererBlockMetadata::decode(signatures.value).map_err(|e| format!("OrdererBlockMetadata: {e}"))?;
+    let obm = OrdererBlockMetadata::decode(signatures.value).map_err(MetadataError::OrdererBlockMetadata)?;
     Ok(obm.last_config.map_or(0, |l| l.index))
 }
 

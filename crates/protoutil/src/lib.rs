@@ -17,6 +17,7 @@
 
 mod block;
 mod config;
+mod error;
 mod header;
 pub mod lifecycle;
 mod records;
@@ -29,6 +30,7 @@ pub use block::{
     METADATA_SLOTS,
 };
 pub use config::{is_config_block, is_config_envelope, last_config_index, sole_config_envelope};
+pub use error::MetadataError;
 pub use header::{block_header_bytes, block_header_hash};
 pub use records::{encode_records, read_ledger_file, records, LedgerFileError, RecordError, MAX_RECORD};
 pub use seek::{seek_envelope, seek_newest, seek_range, seek_specified};

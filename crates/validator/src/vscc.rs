@@ -60,7 +60,7 @@ pub(crate) fn evaluate(ctx: &BlockContext<'_>, policy: &Bytes, set: &SignatureSe
         .policies
         .compiled
         .entry(policy.clone())
-        .or_insert_with(|| ctx.config.application_policy(policy))
+        .or_insert_with(|| ctx.config.application_policy(policy).map_err(|e| e.to_string()))
         .value()
         .clone();
     compiled?.evaluate(set).map_err(|e| e.to_string())

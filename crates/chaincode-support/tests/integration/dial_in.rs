@@ -148,7 +148,7 @@ fn a_chaincode_that_dials_the_peer_runs_transactions_and_once_killed_fails_them_
     drop(shim);
     std::thread::sleep(Duration::from_millis(300));
     let (result, _, took) = run(&format!("{tx_id}-after"), &["put", "k2", "v2"]);
-    let e = result.expect_err("a transaction of a killed chaincode");
+    let e = result.expect_err("a transaction of a killed chaincode").to_string();
     assert!(e.contains("could not launch chaincode") || e.contains("terminated"), "{e}");
     assert!(took < Duration::from_secs(10), "took {took:?}");
 }

@@ -294,14 +294,14 @@ fn lifecycle_enforces_sequences_approvals_and_redefinition_rules() {
     let info = endorsement_info(&mut ctx, &ch.config, "Org1MSP", "cc", Installed::Builtin(true)).unwrap();
     assert_eq!((info.version.as_str(), info.endorsement_plugin.as_str()), ("1.1", "escc"));
     let e = endorsement_info(&mut ctx, &ch.config, "Org1MSP", "cc", Installed::Builtin(false)).unwrap_err();
-    assert_eq!(e, "chaincode definition for 'cc' exists, but chaincode is not installed");
+    assert_eq!(e.to_string(), "chaincode definition for 'cc' exists, but chaincode is not installed");
     let e = endorsement_info(&mut ctx, &ch.config, "Org2MSP", "cc", Installed::Builtin(true)).unwrap_err();
     assert_eq!(
-        e,
+        e.to_string(),
         "chaincode definition for 'cc' at sequence 1 on channel 'mychannel' has not yet been approved by this org"
     );
     let e = endorsement_info(&mut ctx, &ch.config, "Org1MSP", "other", Installed::Builtin(true)).unwrap_err();
-    assert_eq!(e, "chaincode other not found");
+    assert_eq!(e.to_string(), "chaincode other not found");
     let sim = ctx.finish();
     // The definition's sequence and the legacy lookup were read through the simulation, as Fabric records them.
     let reads: BTreeMap<String, Option<Version>> =

@@ -695,7 +695,7 @@ async fn cluster_run(
     let ca = dir.path().join("tlsca.pem");
     std::fs::write(&ca, org.tlsca().cert_pem())?;
     let ports: Vec<u16> =
-        (0..args.nodes).map(|_| ferrofabric_comm::unused_port("127.0.0.1")).collect::<anyhow::Result<_>>()?;
+        (0..args.nodes).map(|_| ferrofabric_comm::unused_port("127.0.0.1")).collect::<Result<_, _>>()?;
     let consenters = org
         .nodes()
         .iter()

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context};
 use bytes::Bytes;
 use ferrofabric_comm::Shutdown;
-use http_body_util::{BodyExt, Empty};
 use prometheus::{Gauge, IntCounterVec, IntGaugeVec, Opts, Registry};
 use tokio::task::JoinHandle;
 
@@ -325,20 +324,20 @@ pub async fn committed_transactions(addr: &str) -> anyhow::Result<f64> {
     Ok(total)
 }
 
+/// `GET http://{addr}{path}` within a [`PERIOD`] (off the runtime's threads): the body of a 200 answer.
 async fn http_get(addr: &str, path: &str) -> anyhow::Result<Bytes> {
-    let stream = tokio::time::timeout(PERIOD, tokio::net::TcpStream::connect(addr))
-        .await
-        .map_err(|_| anyhow!("connecting to {addr} timed out"))?
-        .with_context(|| format!("connecting to {addr}"))?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-    let conn = tokio::spawn(conn);
-    let request = hyper::Request::get(path).header(hyper::header::HOST, addr).body(Empty::<Bytes>::new())?;
-    let response = tokio::time::timeout(PERIOD, sender.send_request(request))
-        .await
-        .map_err(|_| anyhow!("GET {addr}{path} timed out"))??;
-    let status = response.status();
-    let body = response.into_body().collect().await?.to_bytes();
-    conn.abort();
-    anyhow::ensure!(status == hyper::StatusCode::OK, "GET {addr}{path}: HTTP {status}");
-    Ok(body)
+    let url = format!("http://{addr}{path}");
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(PERIOD))
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build()
+            .into();
+        let mut response = agent.get(&url).call().with_context(|| format!("GET {url}"))?;
+        let status = response.status();
+        anyhow::ensure!(status == ureq::http::StatusCode::OK, "GET {url}: HTTP {status}");
+        Ok(Bytes::from(response.body_mut().read_to_vec().with_context(|| format!("GET {url}"))?))
+    })
+    .await?
 }

@@ -60,7 +60,7 @@ async fn main() {
         steady.as_secs_f64()
     );
     if let Some(ops) = node.operations_addr {
-        let body = reqwest_free_get(&ops.to_string()).await;
+        let body = metrics_text(&ops.to_string()).await;
         for l in body.lines().filter(|l| {
             l.starts_with("ledger_block_processing_time_sum") || l.starts_with("ledger_block_processing_time_count")
         }) {
@@ -71,13 +71,10 @@ async fn main() {
     orderer.stop().await;
 }
 
-async fn reqwest_free_get(addr: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes())
+/// The `/metrics` text of the operations endpoint at `addr`.
+async fn metrics_text(addr: &str) -> String {
+    let url = format!("http://{addr}/metrics");
+    tokio::task::spawn_blocking(move || ureq::get(&url).call().unwrap().body_mut().read_to_string().unwrap())
         .await
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    out
+        .unwrap()
 }

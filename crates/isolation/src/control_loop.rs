@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use ferrofabric_comm::Shutdown;
-use http_body_util::{BodyExt, Empty};
 use prometheus::{Gauge, IntCounterVec, IntGaugeVec, Opts, Registry};
 use tokio::task::JoinHandle;
 
@@ -325,22 +324,26 @@ pub async fn committed_transactions(addr: &str) -> Result<f64, IsolationError> {
     Ok(total)
 }
 
+/// `GET http://{addr}{path}` within a [`PERIOD`] (off the runtime's threads): the body of a 200 answer.
 async fn http_get(addr: &str, path: &str) -> Result<Bytes, IsolationError> {
-    let stream = tokio::time::timeout(PERIOD, tokio::net::TcpStream::connect(addr))
-        .await
-        .map_err(|_| IsolationError::ConnectTimeout(addr.to_owned()))?
-        .map_err(|source| IsolationError::Connect { addr: addr.to_owned(), source })?;
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
-    let conn = tokio::spawn(conn);
-    let request = hyper::Request::get(path).header(hyper::header::HOST, addr).body(Empty::<Bytes>::new())?;
-    let response = tokio::time::timeout(PERIOD, sender.send_request(request))
-        .await
-        .map_err(|_| IsolationError::GetTimeout { addr: addr.to_owned(), path: path.to_owned() })??;
-    let status = response.status();
-    let body = response.into_body().collect().await?.to_bytes();
-    conn.abort();
-    if status != hyper::StatusCode::OK {
-        return Err(IsolationError::HttpStatus { addr: addr.to_owned(), path: path.to_owned(), status });
+    let url = format!("http://{addr}{path}");
+    let get = url.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(PERIOD))
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build()
+            .into();
+        let mut response = agent.get(&get).call()?;
+        let status = response.status();
+        Ok::<_, ureq::Error>((status, response.body_mut().read_to_vec()?))
+    })
+    .await
+    .map_err(|e| IsolationError::Get { url: url.clone(), reason: e.to_string() })?
+    .map_err(|e| IsolationError::Get { url: url.clone(), reason: e.to_string() })?;
+    match answer {
+        (status, body) if status == ureq::http::StatusCode::OK => Ok(Bytes::from(body)),
+        (status, _) => Err(IsolationError::HttpStatus { url, status: status.as_u16() }),
     }
-    Ok(body)
 }

@@ -22,41 +22,21 @@ pub enum IsolationError {
     /// The controller's metrics cannot be registered (a second controller in one registry).
     #[error(transparent)]
     Metrics(#[from] prometheus::Error),
-    /// Connecting to the committer's operations endpoint timed out.
-    #[error("connecting to {0} timed out")]
-    ConnectTimeout(String),
-    /// The committer's operations endpoint cannot be reached.
-    #[error("connecting to {addr}")]
-    Connect {
-        /// The endpoint `host:port`.
-        addr: String,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The HTTP exchange with the endpoint failed.
-    #[error(transparent)]
-    Http(#[from] hyper::Error),
-    /// The HTTP request cannot be built.
-    #[error(transparent)]
-    Request(#[from] hyper::http::Error),
-    /// The endpoint did not answer in time.
-    #[error("GET {addr}{path} timed out")]
-    GetTimeout {
-        /// The endpoint `host:port`.
-        addr: String,
-        /// The path requested.
-        path: String,
+    /// A GET to the committer's operations endpoint failed (connection, timeout, a malformed answer).
+    #[error("GET {url}: {reason}")]
+    Get {
+        /// The URL requested.
+        url: String,
+        /// What failed.
+        reason: String,
     },
     /// The endpoint answered with a status other than 200.
-    #[error("GET {addr}{path}: HTTP {status}")]
+    #[error("GET {url}: HTTP {status}")]
     HttpStatus {
-        /// The endpoint `host:port`.
-        addr: String,
-        /// The path requested.
-        path: String,
-        /// The status.
-        status: hyper::StatusCode,
+        /// The URL requested.
+        url: String,
+        /// The status code.
+        status: u16,
     },
     /// The committer's metrics have no `ledger_transaction_count`.
     #[error("{0}/metrics has no ledger_transaction_count")]

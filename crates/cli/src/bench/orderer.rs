@@ -382,26 +382,28 @@ fn tx_ids(raw: &Bytes) -> anyhow::Result<Vec<String>> {
         .collect()
 }
 
-/// Joins the workset's channel over plain HTTP at `admin` (multipart upload of the genesis block).
+/// One request to the participation API over plain HTTP at `admin` (the channel join's multipart upload of the
+/// genesis block, the channel's removal): the status, an error for a status of 300 or more.
 async fn http_request(admin: &str, method: &str, path: &str, content_type: &str, body: &[u8]) -> anyhow::Result<u16> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = ferrofabric_comm::parse_addr(admin)?;
-    let mut s = tokio::net::TcpStream::connect(addr).await.with_context(|| format!("connecting to {admin}"))?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {admin}\r\nConnection: close\r\nContent-Type: {content_type}\r\n\
-         Content-Length: {}\r\n\r\n",
-        body.len()
-    );
-    s.write_all(head.as_bytes()).await?;
-    s.write_all(body).await?;
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).await?;
-    let text = String::from_utf8_lossy(&out);
-    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| anyhow!("bad HTTP response"))?;
-    if status >= 300 {
-        bail!("{method} {path}: HTTP {status}: {}", text.split("\r\n\r\n").nth(1).unwrap_or(""));
-    }
-    Ok(status)
+    let request = ureq::http::Request::builder()
+        .method(method)
+        .uri(format!("http://{addr}{path}"))
+        .header("Content-Type", content_type)
+        .body(body.to_vec())?;
+    let (method, path) = (method.to_owned(), path.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().into();
+        let mut response = agent.run(request).with_context(|| format!("{method} {path} at {addr}"))?;
+        let status = response.status().as_u16();
+        if status >= 300 {
+            let text = response.body_mut().read_to_string().unwrap_or_default();
+            bail!("{method} {path}: HTTP {status}: {text}");
+        }
+        Ok(status)
+    })
+    .await?
 }
 
 async fn join_channel(admin: &str, genesis: &[u8]) -> anyhow::Result<()> {

@@ -28,14 +28,7 @@ fn ready(p: &Proc) -> (String, u64) {
 
 /// `ledger_blockchain_height` from the operations endpoint (0 while it cannot be read).
 fn metrics_height(ops: &str) -> u64 {
-    use std::io::{Read, Write};
-    let Ok(mut s) = std::net::TcpStream::connect(ops) else { return 0 };
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    if s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {ops}\r\nConnection: close\r\n\r\n").as_bytes()).is_err() {
-        return 0;
-    }
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
+    let Some((_, body)) = daemon::http_get(ops, "/metrics") else { return 0 };
     body.lines()
         .find(|l| l.starts_with("ledger_blockchain_height{"))
         .and_then(|l| l.rsplit(' ').next())

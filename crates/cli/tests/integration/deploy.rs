@@ -7,7 +7,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -77,11 +76,7 @@ fn wait_for_port(port: u16, what: &str, logs: &Path) {
 
 /// The value of the Prometheus sample `name` (exact, labels included) at `port`'s `/metrics`, 0 if absent.
 fn metric(port: u16, name: &str) -> f64 {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return 0.0 };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    let mut body = String::new();
-    let _ = s.read_to_string(&mut body);
+    let Some((_, body)) = crate::daemon::http_get(&format!("127.0.0.1:{port}"), "/metrics") else { return 0.0 };
     body.lines()
         .filter_map(|l| l.strip_prefix(name))
         .find_map(|rest| rest.strip_prefix(' ').and_then(|v| v.trim().parse().ok()))

@@ -104,12 +104,8 @@ fn node_processes_serve_tls_and_the_gateway_and_restart_a_killed_component() {
     let names: Vec<&String> = node_info.operations.keys().collect();
     assert_eq!(names, ["blockstore", "committer", "endorser-org1", "endorser-org2", "orderer"]);
     for (component, address) in &node_info.operations {
-        let mut stream = std::net::TcpStream::connect(address).unwrap();
-        std::io::Write::write_all(&mut stream, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut answer = String::new();
-        std::io::Read::read_to_string(&mut stream, &mut answer).unwrap();
-        assert!(answer.starts_with("HTTP/1.1 200"), "{component}: {answer}");
+        let answer = crate::daemon::http_get(address, "/healthz");
+        assert!(matches!(answer, Some((200, _))), "{component}: {answer:?}");
     }
 
     Command::new("kill").args(["-TERM", &node.0.id().to_string()]).status().unwrap();

@@ -225,13 +225,8 @@ async fn five_org_ledger_with_three_of_five_and_nested_policies_commits_on_the_c
 
 /// The committer's `/metrics` text (Prometheus exposition format) from its operations endpoint.
 fn metrics(c: &RunningCommitter) -> String {
-    use std::io::{Read, Write};
     let addr = c.operations_addr.expect("operations endpoint");
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    ureq::get(format!("http://{addr}/metrics")).call().unwrap().body_mut().read_to_string().unwrap()
 }
 
 /// The value of the sample whose line starts with `name` (labels included), 0 if absent.

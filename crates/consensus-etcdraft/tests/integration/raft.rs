@@ -46,7 +46,6 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyUsagePurpose, PublicKeyData,
     SanType, SerialNumber, SignatureAlgorithm, SigningKey,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Set in the environment of a node process: its configuration file.
 const NODE_ENV: &str = "FERROFABRIC_RAFT_TEST_NODE";
@@ -292,7 +291,7 @@ impl Drop for Nodes {
     }
 }
 
-/// One HTTP/1.1 request over plain TCP with `Connection: close`; returns the status and body.
+/// One HTTP request (redirects not followed, any status answered); returns the status and body.
 pub(crate) async fn http(
     addr: SocketAddr,
     method: &str,
@@ -300,35 +299,19 @@ pub(crate) async fn http(
     content_type: Option<&str>,
     body: &[u8],
 ) -> (u16, Vec<u8>) {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut head =
-        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut request = ureq::http::Request::builder().method(method).uri(format!("http://{addr}{path}"));
     if let Some(ct) = content_type {
-        head.push_str(&format!("Content-Type: {ct}\r\n"));
+        request = request.header("Content-Type", ct);
     }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes()).await.unwrap();
-    s.write_all(body).await.unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.unwrap();
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("no end of HTTP headers");
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("no HTTP status");
-    let mut body = raw[split + 4..].to_vec();
-    if head.to_ascii_lowercase().contains("transfer-encoding: chunked") {
-        let mut out = Vec::new();
-        let mut b = body.as_slice();
-        while let Some(end) = b.windows(2).position(|w| w == b"\r\n") {
-            let size = usize::from_str_radix(std::str::from_utf8(&b[..end]).unwrap().trim(), 16).unwrap();
-            if size == 0 {
-                break;
-            }
-            out.extend_from_slice(&b[end + 2..end + 2 + size]);
-            b = &b[end + 4 + size..];
-        }
-        body = out;
-    }
-    (status, body)
+    let request = request.body(body.to_vec()).unwrap();
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent =
+            ureq::Agent::config_builder().http_status_as_error(false).max_redirects(0).build().into();
+        let mut response = agent.run(request).unwrap_or_else(|e| panic!("HTTP request failed: {e}"));
+        (response.status().as_u16(), response.body_mut().read_to_vec().unwrap())
+    })
+    .await
+    .unwrap()
 }
 
 /// Joins the channel of the config block `block` with the participation API, as `osnadmin channel join`.

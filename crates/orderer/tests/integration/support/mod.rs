@@ -1,5 +1,5 @@
-//! Shared helpers of the orderer integration tests: fixtures, starting a node on loopback, a minimal HTTP/1.1
-//! client for the participation API, Deliver helpers.
+//! Shared helpers of the orderer integration tests: fixtures, starting a node on loopback, an HTTP client for
+//! the participation API, Deliver helpers.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,7 +13,6 @@ use ferrofabric_orderer::{start, OrdererConfig, Plugins, RunningOrderer};
 use ferrofabric_protos::orderer::seek_info::SeekBehavior;
 use ferrofabric_testkit::fabric_fixture;
 use futures::StreamExt;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub(crate) fn fixture_orderer_msp() -> PathBuf {
     fabric_fixture("crypto/ordererOrganizations/example.com/orderers/orderer.example.com/msp")
@@ -59,7 +58,8 @@ impl HttpResponse {
     }
 }
 
-/// One HTTP/1.1 request with `Connection: close` over plain TCP; reads the whole response.
+/// One HTTP request to `addr` (within 20 s, redirects not followed, any status answered); reads the whole
+/// response.
 pub(crate) async fn http(
     addr: SocketAddr,
     method: &str,
@@ -67,45 +67,30 @@ pub(crate) async fn http(
     headers: &[(&str, String)],
     body: &[u8],
 ) -> HttpResponse {
-    let fut = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        req.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-        s.write_all(req.as_bytes()).await.unwrap();
-        s.write_all(body).await.unwrap();
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).await.unwrap();
-        raw
-    };
-    let raw = tokio::time::timeout(Duration::from_secs(20), fut).await.expect("HTTP request timed out");
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("no header end");
-    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines.next().unwrap().split(' ').nth(1).unwrap().parse().unwrap();
-    let headers: Vec<(String, String)> =
-        lines.filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))).collect();
-    let mut body = raw[split + 4..].to_vec();
-    if headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked")) {
-        body = dechunk(&body);
+    let mut request = ureq::http::Request::builder().method(method).uri(format!("http://{addr}{path}"));
+    for (k, v) in headers {
+        request = request.header(*k, v);
     }
-    HttpResponse { status, headers, body }
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let line_end = b.windows(2).position(|w| w == b"\r\n").unwrap();
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..line_end]).unwrap().trim(), 16).unwrap();
-        b = &b[line_end + 2..];
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[..size]);
-        b = &b[size + 2..];
-    }
+    let request = request.body(body.to_vec()).unwrap();
+    tokio::task::spawn_blocking(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(20)))
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .build()
+            .into();
+        let mut response = agent.run(request).unwrap_or_else(|e| panic!("HTTP request failed: {e}"));
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
+        let body = response.body_mut().read_to_vec().unwrap();
+        HttpResponse { status, headers, body }
+    })
+    .await
+    .unwrap()
 }
 
 /// A multipart/form-data body with one file part `field` holding `content` (as osnadmin sends it).

@@ -325,10 +325,7 @@ impl Validator {
     ///
     /// Errors: as [`Validator::commit_block`].
     pub fn commit_decoded(&mut self, arena: BlockArena) -> Result<BlockResult, ValidatorError> {
-        let config = self.config.clone();
-        let raw = arena.raw().clone();
-        let prepared = self.pool.install(|| prepare_decoded(&config, raw, Ok(arena), Signatures::Verify));
-        self.finish_block(prepared, Signatures::Verify)
+        self.commit_one(arena.raw().clone(), Some(arena), Signatures::Verify)
     }
 
     /// [`Validator::commit_block_attested`] of a block its caller has decoded already.
@@ -339,20 +336,14 @@ impl Validator {
         arena: BlockArena,
         attested: &[TxValidationCode],
     ) -> Result<BlockResult, ValidatorError> {
-        let config = self.config.clone();
-        let signatures = Signatures::Attested(attested);
-        let raw = arena.raw().clone();
-        let prepared = self.pool.install(|| prepare_decoded(&config, raw, Ok(arena), signatures));
-        self.finish_block(prepared, signatures)
+        self.commit_one(arena.raw().clone(), Some(arena), Signatures::Attested(attested))
     }
 
     /// Checks, validates and commits the next block (the marshaled `common.Block` as the orderer delivered it).
     ///
     /// Errors ([`ValidatorError`]) refuse the whole block; an invalid *transaction* is not an error but a code.
     pub fn commit_block(&mut self, raw: Bytes) -> Result<BlockResult, ValidatorError> {
-        let config = self.config.clone();
-        let prepared = self.pool.install(|| prepare(&config, raw, Signatures::Verify));
-        self.finish_block(prepared, Signatures::Verify)
+        self.commit_one(raw, None, Signatures::Verify)
     }
 
     /// Commits the next block with the signature verdicts of a trusted verifier (BMac's split, hw/DESIGN.md §1: the
@@ -372,9 +363,21 @@ impl Validator {
         raw: Bytes,
         attested: &[TxValidationCode],
     ) -> Result<BlockResult, ValidatorError> {
+        self.commit_one(raw, None, Signatures::Attested(attested))
+    }
+
+    /// One block through both stages: decoded here unless the caller has (`arena`), then committed.
+    fn commit_one(
+        &mut self,
+        raw: Bytes,
+        arena: Option<BlockArena>,
+        signatures: Signatures<'_>,
+    ) -> Result<BlockResult, ValidatorError> {
         let config = self.config.clone();
-        let signatures = Signatures::Attested(attested);
-        let prepared = self.pool.install(|| prepare(&config, raw, signatures));
+        let prepared = self.pool.install(|| match arena {
+            Some(arena) => prepare_decoded(&config, raw, Ok(arena), signatures),
+            None => prepare(&config, raw, signatures),
+        });
         self.finish_block(prepared, signatures)
     }
 

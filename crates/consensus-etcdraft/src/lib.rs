@@ -56,7 +56,7 @@
 //!   last 2^18 messages) is answered SUCCESS and ordered once; Fabric orders both copies and the peers
 //!   mark the second one a duplicate transaction.
 //! * Membership changes as in Fabric 2.5: a CONFIG_UPDATE may add, remove or rotate (new client TLS
-//!   certificate, same Raft ID) one consenter ([`ferrofabric_orderer::ConfigTxProcessor`] refuses more with
+//!   certificate, same Raft ID) one consenter ([`RaftFactory`]'s consensus metadata check refuses more with
 //!   Fabric's BAD_REQUEST message). The config block carries the new `consenter_ids` / `next_consenter_id`
 //!   (a new consenter gets `next_consenter_id`, IDs are never reused); when it is applied every node switches
 //!   its links (a rotated or moved consenter is dialed again) and the leader proposes the raft-rs
@@ -90,6 +90,7 @@ mod chain;
 mod cluster;
 mod error;
 mod members;
+mod membership;
 mod raftio;
 mod raftnode;
 mod shared;
@@ -111,20 +112,21 @@ pub use chain::RaftChain;
 pub use cluster::{Cluster, ClusterService, CLUSTER_SERVICE_NAME};
 pub use error::RaftError;
 pub use ferrofabric_comm::ClusterTls;
+pub use membership::MembershipError;
 pub use transport::SUBMIT_RESPONSES_HEADER;
 
 use self::blockmeta::raft_block_metadata;
 use self::book::Book;
 use self::chain::{run_chain, LoopParams};
 use self::members::{by_id, Dialer};
+use self::membership::{initial_raft_metadata, raft_consenters};
 use self::raftio::{Input, RaftStatus};
 use self::raftnode::{RaftLoop, RaftParams};
 use self::shared::{Shared, Timing};
 use self::storage::WalStorage;
 use ferrofabric_comm::{parse_duration, pem_cert_der};
 use ferrofabric_orderer::{
-    initial_raft_metadata, ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, OrdererConfig,
-    Plugins,
+    ChainSupport, Consensus, ConsensusContext, ConsensusError, ConsensusFactory, OrdererConfig, Plugins,
 };
 
 /// Fabric's defaults for `etcdraft.Options` fields left at zero.
@@ -301,6 +303,14 @@ impl ConsensusFactory for RaftFactory {
         }
         config_metadata(support).map_or(true, |md| is_consenter(&md.consenters, ours))
     }
+
+    fn validate_consensus_metadata(
+        &self,
+        current: &ferrofabric_channelconfig::ChannelConfig,
+        next: &ferrofabric_channelconfig::ChannelConfig,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        Ok(membership::validate_consensus_metadata(current, next)?)
+    }
 }
 
 /// The etcdraft `ConfigMetadata` of `support`'s channel configuration.
@@ -316,7 +326,7 @@ fn genesis_consenters(support: &ChainSupport) -> Option<usize> {
     let raw = support.store().block(0).ok()??;
     let env = ferrofabric_protoutil::sole_config_envelope(&Block::decode(raw).ok()?)?;
     let config = ferrofabric_channelconfig::ChannelConfig::from_envelope(&env).ok()?;
-    Some(ferrofabric_orderer::raft_consenters(&config).ok()??.len())
+    Some(raft_consenters(&config).ok()??.len())
 }
 
 /// Whether the TLS certificate `ours` (DER) is the client or server certificate of one of `consenters`.

@@ -3,17 +3,18 @@
 //!
 //! The set changes when a config block is applied: the block's `etcdraft.BlockMetadata.consenter_ids` name
 //! the Raft IDs of the new configuration's consenters, in configuration order (the leader computed them with
-//! [`ferrofabric_orderer::compute_membership_changes`] before signing the block). Links to consenters that
+//! [`compute_membership_changes`] before signing the block). Links to consenters that
 //! are gone stop, new consenters are dialed, and a consenter whose entry changed (a rotated certificate, a
 //! new endpoint) is dialed again.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::membership::{compute_membership_changes, raft_consenters};
 use bytes::Bytes;
 use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_comm::pem_cert_der;
-use ferrofabric_orderer::{compute_membership_changes, raft_consenters, Metrics, PullSource};
+use ferrofabric_orderer::{Metrics, PullSource};
 use ferrofabric_protos::common::Envelope;
 use ferrofabric_protos::etcdraft::{BlockMetadata, Consenter};
 use prost::Message;

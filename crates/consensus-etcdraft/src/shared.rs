@@ -20,8 +20,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
+use crate::membership::raft_consenters;
 use bytes::Bytes;
-use ferrofabric_orderer::{inspect, raft_consenters, ChainSupport, ConsensusError, Submission};
+use ferrofabric_orderer::{inspect, ChainSupport, ConsensusError, Submission};
 use ferrofabric_protos::common::{Block, HeaderType, Status};
 use ferrofabric_protos::etcdraft;
 use ferrofabric_protos::orderer::SubmitResponse;

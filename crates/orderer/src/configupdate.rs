@@ -11,10 +11,7 @@ use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_configtx::{wrap_config_envelope, ConfigTxValidator};
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::{ConfigEnvelope, Envelope};
-use ferrofabric_protos::etcdraft;
 use prost::Message;
-
-use crate::membership::validate_consenter_change;
 
 /// Computes the configuration a CONFIG_UPDATE leads to: Fabric's `ChainSupport.ProposeConfigUpdate`.
 ///
@@ -39,34 +36,30 @@ pub trait ConfigUpdateProcessor: Send + Sync {
     ) -> Result<ConfigEnvelope, Box<dyn std::error::Error + Send + Sync>>;
 }
 
+/// Checks the consensus metadata of a proposed configuration against the current one: Fabric's
+/// `consensus.MetadataValidator`, asked by `ChainSupport.ProposeConfigUpdate` after the configuration itself was
+/// validated. Each consensus type has its own rules (etcdraft: one consenter change at a time); the orderer core
+/// knows none of them. The node's validator is its `ConsensusRegistry`, which asks the factory of the channel's
+/// current consensus type.
+pub trait MetadataValidator: Send + Sync {
+    /// Whether the orderer configuration may go from `current` to `next`.
+    ///
+    /// Errors: the reason the change is refused, in Fabric's words; the client sees it as BAD_REQUEST
+    /// `error applying config update to existing channel '<id>': consensus metadata update for channel config
+    /// update is invalid: <reason>`.
+    fn validate_consensus_metadata(
+        &self,
+        current: &ChannelConfig,
+        next: &ChannelConfig,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>;
+}
+
 /// The node's CONFIG_UPDATE processor: [`ConfigTxValidator::propose`] (read set versions, version increments,
-/// `mod_policy` signatures, validity and compatibility of the result), plus Fabric's check of the `etcdraft`
-/// consenter set (`ChainSupport.ProposeConfigUpdate` → `ValidateConsensusMetadata`): it may not become empty
-/// nor list a TLS certificate twice, and at most one consenter may be added, removed or have its client TLS
-/// certificate rotated
-/// ([`crate::validate_consenter_change`]); otherwise the update is refused with
-/// `consensus metadata update for channel config update is invalid: update of more than one consenter at a
-/// time is not supported, requested changes: add N node(s), remove M node(s)`.
+/// `mod_policy` signatures, validity and compatibility of the result). The consensus implementation then checks
+/// the consensus metadata of the result ([`crate::ConsensusFactory::validate_consensus_metadata`], in
+/// [`crate::ChainSupport::process_config_update`]), as Fabric's `ChainSupport.ProposeConfigUpdate` does.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ConfigTxProcessor;
-
-/// Why [`ConfigTxProcessor`] refused a consenter-set change.
-#[derive(Debug, thiserror::Error)]
-#[error("consensus metadata update for channel config update is invalid: {0}")]
-struct ConsenterChange(String);
-
-/// The etcdraft consenters of `config`, or `None` for other consensus types.
-///
-/// Errors: the `ConsensusType` metadata does not decode as `etcdraft.ConfigMetadata`.
-pub fn raft_consenters(config: &ChannelConfig) -> Result<Option<Vec<etcdraft::Consenter>>, crate::error::OrdererError> {
-    let Some(oc) = config.orderer() else { return Ok(None) };
-    if oc.consensus_type() != "etcdraft" {
-        return Ok(None);
-    }
-    let md = etcdraft::ConfigMetadata::decode(oc.consensus_metadata().clone())
-        .map_err(crate::error::OrdererError::RaftMetadata)?;
-    Ok(Some(md.consenters))
-}
 
 impl ConfigUpdateProcessor for ConfigTxProcessor {
     fn propose_config_update(
@@ -74,18 +67,7 @@ impl ConfigUpdateProcessor for ConfigTxProcessor {
         current: &Arc<ChannelConfig>,
         update: &Envelope,
     ) -> Result<ConfigEnvelope, Box<dyn std::error::Error + Send + Sync>> {
-        let validator = ConfigTxValidator::new(current.clone())?;
-        let next = validator.propose(update)?;
-        let Some(config) = next.config.as_ref() else {
-            return Err(Box::new(ConsenterChange("the proposed config envelope has no config".into())));
-        };
-        if let Some(before) = raft_consenters(current).map_err(|e| ConsenterChange(e.to_string()))? {
-            let parsed = ChannelConfig::from_config(current.channel_id(), config)?;
-            if let Some(after) = raft_consenters(&parsed).map_err(|e| ConsenterChange(e.to_string()))? {
-                validate_consenter_change(&before, &after).map_err(|e| ConsenterChange(e.to_string()))?;
-            }
-        }
-        Ok(next)
+        Ok(ConfigTxValidator::new(current.clone())?.propose(update)?)
     }
 }
 

@@ -158,9 +158,6 @@ pub enum OrdererError {
     /// A pull failed: every source failed (the last failure) or applying a block failed.
     #[error("{0}")]
     Pull(String),
-    /// The etcdraft `ConsensusType` metadata does not decode.
-    #[error("bad etcdraft consensus metadata: {0}")]
-    RaftMetadata(#[source] prost::DecodeError),
     /// Any other I/O error (reading the ledger directory, a bound address).
     #[error(transparent)]
     Io(#[from] std::io::Error),

@@ -19,9 +19,9 @@
 //!   into through [`Plugins`].
 //! * [`pull_blocks`]: a consenter catching up pulls the blocks it misses from the others (Fabric's cluster block
 //!   puller).
-//! * etcdraft consenter-set changes, one consenter at a time ([`compute_membership_changes`], Fabric's
-//!   `ComputeMembershipChanges`), checked on CONFIG_UPDATE by [`ConfigTxProcessor`] and followed by the Raft
-//!   backend.
+//! * CONFIG_UPDATE: [`ConfigTxProcessor`] proposes the next configuration and the channel's consensus
+//!   implementation validates its consensus metadata ([`ConsensusFactory::validate_consensus_metadata`], Fabric's
+//!   `MetadataValidator`), e.g. etcdraft's one-consenter-at-a-time rule.
 //! * [`Registrar`]: channels on disk; the osnadmin REST API (channel participation); health and metrics
 //!   ([`Metrics`]) on the operations listener.
 //!
@@ -37,7 +37,6 @@ mod deliver;
 mod error;
 mod follower;
 mod grpc;
-mod membership;
 mod metrics;
 mod msgprocessor;
 mod onboarding;
@@ -53,16 +52,12 @@ pub use config::{
     AuthenticationConfig, ChannelParticipationConfig, ClusterConfig, ConsensusDirs, FileLedgerConfig, GeneralConfig,
     HttpListenerConfig, KafkaConfig, KafkaSaslPlain, KafkaTopic, KeepaliveConfig, OrdererConfig, TuningConfig,
 };
-pub use configupdate::{raft_consenters, ConfigTxProcessor, ConfigUpdateProcessor};
+pub use configupdate::{ConfigTxProcessor, ConfigUpdateProcessor, MetadataValidator};
 pub use consensus::{
     ChannelStatus, Consensus, ConsensusContext, ConsensusFactory, ConsensusRegistry, ConsensusRelation, Submission,
 };
 pub use cutter::{Batch, BlockCutter};
 pub use error::OrdererError;
-pub use membership::{
-    compute_membership_changes, initial_raft_metadata, validate_consenter_change, MembershipChanges, MembershipError,
-    RaftConfChange,
-};
 pub use metrics::Metrics;
 pub use msgprocessor::{inspect, FilterOptions, Inspected, Rejection};
 pub use registrar::{Channel, ChannelState, JoinError, Registrar, RegistrarParams, RemoveError};

@@ -23,6 +23,7 @@ use ferrofabric_channelconfig::ChannelConfig;
 use ferrofabric_comm::ClusterTls;
 use ferrofabric_msp::SigningIdentity;
 use ferrofabric_protos::common::Block;
+use ferrofabric_protos::etcdraft;
 use ferrofabric_protoutil::block_header_hash;
 use prost::Message;
 
@@ -101,6 +102,16 @@ pub(crate) fn pending_join_blocks(ledger_dir: &Path) -> Vec<(String, Bytes)> {
     out
 }
 
+/// The `host:port` of each etcdraft consenter of `config` (none for other consensus types or undecodable
+/// metadata): etcdraft keeps its consenters in the `ConsensusType` metadata, not in the channel configuration's
+/// consenter mapping. Only the endpoints are read here; the consenter rules live in `ferrofabric-consensus-etcdraft`.
+fn raft_consenter_endpoints(config: &ChannelConfig) -> Vec<String> {
+    let Some(orderer) = config.orderer().filter(|o| o.consensus_type() == "etcdraft") else { return Vec::new() };
+    etcdraft::ConfigMetadata::decode(orderer.consensus_metadata().clone())
+        .map(|md| md.consenters.iter().map(|c| format!("{}:{}", c.host, c.port)).collect())
+        .unwrap_or_default()
+}
+
 /// Deletes `channel`'s pending join block (its on-boarding finished or the channel was removed).
 pub(crate) fn forget_join_block(ledger_dir: &Path, channel: &str) {
     let _ = std::fs::remove_file(pending_dir(ledger_dir).join(format!("{channel}.join")));
@@ -119,9 +130,7 @@ pub(crate) fn sources(config: &ChannelConfig, own_port: u16) -> Vec<PullSource> 
         endpoints.extend(orderer.consenters().iter().map(|c| format!("{}:{}", c.host, c.port)));
     }
     endpoints.extend(config.orderer_addresses().iter().cloned());
-    if let Ok(Some(raft)) = crate::configupdate::raft_consenters(config) {
-        endpoints.extend(raft.iter().map(|c| format!("{}:{}", c.host, c.port)));
-    }
+    endpoints.extend(raft_consenter_endpoints(config));
     let mut seen = std::collections::HashSet::new();
     endpoints.retain(|e| seen.insert(e.clone()));
     let local = |host: &str| matches!(host, "127.0.0.1" | "localhost" | "::1" | "[::1]" | "0.0.0.0");

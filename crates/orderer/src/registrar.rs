@@ -214,6 +214,7 @@ impl Registrar {
                 signer: p.signer.clone(),
                 pool: p.pool.clone(),
                 config_processor: p.config_processor.clone(),
+                metadata_validator: Arc::new(p.registry.clone()),
                 filter_options: p.filter_options,
                 signing_window: p.signing_window,
                 node_certificate: p.node_certificate.clone(),

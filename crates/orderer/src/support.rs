@@ -8,12 +8,12 @@ use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_channelconfig::{BatchSize, ChannelConfig};
 use ferrofabric_msp::SigningIdentity;
-use ferrofabric_protos::common::{Block, BlockHeader, ConfigEnvelope, Payload};
+use ferrofabric_protos::common::{Block, BlockHeader, ConfigEnvelope, Envelope, Payload};
 use ferrofabric_protoutil::{block_header_hash, last_config_index, next_header, sign_and_encode, sole_config_envelope};
 use prost::Message;
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::configupdate::{signed_config_envelope, ConfigUpdateProcessor};
+use crate::configupdate::{signed_config_envelope, ConfigUpdateProcessor, MetadataValidator};
 use crate::metrics::Metrics;
 use crate::msgprocessor::{self, apply_filters, inspect, FilterOptions, Inspected, MsgClass, Rejection};
 
@@ -57,6 +57,9 @@ pub struct SupportParams {
     pub pool: Arc<rayon::ThreadPool>,
     /// The CONFIG_UPDATE implementation, if any.
     pub config_processor: Option<Arc<dyn ConfigUpdateProcessor>>,
+    /// Checks the consensus metadata of a configuration a CONFIG_UPDATE proposes (the node's consensus
+    /// registry).
+    pub metadata_validator: Arc<dyn MetadataValidator>,
     /// Broadcast filter options.
     pub filter_options: FilterOptions,
     /// Blocks that may be signed ahead of the one being appended.
@@ -263,7 +266,7 @@ impl ChainSupport {
             status: r.status,
             info: format!("config update for existing channel did not pass initial checks: {}", r.info),
         })?;
-        let next = processor.propose_config_update(&config, &msg.envelope).map_err(|e| {
+        let next = self.propose_config_update(processor.as_ref(), &config, &msg.envelope).map_err(|e| {
             Rejection::bad_request(format!(
                 "error applying config update to existing channel '{}': {e}",
                 self.channel_id
@@ -276,6 +279,27 @@ impl ChainSupport {
             info: format!("config update for existing channel did not pass final checks: {}", r.info),
         })?;
         Ok((raw, config.sequence()))
+    }
+
+    /// Fabric `ChainSupport.ProposeConfigUpdate`: the processor's next configuration, then the consensus
+    /// implementation's check of its consensus metadata.
+    ///
+    /// Errors: the processor's; a configuration that does not parse; the metadata check's, prefixed with
+    /// Fabric's `consensus metadata update for channel config update is invalid: `.
+    fn propose_config_update(
+        &self,
+        processor: &dyn ConfigUpdateProcessor,
+        config: &Arc<ChannelConfig>,
+        update: &Envelope,
+    ) -> Result<ConfigEnvelope, Box<dyn std::error::Error + Send + Sync>> {
+        let next = processor.propose_config_update(config, update)?;
+        let proposed = next.config.as_ref().ok_or("the proposed config envelope has no config")?;
+        let parsed = ChannelConfig::from_config(&self.channel_id, proposed)?;
+        self.params
+            .metadata_validator
+            .validate_consensus_metadata(config, &parsed)
+            .map_err(|e| format!("consensus metadata update for channel config update is invalid: {e}"))?;
+        Ok(next)
     }
 
     /// Fabric `ProcessConfigMsg`: re-derives a CONFIG envelope from the CONFIG_UPDATE it carries

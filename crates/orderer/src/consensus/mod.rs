@@ -7,8 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use ferrofabric_channelconfig::ChannelConfig;
 use futures::future::BoxFuture;
 
+pub(crate) use crate::configupdate::MetadataValidator;
 pub(crate) use crate::support::{ChainSupport, ConsensusError};
 
 /// A checked message handed to consensus.
@@ -187,6 +189,21 @@ pub trait ConsensusFactory: Send + Sync {
         let _ = support;
         true
     }
+
+    /// Whether a CONFIG_UPDATE may change the orderer configuration from `current` to `next` as far as this
+    /// consensus type is concerned (Fabric's `consensus.MetadataValidator.ValidateConsensusMetadata`, asked for
+    /// the channel's current consensus type). The default accepts every change: backends without consensus
+    /// metadata rules (solo, Kafka).
+    ///
+    /// Errors: the reason, in Fabric's words (see [`MetadataValidator`]).
+    fn validate_consensus_metadata(
+        &self,
+        current: &ChannelConfig,
+        next: &ChannelConfig,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let _ = (current, next);
+        Ok(())
+    }
 }
 
 /// The consensus implementations this node can run, by `ConsensusType.type` of the channel configuration.
@@ -222,5 +239,21 @@ impl ConsensusRegistry {
     /// The factory for `consensus_type`, if registered.
     pub fn get(&self, consensus_type: &str) -> Option<&Arc<dyn ConsensusFactory>> {
         self.factories.get(consensus_type)
+    }
+}
+
+/// Asks the factory of `current`'s consensus type; a type this node does not run has no rules to apply here
+/// (such a channel is not served).
+impl MetadataValidator for ConsensusRegistry {
+    fn validate_consensus_metadata(
+        &self,
+        current: &ChannelConfig,
+        next: &ChannelConfig,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let Some(orderer) = current.orderer() else { return Ok(()) };
+        match self.get(orderer.consensus_type()) {
+            Some(factory) => factory.validate_consensus_metadata(current, next),
+            None => Ok(()),
+        }
     }
 }

@@ -8,11 +8,13 @@
 
 use std::collections::BTreeMap;
 
-use ferrofabric_protos::etcdraft::{BlockMetadata, Consenter};
+use ferrofabric_channelconfig::ChannelConfig;
+use ferrofabric_protos::etcdraft::{BlockMetadata, ConfigMetadata, Consenter};
+use prost::Message;
 
 /// The Raft configuration change a consenter-set change needs (Fabric's `raftpb.ConfChange`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RaftConfChange {
+pub(crate) enum RaftConfChange {
     /// Add the voter with this Raft ID (`ConfChangeAddNode`).
     AddNode(u64),
     /// Remove the voter with this Raft ID (`ConfChangeRemoveNode`).
@@ -21,25 +23,25 @@ pub enum RaftConfChange {
 
 /// What a new consenter list changes (Fabric `MembershipChanges`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct MembershipChanges {
+pub(crate) struct MembershipChanges {
     /// The Raft metadata after the change: `consenter_ids` in the order of the new consenter list,
     /// `next_consenter_id` advanced past an added consenter; `raft_index` unchanged.
-    pub new_metadata: BlockMetadata,
+    pub(crate) new_metadata: BlockMetadata,
     /// The new consenters by Raft ID.
-    pub new_consenters: BTreeMap<u64, Consenter>,
+    pub(crate) new_consenters: BTreeMap<u64, Consenter>,
     /// Consenters whose client certificate was not in the old set.
-    pub added: Vec<Consenter>,
+    pub(crate) added: Vec<Consenter>,
     /// Old consenters whose client certificate is not in the new set.
-    pub removed: Vec<Consenter>,
+    pub(crate) removed: Vec<Consenter>,
     /// The Raft reconfiguration to propose, if any (none for a rotation or no change).
-    pub conf_change: Option<RaftConfChange>,
+    pub(crate) conf_change: Option<RaftConfChange>,
     /// The Raft ID whose certificate was rotated, if that is the change.
-    pub rotated: Option<u64>,
+    pub(crate) rotated: Option<u64>,
 }
 
 impl MembershipChanges {
     /// True when a consenter was added, removed or rotated.
-    pub fn changed(&self) -> bool {
+    pub(crate) fn changed(&self) -> bool {
         !self.added.is_empty() || !self.removed.is_empty()
     }
 }
@@ -48,6 +50,30 @@ impl std::fmt::Display for MembershipChanges {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "add {} node(s), remove {} node(s)", self.added.len(), self.removed.len())
     }
+}
+
+/// The etcdraft consenters of `config`, from its `ConsensusType` metadata, or `None` for other consensus types.
+///
+/// Errors: [`MembershipError::Metadata`], the metadata does not decode as `etcdraft.ConfigMetadata`.
+pub(crate) fn raft_consenters(config: &ChannelConfig) -> Result<Option<Vec<Consenter>>, MembershipError> {
+    let Some(orderer) = config.orderer().filter(|o| o.consensus_type() == "etcdraft") else { return Ok(None) };
+    let md = ConfigMetadata::decode(orderer.consensus_metadata().clone()).map_err(MembershipError::Metadata)?;
+    Ok(Some(md.consenters))
+}
+
+/// Fabric's etcdraft `ValidateConsensusMetadata` for a config update of an existing channel: when both
+/// configurations are etcdraft, the consenter change must pass [`validate_consenter_change`]. A change of
+/// consensus type is not this check's concern.
+///
+/// Errors: [`MembershipError`].
+pub(crate) fn validate_consensus_metadata(
+    current: &ChannelConfig,
+    next: &ChannelConfig,
+) -> Result<(), MembershipError> {
+    if let (Some(before), Some(after)) = (raft_consenters(current)?, raft_consenters(next)?) {
+        validate_consenter_change(&before, &after)?;
+    }
+    Ok(())
 }
 
 /// Why a consenter-set change is refused; the text is Fabric's.
@@ -68,6 +94,9 @@ pub enum MembershipError {
         /// Its client certificate.
         client: String,
     },
+    /// The `ConsensusType` metadata does not decode as `etcdraft.ConfigMetadata`.
+    #[error("bad etcdraft consensus metadata: {0}")]
+    Metadata(#[source] prost::DecodeError),
 }
 
 /// The changes from the consenters `old` (by Raft ID) with Raft metadata `old_metadata` to the consenter
@@ -75,7 +104,7 @@ pub enum MembershipError {
 ///
 /// Errors: [`MembershipError::TooManyChanges`] when more than one consenter would be added or removed (a
 /// rotation counts as one change).
-pub fn compute_membership_changes(
+pub(crate) fn compute_membership_changes(
     old_metadata: &BlockMetadata,
     old: &BTreeMap<u64, Consenter>,
     new: &[Consenter],
@@ -131,7 +160,7 @@ pub fn compute_membership_changes(
 
 /// The Raft metadata of a channel whose ledger records none yet (its genesis block): consenter `i` has
 /// Raft ID `i + 1` and the next ID is `n + 1` (Fabric `ReadBlockMetadata`).
-pub fn initial_raft_metadata(consenters: usize) -> BlockMetadata {
+pub(crate) fn initial_raft_metadata(consenters: usize) -> BlockMetadata {
     let n = consenters as u64;
     BlockMetadata { consenter_ids: (1..=n).collect(), next_consenter_id: n + 1, raft_index: 0 }
 }
@@ -141,7 +170,10 @@ pub fn initial_raft_metadata(consenters: usize) -> BlockMetadata {
 /// most one consenter added, removed or rotated.
 ///
 /// Errors: [`MembershipError`].
-pub fn validate_consenter_change(old: &[Consenter], new: &[Consenter]) -> Result<MembershipChanges, MembershipError> {
+pub(crate) fn validate_consenter_change(
+    old: &[Consenter],
+    new: &[Consenter],
+) -> Result<MembershipChanges, MembershipError> {
     if new.is_empty() {
         return Err(MembershipError::Empty);
     }

@@ -324,7 +324,7 @@ pub async fn start(config: BlockstoreConfig) -> Result<RunningBlockstore, Blocks
     let queries = BlockStoreServer::new(QueryService::new(store.clone())).max_encoding_message_size(256 << 20);
     let (listen_addr, task) =
         ferrofabric_comm::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
-            b.add_service(deliver).add_service(queries)
+            b.add_service(ferrofabric_comm::StreamService(deliver)).add_service(queries)
         })?;
     listeners.push(task);
     let mut operations_addr = None;

@@ -106,7 +106,7 @@ where
 
 /// The answer of a hand-wired gRPC service to a path it does not serve: HTTP 200 with `grpc-status`
 /// UNIMPLEMENTED, as tonic's generated servers answer.
-pub fn unimplemented_response() -> http::Response<tonic::body::Body> {
+pub(crate) fn unimplemented_response() -> http::Response<tonic::body::Body> {
     let mut response = http::Response::new(tonic::body::Body::default());
     let headers = response.headers_mut();
     headers.insert(tonic::Status::GRPC_STATUS, (tonic::Code::Unimplemented as i32).into());

@@ -2,8 +2,9 @@
 //! `core/operations`), so that each rule about connections has one home:
 //!
 //! * codecs that keep marshaled messages as bytes (requests arrive as the raw `Envelope`, blocks leave as the
-//!   stored bytes): [`PairCodec`] of [`RawEncoder`], [`RawDecoder`], [`ProstEncoder`], [`ProstDecoder`], and the
-//!   UNIMPLEMENTED answer of hand-wired services, [`unimplemented_response`];
+//!   stored bytes): [`PairCodec`] of [`RawEncoder`], [`RawDecoder`], [`ProstEncoder`], [`ProstDecoder`];
+//! * the one shape of the hand-wired streaming services (Broadcast, Deliver, the cluster Step services): a
+//!   service's [`StreamMethods`], served by [`StreamService`] through [`serve_stream`];
 //! * the gRPC client: connections with TLS ([`connect`], [`connect_with`], [`ClientTls`]),
 //!   `orderer.AtomicBroadcast` [`broadcast`] / [`deliver`] and the peer's `protos.Deliver` ([`open_deliver`] of a
 //!   [`DeliverApi`]) with blocks left as bytes ([`DeliverItem`]), seek envelopes ([`seek_envelope`]);
@@ -29,6 +30,7 @@ mod listener;
 mod operations;
 mod parse;
 mod shutdown;
+mod stream;
 mod tls;
 
 pub use client::{
@@ -38,7 +40,7 @@ pub use client::{
 pub use cluster::{
     cluster_endpoint, cluster_peer_certificate, ClusterTls, CLUSTER_KEEPALIVE_INTERVAL, CLUSTER_KEEPALIVE_TIMEOUT,
 };
-pub use codec::{unimplemented_response, PairCodec, ProstDecoder, ProstEncoder, RawDecoder, RawEncoder};
+pub use codec::{PairCodec, ProstDecoder, ProstEncoder, RawDecoder, RawEncoder};
 pub use envconfig::{apply_env_overrides, fabric_cfg_file};
 pub use error::CommError;
 pub use listener::{
@@ -49,4 +51,5 @@ pub use operations::{
 };
 pub use parse::{parse_addr, parse_duration};
 pub use shutdown::{wait_for_signal, Shutdown, ShutdownTrigger};
+pub use stream::{serve_stream, CallFuture, StreamMethods, StreamService};
 pub use tls::{http_server_tls, pem_cert_der, ClientTlsConfig, TlsConfig};

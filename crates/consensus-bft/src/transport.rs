@@ -8,17 +8,18 @@
 //!   certificate of one of the channel's consenters; a frame from anyone else is dropped.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, RwLock};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use ferrofabric_comm::{ClusterTls, PairCodec, ProstDecoder, ProstEncoder, RawEncoder};
+use ferrofabric_comm::{
+    serve_stream, CallFuture, ClusterTls, PairCodec, ProstDecoder, ProstEncoder, RawEncoder, StreamMethods,
+    StreamService,
+};
 use ferrofabric_orderer::Metrics;
 use tokio::sync::{mpsc, watch};
 use tonic::codegen::BoxFuture;
-use tonic::server::{Grpc, NamedService, StreamingService};
+use tonic::server::StreamingService;
 use tonic::transport::Endpoint;
 use tonic::Streaming;
 
@@ -75,8 +76,8 @@ impl BftCluster {
     }
 
     /// The `orderer.ClusterNodeService` gRPC service to add to the node's server.
-    pub fn service(self: &Arc<Self>) -> BftClusterService {
-        BftClusterService { cluster: self.clone() }
+    pub fn service(self: &Arc<Self>) -> StreamService<BftClusterService> {
+        StreamService(BftClusterService { cluster: self.clone() })
     }
 }
 
@@ -185,7 +186,7 @@ async fn connect_and_send(endpoint: &Endpoint, max_message: usize, rx: &mut mpsc
     }
 }
 
-/// The server side of `orderer.ClusterNodeService` for `tonic::transport::Server::add_service`: authenticates the
+/// The server side of `orderer.ClusterNodeService`, served as a [`ferrofabric_comm::StreamService`]: authenticates the
 /// caller by its TLS client certificate and hands each frame to the channel's chain. A call without a client
 /// certificate ends with UNAUTHENTICATED; frames for channels not served here are dropped.
 #[derive(Clone)]
@@ -199,8 +200,20 @@ impl std::fmt::Debug for BftClusterService {
     }
 }
 
-impl NamedService for BftClusterService {
+impl StreamMethods for BftClusterService {
     const NAME: &'static str = BFT_CLUSTER_SERVICE_NAME;
+
+    fn call(&self, method: &str, req: http::Request<tonic::body::Body>) -> Option<CallFuture> {
+        let max = self.cluster.max_message;
+        (method == "Step").then(|| {
+            serve_stream::<ProstEncoder<StepAck>, ProstDecoder<WireMessage>, _>(
+                StepSvc(self.cluster.clone()),
+                req,
+                max,
+                max,
+            )
+        })
+    }
 }
 
 struct StepSvc(Arc<BftCluster>);
@@ -246,28 +259,4 @@ async fn serve_step(
         }
     }
     drop(out);
-}
-
-impl tonic::codegen::Service<http::Request<tonic::body::Body>> for BftClusterService {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        let max = Some(self.cluster.max_message);
-        if req.uri().path() == STEP_PATH {
-            let svc = StepSvc(self.cluster.clone());
-            Box::pin(async move {
-                let mut grpc = Grpc::new(PairCodec::<ProstEncoder<StepAck>, ProstDecoder<WireMessage>>::default())
-                    .apply_max_message_size_config(max, max);
-                Ok(grpc.streaming(svc, req).await)
-            })
-        } else {
-            Box::pin(async move { Ok(ferrofabric_comm::unimplemented_response()) })
-        }
-    }
 }

@@ -3,17 +3,15 @@
 //! chain. The dialing side and the messages' bytes are in `transport`.
 
 use std::collections::HashMap;
-use std::convert::Infallible;
 use std::sync::{Arc, RwLock};
-use std::task::{Context, Poll};
 
-use ferrofabric_comm::{PairCodec, ProstDecoder, ProstEncoder};
+use ferrofabric_comm::{serve_stream, CallFuture, ProstDecoder, ProstEncoder, StreamMethods, StreamService};
 use ferrofabric_orderer::OrdererConfig;
 use ferrofabric_protos::common::Status;
 use ferrofabric_protos::orderer::{step_response, StepResponse};
 use tokio::sync::mpsc;
 use tonic::codegen::BoxFuture;
-use tonic::server::{Grpc, NamedService, StreamingService};
+use tonic::server::StreamingService;
 use tonic::Streaming;
 
 use super::shared::Shared;
@@ -61,8 +59,8 @@ impl Cluster {
     }
 
     /// The `orderer.Cluster` gRPC service to add to the node's server.
-    pub fn service(self: &Arc<Self>) -> ClusterService {
-        ClusterService::new(self.clone())
+    pub fn service(self: &Arc<Self>) -> StreamService<ClusterService> {
+        StreamService(ClusterService::new(self.clone()))
     }
 
     pub(crate) fn chain(&self, channel: &str) -> Option<Arc<Shared>> {
@@ -84,8 +82,8 @@ impl Cluster {
     }
 }
 
-/// The server side of `orderer.Cluster` (Fabric `orderer/common/cluster/service.go`), for
-/// `tonic::transport::Server::add_service`: authenticates the caller by its TLS client certificate and
+/// The server side of `orderer.Cluster` (Fabric `orderer/common/cluster/service.go`), served as a
+/// [`ferrofabric_comm::StreamService`]: authenticates the caller by its TLS client certificate and
 /// routes each request to the channel's Raft chain. A call without a client certificate ends with
 /// UNAUTHENTICATED. A caller that does not ask for answers ([`SUBMIT_RESPONSES_HEADER`], a Fabric orderer) gets
 /// what Fabric's Step server sends on a live stream: no response headers, no `StepResponse`; one that asks gets
@@ -107,8 +105,20 @@ impl ClusterService {
     }
 }
 
-impl NamedService for ClusterService {
+impl StreamMethods for ClusterService {
     const NAME: &'static str = CLUSTER_SERVICE_NAME;
+
+    fn call(&self, method: &str, req: http::Request<tonic::body::Body>) -> Option<CallFuture> {
+        let max = self.cluster.max_message;
+        (method == "Step").then(|| {
+            serve_stream::<ProstEncoder<StepResponse>, ProstDecoder<StepRequestRaw>, _>(
+                StepSvc(self.cluster.clone()),
+                req,
+                max,
+                max,
+            )
+        })
+    }
 }
 
 struct StepSvc(Arc<Cluster>);
@@ -191,36 +201,4 @@ async fn serve_step(
     // Answers still owed are sent before the response stream closes.
     drop(submits);
     let _ = answers.await;
-}
-
-impl tonic::codegen::Service<http::Request<tonic::body::Body>> for ClusterService {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        let max = Some(self.cluster.max_message);
-        match req.uri().path() {
-            "/orderer.Cluster/Step" => {
-                let svc = StepSvc(self.cluster.clone());
-                Box::pin(async move {
-                    let mut grpc =
-                        Grpc::new(PairCodec::<ProstEncoder<StepResponse>, ProstDecoder<StepRequestRaw>>::default())
-                            .apply_max_message_size_config(max, max);
-                    Ok(grpc.streaming(svc, req).await)
-                })
-            }
-            _ => Box::pin(async move {
-                let mut response = http::Response::new(tonic::body::Body::default());
-                let headers = response.headers_mut();
-                headers.insert(tonic::Status::GRPC_STATUS, (tonic::Code::Unimplemented as i32).into());
-                headers.insert(http::header::CONTENT_TYPE, tonic::metadata::GRPC_CONTENT_TYPE);
-                Ok(response)
-            }),
-        }
-    }
 }

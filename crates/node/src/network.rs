@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 use crate::address::addr;
 use crate::args::NodeArgs;
 use crate::chaincode_definitions::{define_chaincodes, Barrier};
-use crate::layout::{ChannelParams, Layout, TlsMode, PEER_MSPIDS};
+use crate::layout::{absolute, ChannelParams, Layout, TlsMode, PEER_MSPIDS};
 use crate::profile::NodeInfo;
 use crate::running_node::RunningNode;
 
@@ -342,7 +342,7 @@ fn start_peers(
         let gateway = gateway.into_service();
         let router = ferrofabric_comm::grpc_server_builder(&s.listener_tls(&layout.peer_node(org)))?
             .add_service(service)
-            .add_service(deliver)
+            .add_service(ferrofabric_comm::StreamService(deliver))
             .add_service(gateway)
             .add_service(discovery)
             .add_service(chaincodes.register_service());
@@ -361,8 +361,4 @@ fn start_peers(
 /// The chaincodes the endorsers run (the built-ins).
 fn ferrofabric_chaincode_registry() -> ferrofabric_chaincode::Registry {
     ferrofabric_chaincode::Registry::builtin()
-}
-
-fn absolute(p: &std::path::Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }

@@ -10,18 +10,16 @@
 //!
 //! The codecs are `ferrofabric-comm`'s.
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use ferrofabric_comm::{unimplemented_response, PairCodec, ProstEncoder, RawDecoder};
+use ferrofabric_comm::{serve_stream, CallFuture, ProstEncoder, RawDecoder, StreamMethods};
 use ferrofabric_deliver::{DeliverFrame, DeliverFrameEncoder, DeliverHandler, RequestKind};
 use ferrofabric_protos::orderer::BroadcastResponse;
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use tonic::codegen::BoxFuture;
-use tonic::server::{Grpc, NamedService, StreamingService};
+use tonic::server::StreamingService;
 use tonic::Streaming;
 
 use crate::broadcast::BroadcastHandler;
@@ -29,7 +27,7 @@ use crate::broadcast::BroadcastHandler;
 /// gRPC service name (`/orderer.AtomicBroadcast/...`).
 pub(crate) const SERVICE_NAME: &str = "orderer.AtomicBroadcast";
 
-/// The server side of `orderer.AtomicBroadcast`, for `tonic::transport::Server::add_service`.
+/// The methods of `orderer.AtomicBroadcast`; served as a [`ferrofabric_comm::StreamService`].
 #[derive(Clone)]
 pub(crate) struct AtomicBroadcastService {
     broadcast: Arc<BroadcastHandler>,
@@ -57,8 +55,27 @@ impl AtomicBroadcastService {
     }
 }
 
-impl NamedService for AtomicBroadcastService {
+impl StreamMethods for AtomicBroadcastService {
     const NAME: &'static str = SERVICE_NAME;
+
+    fn call(&self, method: &str, req: http::Request<tonic::body::Body>) -> Option<CallFuture> {
+        let (max_dec, max_enc) = (self.max_decoding, self.max_encoding);
+        Some(match method {
+            "Broadcast" => serve_stream::<ProstEncoder<BroadcastResponse>, RawDecoder, _>(
+                BroadcastSvc(self.broadcast.clone()),
+                req,
+                max_dec,
+                max_enc,
+            ),
+            "Deliver" => serve_stream::<DeliverFrameEncoder, RawDecoder, _>(
+                DeliverSvc(self.deliver.clone()),
+                req,
+                max_dec,
+                max_enc,
+            ),
+            _ => return None,
+        })
+    }
 }
 
 struct BroadcastSvc(Arc<BroadcastHandler>);
@@ -88,38 +105,5 @@ impl StreamingService<Bytes> for DeliverSvc {
             let rx = handler.serve(RequestKind::Blocks, request.into_inner());
             Ok(tonic::Response::new(tokio_stream::wrappers::ReceiverStream::new(rx)))
         })
-    }
-}
-
-impl tonic::codegen::Service<http::Request<tonic::body::Body>> for AtomicBroadcastService {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        let (max_dec, max_enc) = (Some(self.max_decoding), Some(self.max_encoding));
-        match req.uri().path() {
-            "/orderer.AtomicBroadcast/Broadcast" => {
-                let svc = BroadcastSvc(self.broadcast.clone());
-                Box::pin(async move {
-                    let mut grpc = Grpc::new(PairCodec::<ProstEncoder<BroadcastResponse>, RawDecoder>::default())
-                        .apply_max_message_size_config(max_dec, max_enc);
-                    Ok(grpc.streaming(svc, req).await)
-                })
-            }
-            "/orderer.AtomicBroadcast/Deliver" => {
-                let svc = DeliverSvc(self.deliver.clone());
-                Box::pin(async move {
-                    let mut grpc = Grpc::new(PairCodec::<DeliverFrameEncoder, RawDecoder>::default())
-                        .apply_max_message_size_config(max_dec, max_enc);
-                    Ok(grpc.streaming(svc, req).await)
-                })
-            }
-            _ => Box::pin(async move { Ok(unimplemented_response()) }),
-        }
     }
 }

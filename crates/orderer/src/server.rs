@@ -202,7 +202,7 @@ pub async fn start(config: OrdererConfig, plugins: Plugins) -> Result<RunningOrd
     let mut builder = ferrofabric_comm::grpc_server_builder(&general.tls)?
         .http2_keepalive_interval(Some(keepalive(&general.keepalive.server_interval, 7200)?))
         .http2_keepalive_timeout(Some(keepalive(&general.keepalive.server_timeout, 20)?));
-    let router = builder.add_routes(plugins.services).add_service(service);
+    let router = builder.add_routes(plugins.services).add_service(ferrofabric_comm::StreamService(service));
     tasks.push(ferrofabric_comm::spawn_grpc_server(router, incoming, shutdown_rx.clone()));
 
     // Admin (channel participation).

@@ -126,7 +126,7 @@ pub async fn start(config: PeerConfig) -> anyhow::Result<RunningPeer> {
                 .max_decoding_message_size(MAX_MESSAGE_SIZE)
                 .max_encoding_message_size(MAX_MESSAGE_SIZE),
         )
-        .add_service(deliver)
+        .add_service(ferrofabric_comm::StreamService(deliver))
         .add_service(
             DiscoveryServer::new(PeerDiscovery(channels.clone()))
                 .max_decoding_message_size(MAX_MESSAGE_SIZE)

@@ -904,7 +904,7 @@ pub async fn start(config: CommitterConfig) -> anyhow::Result<RunningCommitter> 
     );
     let (deliver_addr, task) =
         ferrofabric_comm::grpc_listener(&config.listen_address, &config.tls, shutdown_rx.clone(), |b| {
-            b.add_service(service.clone())
+            b.add_service(ferrofabric_comm::StreamService(service.clone()))
         })?;
     listeners.push(task);
     let mut operations_addr = None;
@@ -1019,8 +1019,8 @@ fn health_from_status(mut status: watch::Receiver<Status>) -> Health {
 struct ConfigAttestations(watch::Receiver<Option<Arc<ChannelConfig>>>);
 
 impl ferrofabric_deliver::AttestationVerifier for ConfigAttestations {
-    fn verify(&self, block: &Bytes) -> Result<u64, String> {
-        let config = self.0.borrow().clone().ok_or_else(|| "no channel configuration".to_string())?;
-        ferrofabric_channelconfig::verify_block_attestation(&config, block.clone()).map_err(|e| e.to_string())
+    fn verify(&self, block: &Bytes) -> Result<u64, ferrofabric_deliver::AttestationError> {
+        let config = self.0.borrow().clone().ok_or(ferrofabric_deliver::AttestationError::NoConfig)?;
+        Ok(ferrofabric_channelconfig::verify_block_attestation(&config, block.clone())?)
     }
 }

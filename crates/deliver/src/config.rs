@@ -9,7 +9,7 @@ use bytes::Bytes;
 use ferrofabric_comm::{parse_duration, ClientTls, DeliverApi};
 use serde::Deserialize;
 
-use crate::error::DeliverError;
+use crate::error::{AttestationError, DeliverError};
 
 /// How a follower talks to its servers, in configuration files (Fabric's `peer.deliveryclient` and
 /// `peer.keepalive.deliveryClient`).
@@ -121,7 +121,7 @@ pub trait AttestationVerifier: Send + Sync + 'static {
     /// The attested block number, or why the attestation is refused.
     ///
     /// Errors: the bytes are not a block, or its signatures do not satisfy the policy.
-    fn verify(&self, block: &Bytes) -> Result<u64, String>;
+    fn verify(&self, block: &Bytes) -> Result<u64, AttestationError>;
 }
 
 /// The BFT deliverer's settings: present on channels ordered by BFT consenters.

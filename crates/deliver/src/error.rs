@@ -1,5 +1,6 @@
 //! The error of this crate's functions: follow settings, connections and the blocks received or served.
 
+use ferrofabric_channelconfig::{BlockSignatureError, PolicyError};
 use ferrofabric_comm::CommError;
 
 /// What failed in reading the follow settings, dialing a Deliver server or reading a block.
@@ -35,4 +36,33 @@ pub enum DeliverError {
         #[source]
         source: prost::DecodeError,
     },
+}
+
+/// Why a daemon's access rule ([`crate::PolicyChecker`]) refuses a Deliver request; logged, the client gets
+/// `FORBIDDEN` (Fabric `common/deliver/deliver.go`).
+#[derive(Debug, thiserror::Error)]
+pub enum AccessDenied {
+    /// The channel configuration has no policy at the path the rule names.
+    #[error("no policy {0}")]
+    NoPolicy(String),
+    /// The request's signer does not satisfy the policy at `path`.
+    #[error("{path} not satisfied: {source}")]
+    NotSatisfied {
+        /// The policy's path, e.g. `/Channel/Readers`.
+        path: String,
+        /// Why the policy was not satisfied.
+        #[source]
+        source: PolicyError,
+    },
+}
+
+/// Why a BFT block attestation is refused ([`crate::AttestationVerifier`]).
+#[derive(Debug, thiserror::Error)]
+pub enum AttestationError {
+    /// The verifier has no channel configuration yet to check against.
+    #[error("no channel configuration")]
+    NoConfig,
+    /// The bytes are not a block, or its signatures do not satisfy the channel's `BlockValidation` policy.
+    #[error(transparent)]
+    Signatures(#[from] BlockSignatureError),
 }

@@ -30,7 +30,7 @@ mod server;
 pub use censorship::headers_from;
 pub use config::{AttestationVerifier, BftFollow, DeliveryConfig, FollowConfig};
 pub use connection::{block_number, connect, seek_envelope};
-pub use error::DeliverError;
+pub use error::{AccessDenied, AttestationError, DeliverError};
 pub use filtered::filtered_block;
 pub use follower::{seek_from, Fetched, Follower};
 pub use peer::{DeliverLedger, DeliverMetrics, PeerAcl, PeerDeliverService, DEFAULT_EVENT_POLICY};

@@ -1,20 +1,19 @@
 //! Fabric's peer Deliver service (`protos.Deliver`): [`PeerDeliverService`] over one ledger ([`DeliverLedger`]),
 //! with the peer's access rule ([`PeerAcl`]) and counters ([`DeliverMetrics`]).
 
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use ferrofabric_block_store::BlockStore;
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
-use ferrofabric_comm::{unimplemented_response, PairCodec, RawDecoder, Shutdown};
+use ferrofabric_comm::{serve_stream, CallFuture, RawDecoder, Shutdown, StreamMethods};
 use tokio::sync::watch;
 use tonic::codegen::BoxFuture;
-use tonic::server::{Grpc, NamedService, StreamingService};
+use tonic::server::StreamingService;
 use tonic::Streaming;
 
+use crate::error::AccessDenied;
 use crate::server::{
     BlockSource, Chain, ChainManager, DeliverFrame, DeliverFrameEncoder, DeliverHandler, DeliverObserver,
     PolicyChecker, RequestKind,
@@ -80,12 +79,12 @@ impl PeerAcl {
 }
 
 impl PolicyChecker for PeerAcl {
-    fn check(&self, config: &ChannelConfig, kind: RequestKind, signed: &SignedData) -> Result<(), String> {
+    fn check(&self, config: &ChannelConfig, kind: RequestKind, signed: &SignedData) -> Result<(), AccessDenied> {
         let resource = Self::resource(kind);
         let path = config.application().and_then(|a| a.acl_policy(resource)).unwrap_or(DEFAULT_EVENT_POLICY);
-        let policy = config.policy(path).ok_or_else(|| format!("no policy {path}"))?;
+        let policy = config.policy(path).ok_or_else(|| AccessDenied::NoPolicy(path.to_owned()))?;
         let set = SignatureSet::new(vec![signed.clone()], config.msp_manager());
-        policy.evaluate(&set).map_err(|e| format!("{path} not satisfied: {e}"))
+        policy.evaluate(&set).map_err(|source| AccessDenied::NotSatisfied { path: path.to_owned(), source })
     }
 }
 
@@ -136,7 +135,7 @@ impl DeliverObserver for DeliverMetrics {
 /// a `FilteredBlock` ([`crate::filtered::filtered_block`]), `DeliverWithPrivateData` the block with an empty private data map
 /// (private data is not kept).
 ///
-/// Added to a server with `tonic::transport::Server::add_service`.
+/// Added to a server as a [`ferrofabric_comm::StreamService`].
 #[derive(Clone)]
 pub struct PeerDeliverService {
     handler: Arc<DeliverHandler>,
@@ -181,8 +180,19 @@ impl PeerDeliverService {
     }
 }
 
-impl NamedService for PeerDeliverService {
+impl StreamMethods for PeerDeliverService {
     const NAME: &'static str = SERVICE_NAME;
+
+    fn call(&self, method: &str, req: http::Request<tonic::body::Body>) -> Option<CallFuture> {
+        let kind = match method {
+            "Deliver" => RequestKind::Blocks,
+            "DeliverFiltered" => RequestKind::Filtered,
+            "DeliverWithPrivateData" => RequestKind::WithPrivateData,
+            _ => return None,
+        };
+        let rpc = Rpc(self.handler.clone(), kind);
+        Some(serve_stream::<DeliverFrameEncoder, RawDecoder, _>(rpc, req, MAX_REQUEST, MAX_RESPONSE))
+    }
 }
 
 struct Rpc(Arc<DeliverHandler>, RequestKind);
@@ -194,31 +204,5 @@ impl StreamingService<Bytes> for Rpc {
     fn call(&mut self, request: tonic::Request<Streaming<Bytes>>) -> Self::Future {
         let rx = self.0.serve(self.1, request.into_inner());
         Box::pin(async move { Ok(tonic::Response::new(tokio_stream::wrappers::ReceiverStream::new(rx))) })
-    }
-}
-
-impl tonic::codegen::Service<http::Request<tonic::body::Body>> for PeerDeliverService {
-    type Response = http::Response<tonic::body::Body>;
-    type Error = Infallible;
-    type Future = BoxFuture<Self::Response, Self::Error>;
-
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
-        let kind = match req.uri().path() {
-            "/protos.Deliver/Deliver" => Some(RequestKind::Blocks),
-            "/protos.Deliver/DeliverFiltered" => Some(RequestKind::Filtered),
-            "/protos.Deliver/DeliverWithPrivateData" => Some(RequestKind::WithPrivateData),
-            _ => None,
-        };
-        let handler = self.handler.clone();
-        Box::pin(async move {
-            let Some(kind) = kind else { return Ok(unimplemented_response()) };
-            let mut grpc = Grpc::new(PairCodec::<DeliverFrameEncoder, RawDecoder>::default())
-                .apply_max_message_size_config(Some(MAX_REQUEST), Some(MAX_RESPONSE));
-            Ok(grpc.streaming(Rpc(handler, kind), req).await)
-        })
     }
 }

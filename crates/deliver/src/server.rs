@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::{BufMut, Bytes};
-use ferrofabric_block_store::BlockStore;
+use ferrofabric_block_store::{BlockStore, StoreError};
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_comm::Shutdown;
 use ferrofabric_protos::common::{ChannelHeader, Envelope, Payload, SignatureHeader, Status};
@@ -19,6 +19,7 @@ use prost::Message;
 use tokio::sync::{mpsc, watch};
 use tonic::codec::{EncodeBuf, Encoder};
 
+use crate::error::AccessDenied;
 use crate::filtered::{filtered_block, strip_data};
 
 /// What a request asks for: the RPC it came on.
@@ -39,7 +40,7 @@ pub trait BlockSource: Send + Sync {
     /// The marshaled block `number`; `Ok(None)` if it is not stored.
     ///
     /// Errors: the block cannot be read.
-    fn block(&self, number: u64) -> Result<Option<Bytes>, String>;
+    fn block(&self, number: u64) -> Result<Option<Bytes>, StoreError>;
     /// Resolves to true once block `number` is stored, to false if it never will be (the ledger closed).
     fn wait_for(&self, number: u64) -> Pin<Box<dyn Future<Output = bool> + Send + '_>>;
 }
@@ -48,8 +49,8 @@ impl BlockSource for BlockStore {
     fn height(&self) -> u64 {
         BlockStore::height(self)
     }
-    fn block(&self, number: u64) -> Result<Option<Bytes>, String> {
-        BlockStore::block(self, number).map_err(|e| e.to_string())
+    fn block(&self, number: u64) -> Result<Option<Bytes>, StoreError> {
+        BlockStore::block(self, number)
     }
     fn wait_for(&self, number: u64) -> Pin<Box<dyn Future<Output = bool> + Send + '_>> {
         Box::pin(async move { BlockStore::wait_for(self, number).await.is_ok() })
@@ -82,7 +83,7 @@ pub trait PolicyChecker: Send + Sync + 'static {
     /// Whether the signed request data satisfy the policy for `kind` under `config`.
     ///
     /// Errors: the reason for refusing (logged; the client gets `FORBIDDEN`).
-    fn check(&self, config: &ChannelConfig, kind: RequestKind, signed: &SignedData) -> Result<(), String>;
+    fn check(&self, config: &ChannelConfig, kind: RequestKind, signed: &SignedData) -> Result<(), AccessDenied>;
 }
 
 /// Counters a daemon keeps about Deliver (Fabric's `deliver_streams_opened`, `deliver_blocks_sent`).
@@ -199,7 +200,7 @@ impl SessionAccess {
         }
         let config = chain.config().ok_or("the channel has no configuration")?;
         if self.checked_sequence != Some(config.sequence()) {
-            policy.check(&config, kind, &self.signed)?;
+            policy.check(&config, kind, &self.signed).map_err(|e| e.to_string())?;
             self.checked_sequence = Some(config.sequence());
         }
         Ok(())

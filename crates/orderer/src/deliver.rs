@@ -14,7 +14,7 @@ use std::time::Duration;
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
 use ferrofabric_comm::Shutdown;
 use ferrofabric_deliver::{
-    BlockSource, Chain, ChainManager, DeliverHandler, DeliverObserver, PolicyChecker, RequestKind,
+    AccessDenied, BlockSource, Chain, ChainManager, DeliverHandler, DeliverObserver, PolicyChecker, RequestKind,
 };
 use tokio::sync::watch;
 
@@ -27,10 +27,11 @@ use crate::registrar::{Channel, Registrar};
 pub(crate) struct ChannelReaders;
 
 impl PolicyChecker for ChannelReaders {
-    fn check(&self, config: &ChannelConfig, _kind: RequestKind, signed: &SignedData) -> Result<(), String> {
-        let policy = config.policy("/Channel/Readers").ok_or("no /Channel/Readers policy")?;
+    fn check(&self, config: &ChannelConfig, _kind: RequestKind, signed: &SignedData) -> Result<(), AccessDenied> {
+        const READERS: &str = "/Channel/Readers";
+        let policy = config.policy(READERS).ok_or_else(|| AccessDenied::NoPolicy(READERS.to_owned()))?;
         let set = SignatureSet::new(vec![signed.clone()], config.msp_manager());
-        policy.evaluate(&set).map_err(|e| format!("/Channel/Readers not satisfied: {e}"))
+        policy.evaluate(&set).map_err(|source| AccessDenied::NotSatisfied { path: READERS.to_owned(), source })
     }
 }
 

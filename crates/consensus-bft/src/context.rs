@@ -431,3 +431,8 @@ impl SigningProvider<BftContext> for Signer {
         true
     }
 }
+
+/// The id the consensus engine knows a block by (Malachite's `Value::id`).
+pub(crate) fn mt_id(b: &Batch) -> BatchId {
+    malachitebft_core_types::Value::id(b)
+}

@@ -342,6 +342,12 @@ pub(crate) fn ensure(layout: &Layout, params: &ChannelParams, progress: &dyn Fn(
     Ok(bytes)
 }
 
+/// `p` made absolute against the working directory (as given if that cannot be read): the paths the node writes
+/// into other processes' configuration must not depend on their working directory.
+pub(crate) fn absolute(p: &Path) -> PathBuf {
+    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

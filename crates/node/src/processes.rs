@@ -32,7 +32,7 @@ use tokio::task::JoinHandle;
 
 use crate::args::NodeArgs;
 use crate::chaincode_definitions::{define_chaincodes, Barrier};
-use crate::layout::{ChannelParams, Layout, TlsMode, PEER_MSPIDS};
+use crate::layout::{absolute, ChannelParams, Layout, TlsMode, PEER_MSPIDS};
 use crate::profile::NodeInfo;
 
 /// How long a child may take to open its port.
@@ -472,10 +472,6 @@ struct ChildSpec {
 
 fn path(p: &Path) -> String {
     absolute(p).to_string_lossy().into_owned()
-}
-
-fn absolute(p: &Path) -> PathBuf {
-    std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// A TLS setting as its configuration file writes it (Fabric's PascalCase keys).

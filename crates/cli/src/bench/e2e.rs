@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::contract::ChaincodeService;
-use super::orderer::{percentile, process_cpu_seconds};
+use super::stats::{percentile, process_cpu_seconds};
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
 use ferrofabric_chaincode_support::ShimStats;

@@ -17,7 +17,7 @@ use ferrofabric_node::{NetworkClient, NodeArgs, RunningProcesses, PEER_MSPIDS};
 use futures::StreamExt;
 
 use super::hog::{HogKind, Hogs};
-use super::orderer::percentile;
+use super::stats::percentile;
 
 /// Proposals in flight at once while pre-endorsing.
 const ENDORSE_CONCURRENCY: usize = 64;

@@ -11,3 +11,4 @@ pub(crate) mod e2e;
 pub(crate) mod hog;
 pub(crate) mod isolation;
 pub(crate) mod orderer;
+mod stats;

@@ -30,8 +30,10 @@ const VALIDATION_PARAMETER: &str = "VALIDATION_PARAMETER";
 /// Decides whether the proposal's creator may use a resource such as `_lifecycle/CommitChaincodeDefinition`
 /// (Fabric's `aclmgmt.ACLProvider.CheckACL` on the signed proposal). Implemented by the endorser.
 pub trait Acl {
-    /// `Ok` if allowed; `Err` with Fabric's reason otherwise.
-    fn check(&self, resource: &str) -> Result<(), String>;
+    /// `Ok` if allowed.
+    ///
+    /// Errors: [`ChaincodeError::AccessDenied`] with Fabric's reason.
+    fn check(&self, resource: &str) -> Result<(), ChaincodeError>;
 }
 
 /// The history of keys (Fabric's history database, `core/ledger/kvledger/history`): every committed write of a
@@ -57,7 +59,7 @@ pub trait PrivateState: Send + Sync {
 pub struct AllowAll;
 
 impl Acl for AllowAll {
-    fn check(&self, _resource: &str) -> Result<(), String> {
+    fn check(&self, _resource: &str) -> Result<(), ChaincodeError> {
         Ok(())
     }
 }
@@ -359,7 +361,7 @@ impl<'a> TxContext<'a> {
     ///
     /// Errors: the reason access was denied.
     pub fn check_acl(&self, resource: &str) -> Result<(), ChaincodeError> {
-        self.acl.check(resource).map_err(ChaincodeError::AccessDenied)
+        self.acl.check(resource)
     }
 
     /// The committed value of `key` in the chaincode's namespace (`None` if absent); the read is recorded with the

@@ -10,7 +10,7 @@
 //!   `/Channel/Application/Readers`.
 
 use bytes::Bytes;
-use ferrofabric_chaincode::Acl;
+use ferrofabric_chaincode::{Acl, ChaincodeError};
 
 use crate::proposal::UnpackedProposal;
 use ferrofabric_channelconfig::{ChannelConfig, SignatureSet, SignedData};
@@ -168,7 +168,14 @@ impl<'a> ProposalAcl<'a> {
 }
 
 impl Acl for ProposalAcl<'_> {
-    fn check(&self, resource: &str) -> Result<(), String> {
+    fn check(&self, resource: &str) -> Result<(), ChaincodeError> {
+        self.check_resource(resource).map_err(ChaincodeError::AccessDenied)
+    }
+}
+
+impl ProposalAcl<'_> {
+    /// [`Acl::check`] with Fabric's reason as text.
+    fn check_resource(&self, resource: &str) -> Result<(), String> {
         if PEER_ADMIN_RESOURCES.contains(&resource) {
             return self.local(MspRoleType::Admin);
         }

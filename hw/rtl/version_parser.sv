@@ -1,6 +1,6 @@
 // Byte-serial decoder of a marshaled kvrwset.Version: field 1 (block_num) and
 // field 2 (tx_num), both varints. The sender only sends this layout
-// (crates/hw/src/encoder.rs); anything else clears `ok`. Same region
+// (crates/bmac/src/encoder.rs); anything else clears `ok`. Same region
 // protocol as der_parser: `first` and `last` mark a region's first and last
 // byte, and `done` pulses one cycle after the last byte.
 module version_parser (

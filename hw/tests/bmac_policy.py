@@ -1,4 +1,4 @@
-"""Policy programs of the card's policy table (hw/DESIGN.md section 5; crates/hw/src/policy.rs PolicyProgram).
+"""Policy programs of the card's policy table (hw/DESIGN.md section 5; crates/bmac/src/policy.rs PolicyProgram).
 
 A program is POL_LEAVES leaves (org, role bit) and POL_GATES threshold gates; the root is the last gate. Its wire
 form, the POLICY_SYNC payload, is 2 bytes per leaf then 3 per gate (threshold, leaf mask, gate mask)."""

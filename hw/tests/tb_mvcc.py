@@ -14,7 +14,7 @@ from bmac_types import PROBE_DELETED, PROBE_NOT_PUT, PROBE_UNTOUCHED, RD_REC, RE
 
 
 class Model:
-    """The MVCC rules of the RTL (same as crates/hw/src/model.rs)."""
+    """The MVCC rules of the RTL (same as crates/bmac-sim/src/model.rs)."""
 
     def __init__(self):
         self.kv = {}

@@ -4,7 +4,7 @@ also run on pp_lanes (two protocol processors, records merged back into stream o
 Hand-built sections exercise each mechanism: the identity cache (ID_SYNC with flush, locators, signers),
 HashCalculator regions (nested, multi-region slots, the virtual header bytes of METADATA), DER decoding (Go's
 lenient rules and a malformed signature), keys, versions, probes, state sync, and a non-BMac frame. Expected
-values come from hashlib. The fixture-level check is the Rust co-simulation (crates/hw/tests/integration/cosim.rs).
+values come from hashlib. The fixture-level check is the Rust co-simulation (crates/bmac-sim/tests/integration/cosim.rs).
 """
 
 import cocotb

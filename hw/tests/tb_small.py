@@ -24,7 +24,7 @@ def random_program(rng):
 @cocotb.test()
 async def policy_evaluator_runs_loaded_programs(dut):
     """A table of random programs (and empty entries): every id, on random and structured per-org bits, against the
-    program semantics (bmac_policy.evaluate, the same as crates/hw's PolicyProgram::evaluate)."""
+    program semantics (bmac_policy.evaluate, the same as ferrofabric-bmac's PolicyProgram::evaluate)."""
     rng = random.Random(3)
     programs = {pid: random_program(rng) for pid in range(1, POL_IDS) if pid % 7 != 3}
     programs[1] = out_of(2, [(1, "peer"), (2, "peer")])
@@ -44,7 +44,7 @@ async def policy_evaluator_runs_loaded_programs(dut):
 
 
 def der_reference(sig):
-    """The hardware subset of Go's encoding/asn1 (crates/hw/src/model.rs der_signature): (r, s) or None."""
+    """The hardware subset of Go's encoding/asn1 (crates/bmac-sim/src/model.rs der_signature): (r, s) or None."""
     if len(sig) < 2 or sig[0] != 0x30:
         return None
     if sig[1] < 0x80:

@@ -1,16 +1,13 @@
-//! `ferrofabric hw validate` (the flags of [`ferrofabric_hw::validate_ledger`]), `ferrofabric hw card` (a
-//! co-simulated card on the network, [`ferrofabric_hw::serve_card`]) and `ferrofabric hw relay` (the relay beside the
-//! orderer that feeds such a card, [`ferrofabric_committer::start_relay`]).
+//! `ferrofabric hw validate` (the flags of `ferrofabric_bmac_sim::validate_ledger`), `ferrofabric hw card` (a
+//! co-simulated card on the network, `ferrofabric_bmac_sim::serve_card`) and `ferrofabric hw relay` (the relay beside
+//! the orderer that feeds such a card, [`ferrofabric_committer::start_relay`]). The first two need the co-simulated
+//! card, built in by the `bmac-sim` feature; without it they fail with an error that says so.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, Context};
-
-use ferrofabric_hw::ValidateOptions;
+use anyhow::anyhow;
 
 /// Arguments of `ferrofabric hw validate`.
 #[derive(Clone, Debug, clap::Args)]
@@ -34,10 +31,31 @@ pub(crate) struct HwValidateArgs {
 
 /// Runs `ferrofabric hw validate`.
 ///
-/// Errors: as [`ferrofabric_hw::validate_ledger`].
+/// Errors: as `ferrofabric_bmac_sim::validate_ledger`, or the binary is built without the co-simulated card.
+#[cfg(feature = "bmac-sim")]
 pub(crate) fn run(args: HwValidateArgs) -> anyhow::Result<()> {
     let HwValidateArgs { genesis, blocks, report, config, quiet } = args;
-    ferrofabric_hw::validate_ledger(&ValidateOptions { genesis, blocks, report, config, quiet })
+    ferrofabric_bmac_sim::validate_ledger(&ferrofabric_bmac_sim::ValidateOptions {
+        genesis,
+        blocks,
+        report,
+        config,
+        quiet,
+    })
+}
+
+/// Runs `ferrofabric hw validate`: refused, as this binary has no co-simulated card.
+///
+/// Errors: always.
+#[cfg(not(feature = "bmac-sim"))]
+pub(crate) fn run(_args: HwValidateArgs) -> anyhow::Result<()> {
+    Err(no_sim("hw validate"))
+}
+
+/// The error of a command that needs the co-simulated card in a binary built without it.
+#[cfg(not(feature = "bmac-sim"))]
+fn no_sim(command: &str) -> anyhow::Error {
+    anyhow!("`{command}` needs the co-simulated BMac card, which this binary is built without (the `bmac-sim` feature)")
 }
 
 /// Arguments of `ferrofabric hw card`.
@@ -58,9 +76,16 @@ pub(crate) struct HwCardArgs {
 /// Runs `ferrofabric hw card`: the co-simulated card behind a UDP socket until a signal (or `--seconds`). Prints one
 /// line `hw card ready: listen=ADDR config=NxM` once it receives.
 ///
-/// Errors: a bad configuration, an address that cannot be bound, the model not built, or the socket failing.
+/// Errors: a bad configuration, an address that cannot be bound, the model not built, the socket failing, or the
+/// binary built without the co-simulated card.
+#[cfg(feature = "bmac-sim")]
 pub(crate) fn run_card(args: HwCardArgs) -> anyhow::Result<()> {
-    let (n, m) = ferrofabric_hw::parse_card_config(&args.config)?;
+    use anyhow::Context;
+    use std::net::UdpSocket;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let (n, m) = ferrofabric_bmac_sim::parse_card_config(&args.config)?;
     let socket = UdpSocket::bind(args.listen).with_context(|| format!("binding {}", args.listen))?;
     println!("hw card ready: listen={} config={n}x{m}", socket.local_addr()?);
     let stop = Arc::new(AtomicBool::new(false));
@@ -69,7 +94,7 @@ pub(crate) fn run_card(args: HwCardArgs) -> anyhow::Result<()> {
         // The simulation stays on the thread that made it; the socket is read there too.
         std::thread::Builder::new()
             .name("bmac-card".into())
-            .spawn(move || ferrofabric_hw::serve_card(&socket, n, m, &stop))?
+            .spawn(move || ferrofabric_bmac_sim::serve_card(&socket, n, m, &stop))?
     };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let finished = {
@@ -87,6 +112,14 @@ pub(crate) fn run_card(args: HwCardArgs) -> anyhow::Result<()> {
     stop.store(true, Ordering::Relaxed);
     card.join().map_err(|_| anyhow!("the card thread panicked"))??;
     Ok(())
+}
+
+/// Runs `ferrofabric hw card`: refused, as this binary has no co-simulated card.
+///
+/// Errors: always.
+#[cfg(not(feature = "bmac-sim"))]
+pub(crate) fn run_card(_args: HwCardArgs) -> anyhow::Result<()> {
+    Err(no_sim("hw card"))
 }
 
 /// Arguments of `ferrofabric hw relay`.
@@ -142,7 +175,7 @@ pub(crate) fn run_relay(args: HwRelayArgs) -> anyhow::Result<()> {
         delivery: Default::default(),
         card: args.card,
         deadline: Duration::from_secs(args.deadline),
-        impairment: ferrofabric_hw::Impairment { drop_every: args.drop_every, swap_every: args.swap_every },
+        impairment: ferrofabric_bmac_boards::Impairment { drop_every: args.drop_every, swap_every: args.swap_every },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     runtime.block_on(async {

@@ -11,7 +11,8 @@
 //!   calling [`start`]. With `Accelerator: sim:NxM`, `udp:HOST:PORT`, `relayed:HOST:PORT` or `alveo:DEVICE`
 //!   ([`Accelerator`]) the blocks are validated by the BMac card (co-simulated in this process, on the network fed by
 //!   the committer or by a relay beside the orderer, or on an Alveo board behind the XDMA driver) and its host
-//!   ([`ferrofabric_hw::VerilatorProcessor::commit`]) instead of the software validator:
+//!   ([`ferrofabric_bmac::CardProcessor::commit`]; the card's link from `ferrofabric-bmac-boards`, or for `sim:NxM`
+//!   from `ferrofabric-bmac-sim`, which only the `bmac-sim` feature builds in) instead of the software validator:
 //!   the card checks signatures, endorsement policies and MVCC; the host commits and keeps the ledger; a card that
 //!   fails is switched off and the host validates in software from then on.
 //! * [`start_relay`]: the BMac relay beside the orderer ([`RunningRelay`]), which follows the channel and feeds a

@@ -21,9 +21,10 @@ use prost::Message;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+use ferrofabric_bmac::{BlockPath, CardLink, CardProcessor};
+use ferrofabric_bmac_boards::{UdpCard, UdpCardReader, XdmaCard};
 use ferrofabric_comm::{parse_addr, parse_duration, ClientTls, DeliverApi, Health, Shutdown, ShutdownTrigger};
 use ferrofabric_deliver::{block_number, DeliverLedger, DeliverMetrics, Fetched, Follower, PeerDeliverService};
-use ferrofabric_hw::{BlockPath, VerilatorProcessor};
 
 use crate::checkpoint::{Checkpoint, StateMirror};
 use crate::config::{Accelerator, CommitterConfig};
@@ -226,19 +227,23 @@ pub fn recover(
 ///
 /// Errors: the configuration is not built into this binary, a stored block is unreadable or refused, or its
 /// re-validation disagrees with what is stored.
-fn start_card(store: &BlockStore, accelerator: Accelerator) -> anyhow::Result<VerilatorProcessor> {
+fn start_card(store: &BlockStore, accelerator: Accelerator) -> anyhow::Result<CardProcessor> {
     let block0 = store.block(0)?.ok_or_else(|| anyhow!("block 0 vanished from the store"))?;
-    let mut card = match accelerator {
-        Accelerator::Sim { n, m } => {
-            VerilatorProcessor::new(block0, n, m).map_err(|e| anyhow!("starting the {n}x{m} BMac card: {e}"))?
-        }
-        Accelerator::Udp(addr) => VerilatorProcessor::connect(block0, addr, CARD_DEADLINE)
-            .map_err(|e| anyhow!("connecting to the BMac card at {addr}: {e}"))?,
-        Accelerator::Alveo(device) => VerilatorProcessor::open_xdma(block0, &device, CARD_DEADLINE)
-            .map_err(|e| anyhow!("opening the BMac card at {}: {e}", device.display()))?,
-        Accelerator::Relayed(addr) => VerilatorProcessor::follow_relayed(block0, addr, CARD_DEADLINE)
-            .map_err(|e| anyhow!("reaching the relayed BMac card at {addr}: {e}"))?,
+    let link: Box<dyn CardLink> = match accelerator {
+        Accelerator::Sim { n, m } => sim_card(n, m)?,
+        Accelerator::Udp(addr) => Box::new(
+            UdpCard::connect(addr, CARD_DEADLINE).map_err(|e| anyhow!("connecting to the BMac card at {addr}: {e}"))?,
+        ),
+        Accelerator::Alveo(device) => Box::new(
+            XdmaCard::open(&device, CARD_DEADLINE)
+                .map_err(|e| anyhow!("opening the BMac card at {}: {e}", device.display()))?,
+        ),
+        Accelerator::Relayed(addr) => Box::new(
+            UdpCardReader::connect(addr, CARD_DEADLINE)
+                .map_err(|e| anyhow!("reaching the relayed BMac card at {addr}: {e}"))?,
+        ),
     };
+    let mut card = CardProcessor::new(block0, link).map_err(|e| anyhow!("joining the channel with the card: {e}"))?;
     for stored in store.blocks(1..store.height()) {
         let stored = stored.context("reading a stored block")?;
         let c =
@@ -249,6 +254,26 @@ fn start_card(store: &BlockStore, accelerator: Accelerator) -> anyhow::Result<Ve
         }
     }
     Ok(card)
+}
+
+/// The co-simulated N×M card in this process (`ferrofabric-bmac-sim`, the `bmac-sim` feature).
+///
+/// Errors: the N×M model is not built (no Verilator at build time, or not in `FERROFABRIC_HW_CONFIGS`).
+#[cfg(feature = "bmac-sim")]
+fn sim_card(n: u32, m: u32) -> anyhow::Result<Box<dyn CardLink>> {
+    let card = ferrofabric_bmac_sim::Card::new(n, m).map_err(|e| anyhow!("starting the {n}x{m} BMac card: {e}"))?;
+    Ok(Box::new(card))
+}
+
+/// The co-simulated card is not built into this binary: the error says how to get it.
+///
+/// Errors: always.
+#[cfg(not(feature = "bmac-sim"))]
+fn sim_card(n: u32, m: u32) -> anyhow::Result<Box<dyn CardLink>> {
+    bail!(
+        "the co-simulated {n}x{m} BMac card is not built into this binary: build with the `bmac-sim` feature \
+         (ferrofabric-committer/bmac-sim, or the cli's ferrofabric/bmac-sim), or use udp:, alveo: or relayed:"
+    )
 }
 
 /// How long the host waits for a networked card's result for one block before it validates the block itself. A
@@ -542,7 +567,7 @@ impl ValidateStage {
 /// again from another orderer, as with the software validator; a card failure is logged once, and the card's host
 /// then validates in software.
 fn run_card(
-    mut card: VerilatorProcessor,
+    mut card: CardProcessor,
     metrics: &CardMetrics,
     mut blocks: mpsc::Receiver<Fetched>,
     restart: mpsc::Sender<u64>,

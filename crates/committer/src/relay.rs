@@ -1,11 +1,12 @@
 //! The BMac relay beside the orderer (hw/DESIGN.md §7): it follows the channel from the orderers, as the committer
 //! does, and sends each block's sections to a card on the network, so that the card receives its blocks from the
 //! orderer side as BMac's does. The committer beside the card only reads the card's results
-//! (`Accelerator: relayed:HOST:PORT`, [`ferrofabric_hw::VerilatorProcessor::follow_relayed`]).
+//! (`Accelerator: relayed:HOST:PORT`, a [`ferrofabric_bmac::CardProcessor`] on a
+//! [`ferrofabric_bmac_boards::UdpCardReader`]).
 //!
 //! The sections depend on the ledger (pre-codes, endorsement-policy ids, range-query probes, the identity cache's
 //! ids, state syncs for blocks the card does not validate; hw/DESIGN.md §1), so the relay keeps its own copy of the
-//! ledger in memory: the host side of [`ferrofabric_hw::VerilatorProcessor`], which commits each block with the
+//! ledger in memory: the host side of [`ferrofabric_bmac::CardProcessor`], which commits each block with the
 //! card's verdicts, or in software when the block is the host's. The committer plans every block the same way from
 //! its own ledger, so both agree on which blocks the card validates.
 //!
@@ -20,9 +21,10 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use bytes::Bytes;
+use ferrofabric_bmac::{BlockPath, CardProcessor};
+use ferrofabric_bmac_boards::{Impairment, LinkStats, UdpCard};
 use ferrofabric_comm::{ClientTls, ClientTlsConfig, DeliverApi};
 use ferrofabric_deliver::{DeliveryConfig, Fetched, Follower};
-use ferrofabric_hw::{BlockPath, Impairment, LinkStats, VerilatorProcessor};
 use ferrofabric_msp::SigningIdentity;
 use prost::Message;
 use tokio::sync::{mpsc, watch};
@@ -146,18 +148,17 @@ impl Feeder {
                 std::thread::sleep(RESET_PAUSE);
             }
             first = false;
-            let mut card =
-                match VerilatorProcessor::connect(self.genesis.clone(), self.config.card, self.config.deadline) {
-                    Ok(card) => card,
-                    Err(e) => {
-                        tracing::warn!(card = %self.config.card, error = %e, "the card does not answer; trying again");
-                        continue;
-                    }
-                };
-            if let Some(link) = card.udp_link() {
-                link.set_impairment(self.config.impairment);
-            }
-            let config = card.udp_link().map(|l| l.config());
+            let mut link = match UdpCard::connect(self.config.card, self.config.deadline) {
+                Ok(link) => link,
+                Err(e) => {
+                    tracing::warn!(card = %self.config.card, error = %e, "the card does not answer; trying again");
+                    continue;
+                }
+            };
+            link.set_impairment(self.config.impairment);
+            let config = Some(link.config());
+            let mut card = CardProcessor::new(self.genesis.clone(), Box::new(link))
+                .map_err(|e| anyhow!("joining the channel from the genesis block: {e}"))?;
             self.status.send_modify(|s| {
                 s.config = config;
                 s.height = 1;
@@ -178,7 +179,7 @@ impl Feeder {
     /// Feeds blocks to the card until it fails (`Some(why)`) or the relay stops (`None`).
     ///
     /// Errors: the follower is gone.
-    fn session(&mut self, card: &mut VerilatorProcessor) -> anyhow::Result<Option<String>> {
+    fn session(&mut self, card: &mut CardProcessor) -> anyhow::Result<Option<String>> {
         let handle = tokio::runtime::Handle::current();
         let mut next = 1;
         while !self.stopped() {
@@ -193,7 +194,7 @@ impl Feeder {
             match card.commit(fetched.bytes) {
                 Ok(c) => {
                     next += 1;
-                    let link = card.udp_link().map(|l| l.stats()).unwrap_or_default();
+                    let link = card.link_mut::<UdpCard>().map(|l| l.stats()).unwrap_or_default();
                     self.status.send_modify(|s| {
                         s.height = next;
                         s.link = link;

@@ -28,7 +28,7 @@
 //!
 //! # With a trusted signature verifier
 //! [`Validator::commit_block_attested`] runs the same pipeline with the signature verdicts of a verifier the caller
-//! trusts (the BMac card, `ferrofabric-hw`): no ECDSA signature is verified, every other check and MVCC are, and the
+//! trusts (the BMac card, `ferrofabric-bmac`): no ECDSA signature is verified, every other check and MVCC are, and the
 //! block commits only if the codes reached are the verifier's.
 //!
 //! # Not supported (yet)
@@ -40,7 +40,7 @@
 //!   re-hashed and compared as Fabric does ([`summarize_query_reads`]).
 //!
 //! # Shared rules
-//! Validators that must decide exactly as this one (the BMac host in `ferrofabric-hw`) call its rules instead of
+//! Validators that must decide exactly as this one (the BMac host in `ferrofabric-bmac`) call its rules instead of
 //! copying them: the transaction checks ([`check_common_header`], [`check_creator`], [`check_payload`],
 //! [`check_endorser_transaction`], [`check_txid`], [`check_structure`]) and the chaincode definitions of
 //! [`chaincode_definition`], all on the arena's decoded transaction.

@@ -3,7 +3,7 @@
 //! `namespaces/metadata/<name>` holds a `lifecycle.StateMetadata` whose datatype is `ChaincodeDefinition`, and
 //! `namespaces/fields/<name>/<Field>` a `lifecycle.StateData` per field (`ValidationInfo`, `Collections`, ...).
 //!
-//! [`definition`] is public so that other validators of the same blocks (the BMac host, `ferrofabric-hw`) read the
+//! [`definition`] is public so that other validators of the same blocks (the BMac host, `ferrofabric-bmac`) read the
 //! definitions exactly as this crate does.
 
 use bytes::Bytes;

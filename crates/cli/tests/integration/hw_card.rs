@@ -8,17 +8,24 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ferrofabric_hw::{available_sim_configs, regs, UdpCard, UdpCardReader};
+use ferrofabric_bmac::regs;
+use ferrofabric_bmac_boards::{UdpCard, UdpCardReader};
+use ferrofabric_bmac_sim::available_sim_configs;
 
 use crate::support::{fixture_ledger, genesis_path, user1_msp, TestOrderer};
 
-/// Whether the 8x2 card is built into this binary (else the test is skipped, unless Verilator is required).
+/// Whether the 8x2 card is built into this binary, with the `bmac-sim` feature (else the test is skipped, unless
+/// Verilator is required).
 fn card_built() -> bool {
-    if available_sim_configs().contains(&(8, 2)) {
+    let why = if !cfg!(feature = "bmac-sim") {
+        "the binary is built without the `bmac-sim` feature"
+    } else if !available_sim_configs().contains(&(8, 2)) {
+        "the 8x2 BMac card is not built into this binary"
+    } else {
         return true;
-    }
-    assert!(std::env::var("FERROFABRIC_REQUIRE_VERILATOR").as_deref() != Ok("1"), "the 8x2 card is not built");
-    eprintln!("SKIPPED: the 8x2 BMac card is not built into this binary");
+    };
+    assert!(std::env::var("FERROFABRIC_REQUIRE_VERILATOR").as_deref() != Ok("1"), "{why}");
+    eprintln!("SKIPPED: {why}");
     false
 }
 

@@ -8,8 +8,8 @@
 //! networks with 2-of-3, 3-of-5 and nested policies, a committer with the card and one without store the same bytes
 //! and serve the same Deliver blocks and events, with every chaincode block validated on the card.
 //!
-//! Without the Verilator backend in this build these tests report SKIPPED and pass, unless
-//! `FERROFABRIC_REQUIRE_VERILATOR=1`.
+//! Without the Verilator backend in this build, or without the committer's `bmac-sim` feature (which the `sim:`
+//! card needs), these tests report SKIPPED and pass, unless `FERROFABRIC_REQUIRE_VERILATOR=1`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -46,14 +46,18 @@ async fn card_guard(alone: bool) -> CardGuard {
 }
 
 fn card_built() -> bool {
-    if ferrofabric_hw::available_sim_configs().contains(&(8, 2)) {
+    let why = if !cfg!(feature = "bmac-sim") {
+        "the committer is built without its `bmac-sim` feature (the co-simulated card)"
+    } else if !ferrofabric_bmac_sim::available_sim_configs().contains(&(8, 2)) {
+        "the 8x2 BMac card is not built into this binary"
+    } else {
         return true;
-    }
+    };
     assert!(
         std::env::var("FERROFABRIC_REQUIRE_VERILATOR").as_deref() != Ok("1"),
-        "FERROFABRIC_REQUIRE_VERILATOR=1 but the 8x2 card is not built"
+        "FERROFABRIC_REQUIRE_VERILATOR=1 but {why}"
     );
-    eprintln!("SKIPPED: the 8x2 BMac card is not built into this binary");
+    eprintln!("SKIPPED: {why}");
     false
 }
 
@@ -282,7 +286,7 @@ async fn when_the_host_disputes_a_cards_codes_the_card_is_switched_off_and_the_h
 struct LoopbackCard {
     addr: std::net::SocketAddr,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    thread: std::thread::JoinHandle<Result<(), ferrofabric_hw::NetCardError>>,
+    thread: std::thread::JoinHandle<Result<(), ferrofabric_bmac_sim::ServeError>>,
 }
 
 impl LoopbackCard {
@@ -292,7 +296,7 @@ impl LoopbackCard {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
-            std::thread::spawn(move || ferrofabric_hw::serve_card(&socket, 8, 2, &stop))
+            std::thread::spawn(move || ferrofabric_bmac_sim::serve_card(&socket, 8, 2, &stop))
         };
         LoopbackCard { addr, stop, thread }
     }
@@ -317,7 +321,7 @@ async fn a_card_on_the_network_commits_fabric_peer_bytes() {
 async fn a_card_behind_the_xdma_driver_commits_fabric_peer_bytes() {
     let Some(Setup { _one, mut orderer, data, peer_blocks }) = setup(false).await else { return };
     let devices = tempfile::tempdir().unwrap();
-    let emulation = ferrofabric_hw::emulate_xdma(devices.path(), "xdma0", 8, 2).unwrap();
+    let emulation = ferrofabric_bmac_sim::emulate_xdma(devices.path(), "xdma0", 8, 2).unwrap();
     let accelerator = format!("alveo:{}", emulation.prefix().display());
     commits_on_the_card(&accelerator, data.path(), &orderer, &peer_blocks).await;
     drop(emulation);
@@ -339,7 +343,7 @@ async fn a_card_fed_by_a_relay_beside_the_orderer_gives_the_committer_fabric_pee
         delivery: Default::default(),
         card: addr,
         deadline: Duration::from_secs(120),
-        impairment: ferrofabric_hw::Impairment { drop_every: 5, swap_every: 3 },
+        impairment: ferrofabric_bmac_boards::Impairment { drop_every: 5, swap_every: 3 },
     })
     .await
     .unwrap();

@@ -35,16 +35,21 @@
 //! * Private data is not kept: `DeliverWithPrivateData` sends an empty private data map.
 //! * No TLS binding (`tls_cert_hash`) check on Deliver requests; the operations listener has no TLS.
 
+mod card;
 mod checkpoint;
 mod config;
+mod metadata;
 mod metrics;
 mod pipeline;
+mod recovery;
 mod relay;
+mod storing;
+mod validating;
 
 pub use checkpoint::{Checkpoint, CheckpointError};
 pub use config::{Accelerator, CommitterConfig, PipelineConfig};
-pub use pipeline::{
-    open_store, recover, start, stored_peer_metadata, with_peer_metadata, Recovery, RunningCommitter,
-    Status as CommitterStatus,
-};
+pub use metadata::{stored_peer_metadata, with_peer_metadata};
+pub use pipeline::{start, RunningCommitter};
+pub use recovery::{open_store, recover, Recovery};
 pub use relay::{start_relay, RelayConfig, RelayStatus, RunningRelay};
+pub use storing::Status as CommitterStatus;

@@ -24,5 +24,5 @@ pub use card::{cosim_processor, Card};
 pub use model::{Model, ModelBlock};
 pub use server::{serve as serve_card, ServeError};
 pub use sim::{available as available_sim_configs, Port as SimPort, Sim, SimError};
-pub use validate::{parse_config as parse_card_config, run as validate_ledger, ValidateOptions};
+pub use validate::{parse_config as parse_card_config, run as validate_ledger, ConfigError, ValidateOptions};
 pub use xdma_emu::{emulate as emulate_xdma, EmulationError, XdmaEmulation};

@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use serde::Serialize;
 
 use ferrofabric_bmac::{BlockPath, BlockProcessor};
@@ -67,14 +67,20 @@ struct CardReport {
     mvcc_failures: u32,
 }
 
-/// Parses `NxM`.
+/// A card configuration that is not `NxM` with N and M positive integers.
+#[derive(Debug, thiserror::Error)]
+#[error("--config {0}: expected N x M, N transaction validators with M VSCC engines each (positive), e.g. 8x2")]
+pub struct ConfigError(String);
+
+/// Parses `NxM`: N transaction validators with M VSCC engines each.
 ///
-/// Errors: not two positive integers separated by `x`.
-pub fn parse_config(s: &str) -> Result<(u32, u32)> {
-    let (n, m) = s.split_once('x').ok_or_else(|| anyhow!("--config {s}: expected N x M, e.g. 8x2"))?;
-    let (n, m): (u32, u32) = (n.parse()?, m.parse()?);
+/// Errors: [`ConfigError`] if `s` is not two positive integers separated by `x`.
+pub fn parse_config(s: &str) -> Result<(u32, u32), ConfigError> {
+    let bad = || ConfigError(s.to_owned());
+    let (n, m) = s.split_once('x').ok_or_else(bad)?;
+    let (n, m): (u32, u32) = (n.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?);
     if n == 0 || m == 0 {
-        bail!("--config {s}: N and M must be positive");
+        return Err(bad());
     }
     Ok((n, m))
 }

@@ -99,7 +99,8 @@ pub struct CommitterConfig {
 /// The block processor that [`CommitterConfig::accelerator`] names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Accelerator {
-    /// The co-simulated card with `n` validators of `m` endorsement engines.
+    /// The co-simulated card with `n` validators of `m` endorsement engines, in this process; only a committer
+    /// built with the `bmac-sim` feature has it (without, the committer refuses to start with this accelerator).
     Sim {
         /// Transaction validators.
         n: u32,
